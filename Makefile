@@ -1,0 +1,37 @@
+# ratelimit — make help lists the targets.
+GO       ?= go
+PKGS     ?= ./...
+FUZZTIME ?= 10s
+export REDIS_ADDR ?= 127.0.0.1:6379
+
+.PHONY: help demo test test-short lint fuzz bench bench-compare redis-up redis-down
+
+help: ## list the targets
+	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+demo: ## run the demo: three instances sharing one limit (embedded Redis)
+	$(GO) run ./cmd/ratelimit-demo
+
+test: ## run every test with -race (real Redis at REDIS_ADDR; skipped when absent unless RATELIMIT_REQUIRE_REDIS=1)
+	$(GO) test -race -shuffle=on -count=1 -timeout 10m $(PKGS)
+
+test-short: ## fast tests only (memory store, miniredis)
+	$(GO) test -short -count=1 $(PKGS)
+
+lint: ## gofmt, go vet, staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	@command -v staticcheck >/dev/null 2>&1 || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+	$$(command -v staticcheck || echo $$($(GO) env GOPATH)/bin/staticcheck) $(PKGS)
+
+fuzz: ## run each fuzz target for FUZZTIME (default 10s)
+	@./scripts/fuzz.sh $(FUZZTIME)
+
+bench: ## library benchmarks with -benchmem
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+redis-up: ## start a local redis-server on REDIS_ADDR if none answers
+	@./scripts/redis-up.sh
+
+redis-down: ## stop the redis-server that redis-up started
+	@./scripts/redis-down.sh

@@ -1,0 +1,83 @@
+package core
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// breaker stops calling a failing store. After failures consecutive
+// failures it opens for cooldown; then one caller probes the store while the
+// others stay degraded; the probe's success closes it, its failure re-opens
+// it. While open, a decision costs no network at all.
+type breaker struct {
+	threshold int64
+	cooldown  int64 // ns
+
+	fails     atomic.Int64
+	openUntil atomic.Int64 // monotonic ns; 0 when closed
+	probing   atomic.Bool
+}
+
+// epoch anchors monotonic nanoseconds for the breaker and logs.
+var epoch = time.Now()
+
+func monoNow() int64 { return int64(time.Since(epoch)) }
+
+// allow reports whether to call the store, and whether that call is the
+// probe of a half-open breaker.
+func (b *breaker) allow() (call, probe bool) {
+	until := b.openUntil.Load()
+	if until == 0 {
+		return true, false
+	}
+	if monoNow() < until {
+		return false, false
+	}
+	if b.probing.CompareAndSwap(false, true) {
+		return true, true
+	}
+	return false, false
+}
+
+// retryIn is how long until the store will be tried again; 0 when closed.
+func (b *breaker) retryIn() time.Duration {
+	until := b.openUntil.Load()
+	if until == 0 {
+		return 0
+	}
+	if d := until - monoNow(); d > 0 {
+		return time.Duration(d)
+	}
+	return 0
+}
+
+func (b *breaker) success(probe bool) {
+	if b.fails.Load() != 0 {
+		b.fails.Store(0)
+	}
+	if probe || b.openUntil.Load() != 0 {
+		b.openUntil.Store(0)
+		b.probing.Store(false)
+	}
+}
+
+func (b *breaker) failure(probe bool) {
+	if probe {
+		b.openUntil.Store(monoNow() + b.cooldown)
+		b.probing.Store(false)
+		return
+	}
+	if b.fails.Add(1) >= b.threshold && b.openUntil.Load() == 0 {
+		b.openUntil.Store(monoNow() + b.cooldown)
+	}
+}
+
+// open reports whether the breaker is open or half-open.
+func (b *breaker) open() bool { return b.openUntil.Load() != 0 }
+
+// release gives back a probe slot whose call said nothing about the store.
+func (b *breaker) release(probe bool) {
+	if probe {
+		b.probing.Store(false)
+	}
+}

@@ -1,0 +1,107 @@
+package core
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Limit is a token bucket: Rate tokens are added every Period, up to Burst
+// tokens. A request costing n tokens is allowed when the bucket holds at
+// least n; then n are taken.
+//
+// The zero value is not a usable limit; build one with PerSecond, PerMinute,
+// PerHour or a literal. Limit is a small value type, safe to copy.
+type Limit struct {
+	Rate   int           // tokens added per Period; must be > 0
+	Period time.Duration // a whole number of microseconds, > 0
+	Burst  int           // bucket capacity; 0 means Rate
+}
+
+// PerSecond returns a limit of rate tokens per second with a burst of rate.
+func PerSecond(rate int) Limit { return Limit{Rate: rate, Period: time.Second, Burst: rate} }
+
+// PerMinute returns a limit of rate tokens per minute with a burst of rate.
+func PerMinute(rate int) Limit { return Limit{Rate: rate, Period: time.Minute, Burst: rate} }
+
+// PerHour returns a limit of rate tokens per hour with a burst of rate.
+func PerHour(rate int) Limit { return Limit{Rate: rate, Period: time.Hour, Burst: rate} }
+
+// WithBurst returns a copy of l whose bucket holds burst tokens.
+func (l Limit) WithBurst(burst int) Limit {
+	l.Burst = burst
+	return l
+}
+
+// Capacity is the bucket size: Burst, or Rate when Burst is 0.
+func (l Limit) Capacity() int {
+	if l.Burst == 0 {
+		return l.Rate
+	}
+	return l.Burst
+}
+
+// String names the limit, e.g. "3-per-1m0s", or "3-per-1m0s-burst-5" when the
+// burst differs from the rate. It is the default policy name.
+func (l Limit) String() string {
+	s := strconv.Itoa(l.Rate) + "-per-" + l.Period.String()
+	if c := l.Capacity(); c != l.Rate {
+		s += "-burst-" + strconv.Itoa(c)
+	}
+	return s
+}
+
+// Window is the time an empty bucket takes to fill: Capacity / (Rate/Period),
+// rounded up to whole seconds. It is the w parameter of RateLimit-Policy.
+func (l Limit) Window() time.Duration {
+	p := l.policy("")
+	us := ceilDiv(p.Capacity, p.Refill)
+	return time.Duration(ceilDiv(us, 1e6)) * time.Second
+}
+
+// maxExact bounds every scaled quantity: Lua numbers are doubles, exact up to 2^53.
+const maxExact = 1 << 53
+
+// validate reports why l cannot be computed exactly, or nil.
+func (l Limit) validate() error {
+	switch {
+	case l.Rate <= 0:
+		return fmt.Errorf("%w: Rate is %d, must be > 0", ErrInvalidLimit, l.Rate)
+	case l.Period <= 0:
+		return fmt.Errorf("%w: Period is %v, must be > 0", ErrInvalidLimit, l.Period)
+	case l.Period%time.Microsecond != 0:
+		return fmt.Errorf("%w: Period %v is not a whole number of microseconds", ErrInvalidLimit, l.Period)
+	case l.Burst < 0:
+		return fmt.Errorf("%w: Burst is %d, must be >= 0", ErrInvalidLimit, l.Burst)
+	}
+	g := gcd(int64(l.Rate), l.Period.Microseconds())
+	unit := l.Period.Microseconds() / g
+	refill := int64(l.Rate) / g
+	c := int64(l.Capacity())
+	if c > (maxExact-refill)/unit {
+		return fmt.Errorf("%w: %v needs %d×%d micro-units, beyond 2^53; lower the burst or use a period with fewer microseconds per token", ErrInvalidLimit, l, c, unit)
+	}
+	return nil
+}
+
+// policy returns l in the integer form stores compute with. l must be valid.
+func (l Limit) policy(name string) Policy {
+	g := gcd(int64(l.Rate), l.Period.Microseconds())
+	unit := l.Period.Microseconds() / g
+	return Policy{
+		Name:     name,
+		Capacity: int64(l.Capacity()) * unit,
+		Refill:   int64(l.Rate) / g,
+		Unit:     unit,
+	}
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// ceilDiv returns ⌈a/b⌉ for a ≥ 0, b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -1,0 +1,324 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// Config configures a Limiter. Store, Limit and FailMode are required; every
+// other field has the default its comment gives for its zero value.
+type Config struct {
+	// Store keeps the buckets: NewRedisStore to share a limit across
+	// instances, NewMemoryStore for one process.
+	Store Store
+	// Limit is the token bucket every key gets.
+	Limit Limit
+	// FailMode is what happens when Store cannot decide. Required: there is
+	// no safe default for every API. See FailOpen, FailClosed, FailLocal.
+	FailMode FailMode
+	// Name is the policy name: it namespaces buckets in the store and labels
+	// RateLimit-Policy. Default Limit.String() (e.g. "3-per-1m0s"), so
+	// limiters with different limits never share buckets by accident; give
+	// two limiters the same Name only to share their buckets on purpose.
+	// 1–64 printable ASCII characters, no spaces, '{', '}', '"' or '\'.
+	Name string
+	// Timeout bounds one store decision, whatever the Redis client's own
+	// timeouts and retries; past it, FailMode decides. Default 50ms.
+	Timeout time.Duration
+	// Instances is the number of app instances sharing the limit. Required
+	// with FailLocal, whose in-process buckets hold Limit / Instances (rate
+	// and burst; the burst is at least 1). Ignored otherwise.
+	Instances int
+	// BreakerFailures is how many consecutive store failures open the
+	// circuit breaker. Default 3.
+	BreakerFailures int
+	// BreakerCooldown is how long an open breaker keeps the store uncalled
+	// before one probe; at most 1s. Default 500ms.
+	BreakerCooldown time.Duration
+	// MaxInFlight bounds store decisions still running (a stalled Redis keeps
+	// them running past Timeout); beyond it FailMode decides at once.
+	// Default 4096.
+	MaxInFlight int
+	// OnError, if set, is called with the reason for every degraded decision
+	// (errors.Is ErrTimeout, ErrCircuitOpen, ErrOverloaded, or the store's
+	// error). It runs on the request's goroutine: keep it fast.
+	OnError func(error)
+	// Logger receives one warning per LogInterval at most while decisions are
+	// degraded, with how many were. Default slog.Default().
+	Logger *slog.Logger
+	// LogInterval is the least time between two degraded-decision log lines.
+	// Default 10s.
+	LogInterval time.Duration
+}
+
+// Limiter decides whether requests keyed by a subject (an IP, an API key, a
+// user) are within its limit. It is safe for concurrent use; make one per
+// policy at startup and share it.
+type Limiter struct {
+	store       Store
+	direct      bool // store decides without I/O: no timeout guard
+	limit       Limit
+	name        string
+	policies    []Policy
+	minCapacity int
+	mode        FailMode
+	timeout     time.Duration
+	maxInFlight int64
+	inflight    atomic.Int64
+	breaker     breaker
+
+	local       *MemoryStore // FailLocal's buckets
+	localLimit  Limit
+	localPolicy []Policy
+
+	onError     func(error)
+	logger      *slog.Logger
+	logInterval int64 // ns
+	lastLog     atomic.Int64
+	degraded    atomic.Int64 // degraded decisions since the last log line
+}
+
+// Defaults for Config's zero values.
+const (
+	DefaultTimeout         = 50 * time.Millisecond
+	DefaultBreakerFailures = 3
+	DefaultBreakerCooldown = 500 * time.Millisecond
+	DefaultMaxInFlight     = 4096
+	DefaultLogInterval     = 10 * time.Second
+)
+
+// New checks cfg and returns a Limiter. It does not contact the store: an
+// app starts even when Redis is unreachable, and FailMode covers it.
+func New(cfg Config) (*Limiter, error) {
+	if cfg.Store == nil {
+		return nil, ErrNoStore
+	}
+	switch cfg.FailMode {
+	case FailOpen, FailClosed, FailLocal:
+	case 0:
+		return nil, ErrFailModeUnset
+	default:
+		return nil, fmt.Errorf("%w (got %d)", ErrInvalidFailMode, int(cfg.FailMode))
+	}
+	if err := cfg.Limit.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Name == "" {
+		cfg.Name = cfg.Limit.String()
+	}
+	if err := validName(cfg.Name); err != nil {
+		return nil, err
+	}
+	if cfg.Timeout < 0 || cfg.BreakerCooldown < 0 || cfg.BreakerFailures < 0 || cfg.MaxInFlight < 0 || cfg.LogInterval < 0 || cfg.Instances < 0 {
+		return nil, fmt.Errorf("%w: Timeout, Instances, BreakerFailures, BreakerCooldown, MaxInFlight and LogInterval must not be negative", ErrInvalidConfig)
+	}
+	if cfg.BreakerCooldown > time.Second {
+		return nil, fmt.Errorf("%w: BreakerCooldown %v exceeds 1s; a recovered store would stay unused too long", ErrInvalidConfig, cfg.BreakerCooldown)
+	}
+	l := &Limiter{
+		store:       cfg.Store,
+		limit:       cfg.Limit,
+		name:        cfg.Name,
+		minCapacity: cfg.Limit.Capacity(),
+		mode:        cfg.FailMode,
+		timeout:     orDefault(cfg.Timeout, DefaultTimeout),
+		maxInFlight: int64(orDefault(cfg.MaxInFlight, DefaultMaxInFlight)),
+		onError:     cfg.OnError,
+		logger:      cfg.Logger,
+		logInterval: int64(orDefault(cfg.LogInterval, DefaultLogInterval)),
+	}
+	l.breaker.threshold = int64(orDefault(cfg.BreakerFailures, DefaultBreakerFailures))
+	l.breaker.cooldown = int64(orDefault(cfg.BreakerCooldown, DefaultBreakerCooldown))
+	if l.logger == nil {
+		l.logger = slog.Default()
+	}
+	_, l.direct = cfg.Store.(interface{ nonBlocking() })
+	p := cfg.Limit.policy(cfg.Name)
+	p.argv1 = scriptArgs(1, []Policy{p})
+	l.policies = []Policy{p}
+
+	if cfg.FailMode == FailLocal {
+		if cfg.Instances == 0 {
+			return nil, fmt.Errorf("%w: FailLocal needs Config.Instances, the number of app instances sharing the limit", ErrInvalidConfig)
+		}
+		ll, err := localLimit(cfg.Limit, cfg.Instances)
+		if err != nil {
+			return nil, err
+		}
+		l.local = NewMemoryStore()
+		l.localLimit = ll
+		l.localPolicy = []Policy{ll.policy(cfg.Name)}
+	}
+	return l, nil
+}
+
+// localLimit is lim shared by instances: the same rate over instances times
+// the period (exact, no rounding), and the burst divided, at least 1.
+func localLimit(lim Limit, instances int) (Limit, error) {
+	if lim.Period > time.Duration(1<<62)/time.Duration(instances) {
+		return Limit{}, fmt.Errorf("%w: Period × Instances overflows", ErrInvalidConfig)
+	}
+	ll := Limit{Rate: lim.Rate, Period: lim.Period * time.Duration(instances), Burst: max(1, lim.Capacity()/instances)}
+	if err := ll.validate(); err != nil {
+		return Limit{}, fmt.Errorf("FailLocal limit (Limit / Instances): %w", err)
+	}
+	return ll, nil
+}
+
+func validName(name string) error {
+	if len(name) > 64 {
+		return fmt.Errorf("%w: Name %.20q… is longer than 64 bytes", ErrInvalidConfig, name)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c >= 0x7f || c == '{' || c == '}' || c == '"' || c == '\\' {
+			return fmt.Errorf("%w: Name %q: only printable ASCII without spaces, braces, quotes or backslashes", ErrInvalidConfig, name)
+		}
+	}
+	return nil
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Limit returns the limiter's limit.
+func (l *Limiter) Limit() Limit { return l.limit }
+
+// Name returns the limiter's policy name.
+func (l *Limiter) Name() string { return l.name }
+
+// FailMode returns what the limiter does when its store cannot decide.
+func (l *Limiter) FailMode() FailMode { return l.mode }
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN decides whether key may spend n tokens now, and takes them if so.
+// A denied request takes nothing.
+//
+// The error is non-nil only for a caller's mistake: an empty key
+// (ErrEmptyKey), n < 1 (ErrInvalidCost) or n above the burst
+// (ErrCostTooHigh). When the store cannot decide within Config.Timeout, the
+// FailMode does, and the Result says Degraded.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
+	switch {
+	case key == "":
+		return Result{}, ErrEmptyKey
+	case n < 1:
+		return Result{}, fmt.Errorf("%w (got %d)", ErrInvalidCost, n)
+	case n > l.minCapacity:
+		return Result{}, fmt.Errorf("%w (cost %d, burst %d)", ErrCostTooHigh, n, l.minCapacity)
+	}
+	if l.direct {
+		o, err := l.store.Take(ctx, key, n, l.policies, nil)
+		if err != nil {
+			return l.degrade(ctx, key, n, err), nil
+		}
+		return l.result(o), nil
+	}
+	call, probe := l.breaker.allow()
+	if !call {
+		return l.degrade(ctx, key, n, ErrCircuitOpen), nil
+	}
+	if l.inflight.Add(1) > l.maxInFlight {
+		l.inflight.Add(-1)
+		l.breaker.release(probe)
+		return l.degrade(ctx, key, n, ErrOverloaded), nil
+	}
+	o, err := takeBounded(ctx, l.timeout, &l.inflight, l.store, key, n, l.policies, nil)
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, ErrTimeout) {
+			// The caller gave up; that says nothing about the store.
+			l.breaker.release(probe)
+		} else {
+			l.breaker.failure(probe)
+		}
+		return l.degrade(ctx, key, n, err), nil
+	}
+	l.breaker.success(probe)
+	return l.result(o), nil
+}
+
+// Reset makes key's bucket full again (for example after a successful
+// login). It needs a store implementing Resetter, as both of this
+// package's stores do.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if key == "" {
+		return ErrEmptyKey
+	}
+	if l.local != nil {
+		_ = l.local.Reset(ctx, key, l.localPolicy)
+	}
+	r, ok := l.store.(Resetter)
+	if !ok {
+		return fmt.Errorf("%w: store %T cannot reset", ErrInvalidConfig, l.store)
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	return r.Reset(ctx, key, l.policies)
+}
+
+func (l *Limiter) result(o Outcome) Result {
+	return Result{
+		Allowed:    o.Allowed,
+		Limit:      l.limit,
+		Name:       l.policies[o.Policy].Name,
+		Remaining:  int(o.Remaining),
+		RetryAfter: o.RetryAfter,
+		ResetAfter: o.ResetAfter,
+	}
+}
+
+// degrade decides by FailMode because the store could not, and reports why.
+func (l *Limiter) degrade(ctx context.Context, key string, n int, cause error) Result {
+	l.report(cause)
+	switch l.mode {
+	case FailOpen:
+		return Result{Allowed: true, Limit: l.limit, Name: l.name, Degraded: true}
+	case FailClosed:
+		retry := l.breaker.retryIn()
+		if retry <= 0 {
+			retry = time.Duration(l.breaker.cooldown)
+		}
+		return Result{Limit: l.limit, Name: l.name, RetryAfter: retry, Degraded: true}
+	}
+	if n > l.localLimit.Capacity() {
+		// More than an instance's share could ever hold: deny, take nothing.
+		return Result{Limit: l.localLimit, Name: l.name, RetryAfter: l.localLimit.Window(), Degraded: true}
+	}
+	o := l.local.take(key, n, l.localPolicy, nil)
+	return Result{
+		Allowed:    o.Allowed,
+		Limit:      l.localLimit,
+		Name:       l.name,
+		Remaining:  int(o.Remaining),
+		RetryAfter: o.RetryAfter,
+		ResetAfter: o.ResetAfter,
+		Degraded:   true,
+	}
+}
+
+// report tells OnError every time and the log at most once per interval.
+func (l *Limiter) report(cause error) {
+	if l.onError != nil {
+		l.onError(fmt.Errorf("core: limiter %q: store unavailable, FailMode %v decided: %w", l.name, l.mode, cause))
+	}
+	l.degraded.Add(1)
+	now := monoNow()
+	last := l.lastLog.Load()
+	if (last != 0 && now-last < l.logInterval) || !l.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	l.logger.Warn("ratelimit: store unavailable; decisions degraded",
+		"policy", l.name, "fail_mode", l.mode.String(), "degraded", l.degraded.Swap(0), "cause", cause.Error())
+}

@@ -1,0 +1,252 @@
+package core
+
+import (
+	"context"
+	"hash/maphash"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// MemoryStore keeps token buckets in this process, with the same semantics
+// as RedisStore. It serves single-instance apps, tests, the FailLocal
+// fallback and demos; it does not share limits between processes.
+//
+// Buckets are spread over independently locked shards by subject, so all
+// policies of one subject are decided under one lock. Memory is bounded:
+// buckets that have refilled completely are swept (a full bucket and a
+// missing one are the same), and each shard holds at most its share of
+// WithMaxKeys. A new subject arriving at a full shard evicts the sampled
+// bucket closest to full, whose subject then starts again from a full bucket.
+//
+// A MemoryStore is safe for concurrent use and needs no Close.
+type MemoryStore struct {
+	shards   []memShard
+	mask     uint64
+	seed     maphash.Seed
+	clock    func() time.Time
+	base     time.Time
+	perShard int
+	sweep    int64 // µs between sweeps of one shard
+}
+
+type memShard struct {
+	mu        sync.Mutex
+	m         map[memKey]memBucket
+	nextSweep int64
+	_         [40]byte // keep shards on separate cache lines
+}
+
+type memKey struct{ name, subject string }
+
+type memBucket struct {
+	units int64 // tokens in units at ts
+	ts    int64 // µs on the store's clock
+	full  int64 // µs at which the bucket is full again
+}
+
+// MemoryOption configures a MemoryStore.
+type MemoryOption func(*MemoryStore)
+
+// WithClock sets the clock the store reads; default time.Now. Tests inject
+// one to move time without sleeping.
+func WithClock(now func() time.Time) MemoryOption {
+	if now == nil {
+		panic("core: WithClock(nil)")
+	}
+	return func(s *MemoryStore) { s.clock = now }
+}
+
+// DefaultMaxKeys is the default bound on buckets held by a MemoryStore:
+// about 100 MB at roughly 100 bytes a bucket.
+const DefaultMaxKeys = 1 << 20
+
+// WithMaxKeys bounds the number of buckets (one per policy and subject);
+// default DefaultMaxKeys. Values below the shard count are raised to it.
+func WithMaxKeys(n int) MemoryOption {
+	return func(s *MemoryStore) { s.perShard = n }
+}
+
+// WithSweepInterval sets how often each shard drops buckets that are full
+// again; default one minute.
+func WithSweepInterval(d time.Duration) MemoryOption {
+	return func(s *MemoryStore) { s.sweep = d.Microseconds() }
+}
+
+// NewMemoryStore returns an empty in-process store.
+func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
+	s := &MemoryStore{clock: time.Now, perShard: DefaultMaxKeys, sweep: time.Minute.Microseconds()}
+	for _, o := range opts {
+		if o == nil {
+			panic("core: nil MemoryOption")
+		}
+		o(s)
+	}
+	n := 16
+	for n < 8*runtime.GOMAXPROCS(0) {
+		n <<= 1
+	}
+	s.shards = make([]memShard, n)
+	s.mask = uint64(n - 1)
+	if s.perShard < n {
+		s.perShard = n
+	}
+	s.perShard /= n
+	if s.sweep <= 0 {
+		s.sweep = time.Minute.Microseconds()
+	}
+	s.seed = maphash.MakeSeed()
+	s.base = s.clock()
+	for i := range s.shards {
+		s.shards[i].m = make(map[memKey]memBucket)
+		s.shards[i].nextSweep = s.sweep
+	}
+	return s
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+// now returns the store's clock in µs since it was made.
+func (s *MemoryStore) now() int64 { return s.clock().Sub(s.base).Microseconds() }
+
+// Take implements Store. It never fails and never blocks on I/O.
+func (s *MemoryStore) Take(_ context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	return s.take(subject, n, policies, each), nil
+}
+
+func (s *MemoryStore) take(subject string, n int, policies []Policy, each []Outcome) Outcome {
+	sh := &s.shards[maphash.String(s.seed, subject)&s.mask]
+	sh.mu.Lock()
+	now := s.now()
+	if now >= sh.nextSweep {
+		sh.sweepExpired(now)
+		sh.nextSweep = now + s.sweep
+	}
+	if len(policies) == 1 {
+		o := sh.take1(s, subject, n, &policies[0], now)
+		sh.mu.Unlock()
+		if each != nil {
+			each[0] = o
+		}
+		return o
+	}
+	o := sh.takeMany(s, subject, n, policies, each, now)
+	sh.mu.Unlock()
+	return o
+}
+
+func (sh *memShard) take1(s *MemoryStore, subject string, n int, p *Policy, now int64) Outcome {
+	k := memKey{p.Name, subject}
+	b, ok := sh.m[k]
+	tokens := p.Capacity
+	if ok {
+		tokens = p.refill(b.units, b.ts, now)
+	}
+	allowed := tokens >= int64(n)*p.Unit
+	o, left := p.decide(tokens, n, allowed)
+	if allowed {
+		sh.put(s, k, ok, memBucket{units: left, ts: now, full: now + int64(o.ResetAfter/time.Microsecond)})
+	}
+	return o
+}
+
+func (sh *memShard) takeMany(s *MemoryStore, subject string, n int, policies []Policy, each []Outcome, now int64) Outcome {
+	var small [4]int64
+	tokens := small[:0]
+	if len(policies) > len(small) {
+		tokens = make([]int64, 0, len(policies))
+	}
+	allowed := true
+	for i := range policies {
+		p := &policies[i]
+		t := p.Capacity
+		if b, ok := sh.m[memKey{p.Name, subject}]; ok {
+			t = p.refill(b.units, b.ts, now)
+		}
+		tokens = append(tokens, t)
+		if t < int64(n)*p.Unit {
+			allowed = false
+		}
+	}
+	var best Outcome
+	for i := range policies {
+		p := &policies[i]
+		o, left := p.decide(tokens[i], n, allowed)
+		o.Policy = i
+		if allowed {
+			k := memKey{p.Name, subject}
+			_, ok := sh.m[k]
+			sh.put(s, k, ok, memBucket{units: left, ts: now, full: now + int64(o.ResetAfter/time.Microsecond)})
+		}
+		if each != nil {
+			each[i] = o
+		}
+		if i == 0 || (allowed && o.Remaining < best.Remaining) || (!allowed && o.RetryAfter > best.RetryAfter) {
+			best = o
+		}
+	}
+	return best
+}
+
+// put stores b under k, making room first when k is new and the shard is full.
+func (sh *memShard) put(s *MemoryStore, k memKey, exists bool, b memBucket) {
+	// No sweep here: under a flood of new subjects that would scan the
+	// shard on every insert. Eviction samples; the periodic sweep cleans.
+	if !exists && len(sh.m) >= s.perShard {
+		sh.evictOne()
+	}
+	sh.m[k] = b
+}
+
+// sweepExpired drops buckets that are full again: they hold no information.
+func (sh *memShard) sweepExpired(now int64) {
+	for k, b := range sh.m {
+		if b.full <= now {
+			delete(sh.m, k)
+		}
+	}
+}
+
+// evictOne drops, among a few buckets sampled by map order, the one that
+// will be full soonest: forgetting it over-admits that subject the least.
+func (sh *memShard) evictOne() {
+	var victim memKey
+	var soonest int64
+	i := 0
+	for k, b := range sh.m {
+		if i == 0 || b.full < soonest {
+			victim, soonest = k, b.full
+		}
+		if i++; i == 8 {
+			break
+		}
+	}
+	delete(sh.m, victim)
+}
+
+// Len returns the number of buckets held, for tests and metrics.
+func (s *MemoryStore) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Reset implements Resetter: subject's buckets become full again.
+func (s *MemoryStore) Reset(_ context.Context, subject string, policies []Policy) error {
+	sh := &s.shards[maphash.String(s.seed, subject)&s.mask]
+	sh.mu.Lock()
+	for i := range policies {
+		delete(sh.m, memKey{policies[i].Name, subject})
+	}
+	sh.mu.Unlock()
+	return nil
+}
+
+// nonBlocking marks a store that decides without I/O: the Limiter calls it
+// directly, without the timeout guard.
+func (*MemoryStore) nonBlocking() {}

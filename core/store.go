@@ -1,0 +1,79 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps token buckets and decides atomically. RedisStore shares them
+// across instances; MemoryStore keeps them in this process.
+//
+// A Store must be safe for concurrent use. Implementations outside this
+// package are bounded by Config.Timeout like RedisStore.
+type Store interface {
+	// Take decides whether subject may spend n tokens under every policy at
+	// once: all or nothing, so a denial by one policy takes nothing from the
+	// others. It returns the binding policy's outcome (Outcome.Policy is its
+	// index): when denied, the denying policy with the longest RetryAfter;
+	// when allowed, the policy with the fewest tokens left. When each is not
+	// nil (len(each) == len(policies)), Take also fills in every policy's
+	// outcome. An error means the store could not decide.
+	Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error)
+}
+
+// Resetter is a Store that can forget a subject's buckets (Limiter.Reset).
+// Both stores of this package implement it.
+type Resetter interface {
+	Reset(ctx context.Context, subject string, policies []Policy) error
+}
+
+// Policy is one limit in the integer form stores compute with: tokens are
+// counted in units, Unit units to a token, and Refill units arrive every
+// microsecond. Both stay exact: no rounding ever accumulates.
+type Policy struct {
+	Name     string // namespaces the bucket: one bucket per (Name, subject)
+	Capacity int64  // bucket capacity in units (Burst × Unit)
+	Refill   int64  // units added per microsecond
+	Unit     int64  // units per token
+
+	argv1 []any // RedisStore's script arguments for cost 1, built once by New
+}
+
+// Outcome is a store's answer for one policy.
+type Outcome struct {
+	Allowed    bool
+	Policy     int           // index of the policy this outcome is for
+	Remaining  int64         // whole tokens left after the decision
+	RetryAfter time.Duration // when denied: until n tokens exist; else 0
+	ResetAfter time.Duration // until the bucket is full
+}
+
+// decide computes one policy's decision from its stored state. tokens is
+// the unit count refilled to now; it returns the outcome and the units
+// left if the request is taken.
+func (p *Policy) decide(tokens int64, n int, allowed bool) (o Outcome, left int64) {
+	need := int64(n) * p.Unit
+	left = tokens
+	if allowed {
+		left -= need
+	} else if tokens < need {
+		o.RetryAfter = time.Duration(ceilDiv(need-tokens, p.Refill)) * time.Microsecond
+	}
+	o.Allowed = allowed
+	o.Remaining = left / p.Unit
+	o.ResetAfter = time.Duration(ceilDiv(p.Capacity-left, p.Refill)) * time.Microsecond
+	return o, left
+}
+
+// refill returns the units in a bucket that held units at µs ts, at µs now.
+// Elapsed time is clamped at zero (clocks can move back on failover).
+func (p *Policy) refill(units, ts, now int64) int64 {
+	el := now - ts
+	if el < 0 {
+		el = 0
+	}
+	if units >= p.Capacity || el >= ceilDiv(p.Capacity-units, p.Refill) {
+		return p.Capacity
+	}
+	return units + el*p.Refill
+}
