@@ -1,0 +1,15 @@
+package nethttp
+
+import "errors"
+
+// ErrKey is what an ErrorHandler receives, wrapped, when the KeyFunc failed
+// or returned an empty key: errors.Is(err, ErrKey). The KeyFunc's own error
+// stays reachable through errors.Is and errors.As.
+var ErrKey = errors.New("nethttp: no rate-limit key")
+
+// keyError wraps a KeyFunc's error so that it matches ErrKey.
+type keyError struct{ err error }
+
+func (e *keyError) Error() string        { return ErrKey.Error() + ": " + e.err.Error() }
+func (e *keyError) Unwrap() error        { return e.err }
+func (e *keyError) Is(target error) bool { return target == ErrKey }

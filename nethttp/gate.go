@@ -1,0 +1,218 @@
+package nethttp
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/keyfuncs"
+)
+
+// Gate is the whole HTTP behaviour of rate limiting, built once from a
+// limiter and options: key → limiter → decision → header fields → refusal.
+// Middleware is a Gate around a handler; the chi, echo and gin adapters
+// call a Gate too, so every router sends the same status codes, header
+// fields and bodies.
+//
+// A Gate is safe for concurrent use. Build it once (at startup) and share
+// it: construction validates the options and precomputes header values.
+//
+// An adapter for another router is a few lines around one call:
+//
+//	type Option = nethttp.Option
+//
+//	func WithKey(k keyfuncs.KeyFunc) Option { return nethttp.WithKey(k) }
+//
+//	func Middleware(l *core.Limiter, opts ...Option) gin.HandlerFunc {
+//		g := nethttp.NewGate(l, opts...)
+//		return func(c *gin.Context) {
+//			if !g.DecideRoute(c.Writer, c.Request, c.FullPath()) {
+//				c.Abort()
+//				return
+//			}
+//			c.Next()
+//		}
+//	}
+type Gate struct {
+	config
+	def        *core.Limiter
+	defHeaders *policyHeaders
+	known      map[*core.Limiter]*policyHeaders // routes' limiters; read-only
+
+	// Limiters returned by WithLimiterFunc, up to maxDynamic of them.
+	dynamic      sync.Map // *core.Limiter → *policyHeaders
+	dynamicCount atomic.Int64
+}
+
+// maxDynamic bounds the limiters from WithLimiterFunc whose header values
+// a Gate keeps; beyond it they are formatted per response.
+const maxDynamic = 64
+
+// NewGate returns the Gate of limiter l with opts applied, then the
+// defaults filled in (see each With function). It panics if l is nil or an
+// option is nil or was given nil.
+func NewGate(l *core.Limiter, opts ...Option) *Gate {
+	if l == nil {
+		panic("nethttp: nil *core.Limiter")
+	}
+	g := &Gate{def: l}
+	for _, o := range opts {
+		if o == nil {
+			panic("nethttp: nil Option")
+		}
+		o(&g.config)
+	}
+	if g.key == nil {
+		g.key = keyfuncs.IP()
+	}
+	if g.deny == nil {
+		g.deny = DefaultDenyHandler
+	}
+	if g.onError == nil {
+		g.onError = DefaultErrorHandler
+	}
+	if g.now == nil {
+		g.now = time.Now
+	}
+	if len(g.routes) == 0 {
+		g.routes, g.mux = nil, nil
+	}
+	g.defHeaders = newPolicyHeaders(l.Limit(), l.Name())
+	g.known = make(map[*core.Limiter]*policyHeaders, len(g.routes))
+	for _, rl := range g.routes {
+		if g.known[rl] == nil {
+			g.known[rl] = newPolicyHeaders(rl.Limit(), rl.Name())
+		}
+	}
+	return g
+}
+
+// Decide applies the gate to a net/http request and reports whether the
+// caller should go on to the next handler. When it returns false it has
+// written the whole response (429, 503, 400 or 500, or whatever the
+// DenyHandler or ErrorHandler wrote); the caller must write nothing more.
+// When it returns true it has only set header fields.
+//
+// The route for WithRoutes is r.Pattern, or, when that is empty and
+// WithServeMux was given, the pattern the mux would route r to.
+func (g *Gate) Decide(w http.ResponseWriter, r *http.Request) bool {
+	route := r.Pattern
+	if route == "" && g.mux != nil {
+		_, route = g.mux.Handler(r)
+	}
+	return g.DecideRoute(w, r, route)
+}
+
+// DecideRoute is Decide with the route pattern given by the caller: an
+// adapter passes its router's pattern (chi's RoutePattern, echo's c.Path(),
+// gin's c.FullPath()), or "" when there is none. route is only looked up in
+// WithRoutes; the key still comes from the Gate's KeyFunc.
+func (g *Gate) DecideRoute(w http.ResponseWriter, r *http.Request, route string) bool {
+	if g.skip != nil && g.skip(r) {
+		return true
+	}
+	key, err := g.key(r)
+	return g.decide(w, r, route, key, err)
+}
+
+// DecideKey is DecideRoute with the key computed by the caller, for
+// adapters offering router-native keys (echo's c.RealIP(), a user from
+// gin's context): key and keyErr are what a KeyFunc would have returned,
+// and an error or an empty key goes to the ErrorHandler as one would.
+// WithSkip still applies, before key is used; the Gate's KeyFunc is not
+// called.
+func (g *Gate) DecideKey(w http.ResponseWriter, r *http.Request, route, key string, keyErr error) bool {
+	if g.skip != nil && g.skip(r) {
+		return true
+	}
+	return g.decide(w, r, route, key, keyErr)
+}
+
+func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string, err error) bool {
+	if err == nil && key == "" {
+		err = core.ErrEmptyKey
+	}
+	if err != nil {
+		return g.fail(w, r, &keyError{err})
+	}
+	lim := g.limiterFor(r, route)
+	n := 1
+	if g.cost != nil {
+		n = g.cost(r)
+	}
+	res, err := lim.AllowN(r.Context(), key, n)
+	if err != nil {
+		return g.fail(w, r, err)
+	}
+	if g.observe != nil {
+		g.observe(r, res, nil)
+	}
+	h := w.Header()
+	if !res.Degraded && g.style != HeadersNone {
+		setRateLimit(h, g.style, g.headersFor(lim, &res), &res, g.now)
+	}
+	if res.Allowed || g.dryRun {
+		return true
+	}
+	setRetryAfter(h, &res)
+	g.deny(w, r, res)
+	return false
+}
+
+// fail handles a request that could not be decided.
+func (g *Gate) fail(w http.ResponseWriter, r *http.Request, err error) bool {
+	if g.observe != nil {
+		g.observe(r, core.Result{}, err)
+	}
+	if g.dryRun {
+		return true
+	}
+	g.onError(w, r, err)
+	return false
+}
+
+// limiterFor picks the limiter: the route's, then WithLimiterFunc's, then
+// the default. Routes are matched by pattern only, so no request can make
+// the set of limiters grow.
+func (g *Gate) limiterFor(r *http.Request, route string) *core.Limiter {
+	if g.routes != nil && route != "" {
+		if l, ok := g.routes[route]; ok {
+			return l
+		}
+	}
+	if g.pick != nil {
+		if l := g.pick(r); l != nil {
+			return l
+		}
+	}
+	return g.def
+}
+
+// headersFor returns the precomputed header values for res, decided by lim,
+// or formats them when res names another policy than lim's.
+func (g *Gate) headersFor(lim *core.Limiter, res *core.Result) *policyHeaders {
+	ph := g.defHeaders
+	if lim != g.def {
+		ph = g.known[lim]
+		if ph == nil {
+			ph = g.dynamicHeaders(lim)
+		}
+	}
+	if ph == nil || !ph.matches(res) {
+		return newPolicyHeaders(res.Limit, res.Name)
+	}
+	return ph
+}
+
+func (g *Gate) dynamicHeaders(lim *core.Limiter) *policyHeaders {
+	if v, ok := g.dynamic.Load(lim); ok {
+		return v.(*policyHeaders)
+	}
+	if g.dynamicCount.Add(1) > maxDynamic {
+		return nil
+	}
+	v, _ := g.dynamic.LoadOrStore(lim, newPolicyHeaders(lim.Limit(), lim.Name()))
+	return v.(*policyHeaders)
+}

@@ -1,0 +1,162 @@
+package nethttp
+
+import (
+	"maps"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/keyfuncs"
+)
+
+// Option configures Middleware or NewGate. Options are applied in order,
+// then every setting left unset gets the default its With function names.
+// A nil Option, or a With function given nil, panics at construction: it is
+// a programmer error, not something to discover on the first request.
+//
+// Adapters for other routers declare `type Option = nethttp.Option` and
+// reuse these functions, so every router has the same options.
+type Option func(*config)
+
+type config struct {
+	key     keyfuncs.KeyFunc
+	cost    func(*http.Request) int
+	skip    func(*http.Request) bool
+	deny    DenyHandler
+	onError ErrorHandler
+	observe func(*http.Request, core.Result, error)
+	style   HeaderStyle
+	dryRun  bool
+	pick    func(*http.Request) *core.Limiter
+	routes  map[string]*core.Limiter
+	mux     *http.ServeMux
+	now     func() time.Time
+}
+
+// WithKey sets how a request is turned into the key of its bucket. Default
+// keyfuncs.IP(): the client address from RemoteAddr. A key error, or an
+// empty key, goes to the ErrorHandler (400 by default), never to a shared
+// bucket.
+func WithKey(k keyfuncs.KeyFunc) Option {
+	mustNotBeNil(k == nil, "WithKey")
+	return func(c *config) { c.key = k }
+}
+
+// WithCost sets how many tokens a request spends. Default 1 for every
+// request. A cost below 1 or above the limit's burst is a bug in f: the
+// request gets the ErrorHandler (500 by default). To let a request through
+// without counting it, use WithSkip.
+func WithCost(f func(*http.Request) int) Option {
+	mustNotBeNil(f == nil, "WithCost")
+	return func(c *config) { c.cost = f }
+}
+
+// WithSkip exempts the requests for which f returns true (health checks,
+// allowlists): they get no key, no decision and no headers. Default: no
+// request is skipped.
+func WithSkip(f func(*http.Request) bool) Option {
+	mustNotBeNil(f == nil, "WithSkip")
+	return func(c *config) { c.skip = f }
+}
+
+// WithDenyHandler replaces the response to a refused request. Default
+// DefaultDenyHandler (429, or 503 when the limiter's FailMode refused).
+// The header fields are set before h runs.
+func WithDenyHandler(h DenyHandler) Option {
+	mustNotBeNil(h == nil, "WithDenyHandler")
+	return func(c *config) { c.deny = h }
+}
+
+// WithErrorHandler replaces the response to a request that could not be
+// rate limited (key error, invalid cost). Default DefaultErrorHandler
+// (400 for key errors, 500 otherwise).
+func WithErrorHandler(h ErrorHandler) Option {
+	mustNotBeNil(h == nil, "WithErrorHandler")
+	return func(c *config) { c.onError = h }
+}
+
+// WithObserver calls f once for every request that is not skipped, before
+// any response is written: with the decision, or with the error the
+// ErrorHandler is about to receive (res is then zero). It serves metrics and
+// logging, and shows what dry-run mode would have refused. f runs on the
+// request's goroutine: keep it fast. Default: none.
+func WithObserver(f func(r *http.Request, res core.Result, err error)) Option {
+	mustNotBeNil(f == nil, "WithObserver")
+	return func(c *config) { c.observe = f }
+}
+
+// WithHeaders selects the rate-limit header fields. Default HeadersDraft06.
+func WithHeaders(style HeaderStyle) Option {
+	if style < HeadersDraft06 || style > HeadersNone {
+		panic("nethttp: WithHeaders: unknown " + style.String())
+	}
+	return func(c *config) { c.style = style }
+}
+
+// WithDryRun decides and counts every request and sends the header fields,
+// but never refuses one: a denial, a key error or an invalid cost lets the
+// request through (no Retry-After, no DenyHandler, no ErrorHandler). Use it
+// with WithObserver to see what a limit would do before enforcing it.
+func WithDryRun() Option {
+	return func(c *config) { c.dryRun = true }
+}
+
+// WithLimiterFunc chooses the limiter per request, for example by plan tier
+// from an authenticated user. f returning nil means the default limiter
+// (the one given to Middleware or NewGate). A route in WithRoutes takes
+// precedence over f. Return limiters made once at startup, not per request:
+// header values are precomputed for the first 64 distinct limiters seen.
+func WithLimiterFunc(f func(*http.Request) *core.Limiter) Option {
+	mustNotBeNil(f == nil, "WithLimiterFunc")
+	return func(c *config) { c.pick = f }
+}
+
+// WithRoutes overrides the limiter per route pattern: a key is a pattern
+// exactly as the router reports it ("GET /users/{id}" for net/http's
+// ServeMux, "/users/{id}" for chi, "/users/:id" for echo and gin), so
+// /users/1 and /users/2 share one limit instead of making one bucket per
+// id. Requests whose pattern is not in routes (or unknown, "") use
+// WithLimiterFunc, then the default limiter. The map is copied; a nil
+// limiter in it panics. Calling WithRoutes again adds to the routes.
+//
+// With net/http, Request.Pattern is set by the ServeMux on the request its
+// handler receives: wrap handlers one by one (mux.Handle(p, mw(h))), or
+// wrap the whole mux and pass it to WithServeMux.
+func WithRoutes(routes map[string]*core.Limiter) Option {
+	mustNotBeNil(routes == nil, "WithRoutes")
+	for p, l := range routes {
+		if l == nil {
+			panic("nethttp: WithRoutes: nil *core.Limiter for pattern " + p)
+		}
+	}
+	routes = maps.Clone(routes)
+	return func(c *config) {
+		if c.routes == nil {
+			c.routes = make(map[string]*core.Limiter, len(routes))
+		}
+		maps.Copy(c.routes, routes)
+	}
+}
+
+// WithServeMux lets a middleware that wraps mux itself find the route
+// pattern: before the mux has routed the request, Request.Pattern is
+// empty, so Gate.Decide asks mux.Handler(r) for it. That is one more route
+// match per request; wrapping each handler instead costs nothing. Only
+// used with WithRoutes.
+func WithServeMux(mux *http.ServeMux) Option {
+	mustNotBeNil(mux == nil, "WithServeMux")
+	return func(c *config) { c.mux = mux }
+}
+
+// WithClock sets the clock HeadersLegacy reads for X-RateLimit-Reset.
+// Default time.Now. For tests.
+func WithClock(now func() time.Time) Option {
+	mustNotBeNil(now == nil, "WithClock")
+	return func(c *config) { c.now = now }
+}
+
+func mustNotBeNil(isNil bool, name string) {
+	if isNil {
+		panic("nethttp: " + name + "(nil)")
+	}
+}

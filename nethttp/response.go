@@ -1,0 +1,84 @@
+package nethttp
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/sluicehq/ratelimit/core"
+)
+
+// Responses are RFC 9457 problem documents with fixed text: nothing from the
+// request or from an internal error ever reaches the body.
+var (
+	problemType = []string{"application/problem+json"}[:1:1]
+	noSniff     = []string{"nosniff"}[:1:1]
+
+	bodyBadKey  = []byte(`{"type":"about:blank","title":"Bad Request","status":400,"detail":"missing or invalid rate-limit key"}`)
+	bodyFailure = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"rate limit could not be applied"}`)
+)
+
+// DenyHandler writes the response to a request the limiter refused.
+// Before it runs, the rate-limit fields of the header style and Retry-After
+// are already set on w.Header(). res.Degraded reports that the store could
+// not decide and the limiter's FailMode (core.FailClosed) refused.
+type DenyHandler func(w http.ResponseWriter, r *http.Request, res core.Result)
+
+// ErrorHandler writes the response to a request that could not be rate
+// limited: err matches ErrKey (errors.Is) when the KeyFunc failed or gave an
+// empty key; otherwise it is core.Limiter.AllowN's error for a cost that can
+// never be allowed (core.ErrInvalidCost, core.ErrCostTooHigh: a bug in the
+// WithCost function).
+type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
+
+// DefaultDenyHandler is the DenyHandler used unless WithDenyHandler replaces
+// it. It writes 429 Too Many Requests, or 503 Service Unavailable for a
+// degraded denial, with an application/problem+json body:
+//
+//	{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in 20 seconds"}
+//	{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"rate limiting is unavailable; retry in 1 second"}
+//
+// The seconds are those of Retry-After.
+func DefaultDenyHandler(w http.ResponseWriter, r *http.Request, res core.Result) {
+	secs := retrySeconds(res.RetryAfter)
+	var buf [160]byte
+	b := buf[:0]
+	status := http.StatusTooManyRequests
+	if res.Degraded {
+		status = http.StatusServiceUnavailable
+		b = append(b, `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"rate limiting is unavailable; retry in `...)
+	} else {
+		b = append(b, `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in `...)
+	}
+	b = strconv.AppendInt(b, secs, 10)
+	if secs == 1 {
+		b = append(b, ` second"}`...)
+	} else {
+		b = append(b, ` seconds"}`...)
+	}
+	writeProblem(w, status, b)
+}
+
+// DefaultErrorHandler is the ErrorHandler used unless WithErrorHandler
+// replaces it. A key error (errors.Is(err, ErrKey)) gets 400 Bad Request,
+// anything else 500 Internal Server Error, each with a fixed
+// application/problem+json body; err's text is never sent:
+//
+//	{"type":"about:blank","title":"Bad Request","status":400,"detail":"missing or invalid rate-limit key"}
+//	{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"rate limit could not be applied"}
+func DefaultErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, ErrKey) {
+		writeProblem(w, http.StatusBadRequest, bodyBadKey)
+		return
+	}
+	writeProblem(w, http.StatusInternalServerError, bodyFailure)
+}
+
+func writeProblem(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = problemType
+	h["X-Content-Type-Options"] = noSniff
+	h["Content-Length"] = intValue(int64(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
