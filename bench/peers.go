@@ -1,0 +1,316 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-chi/httprate"
+	httprateredis "github.com/go-chi/httprate-redis"
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/sethvargo/go-limiter/memorystore"
+	"github.com/throttled/throttled/v2"
+	goredisstore "github.com/throttled/throttled/v2/store/goredisstore.v9"
+	ulule "github.com/ulule/limiter/v3"
+	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
+	"golang.org/x/time/rate"
+
+	"github.com/sluicehq/ratelimit/core"
+)
+
+// Limit is the token bucket every peer is configured with, translated into
+// each peer's own vocabulary: Burst tokens, refilled at Rate per Period.
+// Window-counting peers (ulule, httprate) get Rate requests per Period.
+type Limit struct {
+	Rate   int
+	Period time.Duration
+	Burst  int
+}
+
+// Bound is the most a token bucket of this limit may admit over an interval
+// d: C + R·d, rounded down.
+func (l Limit) Bound(d time.Duration) int {
+	return l.Burst + int(float64(l.Rate)*d.Seconds()/l.Period.Seconds())
+}
+
+// Worker decides one request for key: allowed, or an error when the peer
+// could not decide. A Worker belongs to one goroutine (httprate needs a
+// ResponseWriter and a Request of its own); the instance behind it is shared.
+type Worker func(ctx context.Context, key string) (allowed bool, err error)
+
+// Instance is one limiter object, as one app instance would hold it.
+type Instance struct {
+	NewWorker func() Worker
+	Close     func()
+}
+
+// Peer is a rate-limiting library under comparison.
+type Peer struct {
+	Name  string
+	Redis bool // decides in Redis; false: in process memory
+	// New builds one instance with limit lim whose keys start with prefix.
+	// Redis peers get a fresh client from env.
+	New func(env *Env, lim Limit, prefix string) (*Instance, error)
+}
+
+// Env is what peers are built from: the Redis address, and the client
+// options every go-redis client here shares so that round trips are counted.
+type Env struct {
+	Addr  string
+	Trips *TripCounter
+	// Client, when set, replaces the client a ratelimit instance would
+	// make: the auto-pipelining experiment hands in an AutoPipeliner.
+	Client func(*redis.Client) (redis.UniversalClient, error)
+}
+
+// newClient returns a go-redis client with default options (the setup every
+// peer's README shows) plus the round-trip counter; tweak adjusts options
+// where a peer recommends otherwise.
+func (e *Env) newClient(tweak func(*redis.Options)) *redis.Client {
+	opt := &redis.Options{Addr: e.Addr}
+	if tweak != nil {
+		tweak(opt)
+	}
+	c := redis.NewClient(opt)
+	if e.Trips != nil {
+		c.AddHook(e.Trips)
+	}
+	return c
+}
+
+// closeAll closes clients, ignoring errors (the benchmark is over).
+func closeAll(cs ...interface{ Close() error }) func() {
+	return func() {
+		for _, c := range cs {
+			_ = c.Close()
+		}
+	}
+}
+
+// shared hands every goroutine the same Worker: the peer is safe for
+// concurrent use as it is.
+func shared(w Worker) func() Worker { return func() Worker { return w } }
+
+// RedisPeers are the libraries that keep their counters in Redis, this
+// library first.
+var RedisPeers = []Peer{
+	{Name: "ratelimit", Redis: true, New: newRatelimitRedis},
+	{Name: "redis_rate", Redis: true, New: newRedisRate},
+	{Name: "ulule/limiter", Redis: true, New: newUlule},
+	{Name: "throttled", Redis: true, New: newThrottled},
+	{Name: "httprate-redis", Redis: true, New: newHTTPRateRedis},
+}
+
+// MemoryPeers are the in-process limiters, this library first.
+var MemoryPeers = []Peer{
+	{Name: "ratelimit (memory)", New: newRatelimitMemory},
+	{Name: "sethvargo/go-limiter", New: newSethvargo},
+	{Name: "x/time/rate map+Mutex", New: newXRateMutex},
+	{Name: "x/time/rate sync.Map", New: newXRateSyncMap},
+}
+
+// FailMode is the ratelimit FailMode of Redis instances built here. Degraded
+// decisions count as errors whatever it is; FailClosed keeps them from
+// counting as admitted in the over-admission test.
+var FailMode = core.FailClosed
+
+func newRatelimitRedis(env *Env, lim Limit, prefix string) (*Instance, error) {
+	c := env.newClient(nil)
+	var client redis.UniversalClient = c
+	if env.Client != nil {
+		var err error
+		if client, err = env.Client(c); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	l, err := core.New(core.Config{
+		Store:    core.NewRedisStore(client, core.WithPrefix(prefix)),
+		Limit:    core.Limit{Rate: lim.Rate, Period: lim.Period, Burst: lim.Burst},
+		FailMode: FailMode,
+	})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &Instance{NewWorker: shared(ratelimitWorker(l)), Close: closeAll(c)}, nil
+}
+
+// errDegraded marks a decision made by ratelimit's FailMode.
+var errDegraded = fmt.Errorf("ratelimit: degraded decision")
+
+func ratelimitWorker(l *core.Limiter) Worker {
+	return func(ctx context.Context, key string) (bool, error) {
+		r, err := l.Allow(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		if r.Degraded {
+			return r.Allowed, errDegraded
+		}
+		return r.Allowed, nil
+	}
+}
+
+func newRatelimitMemory(_ *Env, lim Limit, _ string) (*Instance, error) {
+	l, err := core.New(core.Config{
+		Store:    core.NewMemoryStore(),
+		Limit:    core.Limit{Rate: lim.Rate, Period: lim.Period, Burst: lim.Burst},
+		FailMode: core.FailOpen,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Instance{NewWorker: shared(ratelimitWorker(l)), Close: func() {}}, nil
+}
+
+func newRedisRate(env *Env, lim Limit, prefix string) (*Instance, error) {
+	c := env.newClient(nil)
+	l := redis_rate.NewLimiter(c)
+	rl := redis_rate.Limit{Rate: lim.Rate, Burst: lim.Burst, Period: lim.Period}
+	w := func(ctx context.Context, key string) (bool, error) {
+		res, err := l.Allow(ctx, prefix+key, rl)
+		if err != nil {
+			return false, err
+		}
+		return res.Allowed > 0, nil
+	}
+	return &Instance{NewWorker: shared(w), Close: closeAll(c)}, nil
+}
+
+func newUlule(env *Env, lim Limit, prefix string) (*Instance, error) {
+	c := env.newClient(nil)
+	store, err := ulredis.NewStoreWithOptions(c, ulule.StoreOptions{Prefix: prefix})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	l := ulule.New(store, ulule.Rate{Period: lim.Period, Limit: int64(lim.Rate)})
+	w := func(ctx context.Context, key string) (bool, error) {
+		res, err := l.Get(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		return !res.Reached, nil
+	}
+	return &Instance{NewWorker: shared(w), Close: closeAll(c)}, nil
+}
+
+func newThrottled(env *Env, lim Limit, prefix string) (*Instance, error) {
+	c := env.newClient(nil)
+	store, err := goredisstore.NewCtx(c, prefix)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	// throttled's bucket holds MaxBurst+1 requests.
+	l, err := throttled.NewGCRARateLimiterCtx(store, throttled.RateQuota{
+		MaxRate:  throttled.PerDuration(lim.Rate, lim.Period),
+		MaxBurst: lim.Burst - 1,
+	})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	w := func(ctx context.Context, key string) (bool, error) {
+		limited, _, err := l.RateLimitCtx(ctx, key, 1)
+		if err != nil {
+			return false, err
+		}
+		return !limited, nil
+	}
+	return &Instance{NewWorker: shared(w), Close: closeAll(c)}, nil
+}
+
+func newHTTPRateRedis(env *Env, lim Limit, prefix string) (*Instance, error) {
+	// The client httprate-redis builds from Host/Port when given none, with
+	// its own defaults (PoolSize 10, no retries, 250ms timeouts); passed in
+	// only so that round trips are counted like everyone else's.
+	c := env.newClient(func(o *redis.Options) {
+		o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxRetries = 10, 1, 5, -1
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 500*time.Millisecond, 250*time.Millisecond, 250*time.Millisecond
+	})
+	var mu sync.Mutex
+	var lastErr error
+	counter := httprateredis.NewCounter(&httprateredis.Config{
+		Client:    c,
+		PrefixKey: prefix,
+		// Errors fall back to a local counter silently; record them.
+		OnError: func(err error) { mu.Lock(); lastErr = err; mu.Unlock() },
+	})
+	l := httprate.NewRateLimiter(lim.Rate, lim.Period, httprate.WithLimitCounter(counter))
+	newWorker := func() Worker {
+		w := &headerWriter{h: make(http.Header, 8)}
+		r, _ := http.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = net.JoinHostPort("192.0.2.1", strconv.Itoa(1234))
+		return func(ctx context.Context, key string) (bool, error) {
+			limited := l.OnLimit(w, r, key)
+			var err error
+			if counter.IsFallbackActivated() {
+				mu.Lock()
+				err = fmt.Errorf("httprate-redis: local fallback: %w", lastErr)
+				mu.Unlock()
+			}
+			return !limited, err
+		}
+	}
+	return &Instance{NewWorker: newWorker, Close: closeAll(c)}, nil
+}
+
+// headerWriter is the cheapest ResponseWriter httprate can write its headers
+// to; a real server would pay for more.
+type headerWriter struct{ h http.Header }
+
+func (w *headerWriter) Header() http.Header         { return w.h }
+func (w *headerWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *headerWriter) WriteHeader(int)             {}
+
+func newSethvargo(_ *Env, lim Limit, _ string) (*Instance, error) {
+	s, err := memorystore.New(&memorystore.Config{Tokens: uint64(lim.Burst), Interval: lim.Period})
+	if err != nil {
+		return nil, err
+	}
+	w := func(ctx context.Context, key string) (bool, error) {
+		_, _, _, ok, err := s.Take(ctx, key)
+		return ok, err
+	}
+	return &Instance{NewWorker: shared(w), Close: func() { _ = s.Close(context.Background()) }}, nil
+}
+
+// newXRateMutex is the map of golang.org/x/time/rate limiters under one
+// mutex that most tutorials show.
+func newXRateMutex(_ *Env, lim Limit, _ string) (*Instance, error) {
+	every := rate.Limit(float64(lim.Rate) / lim.Period.Seconds())
+	var mu sync.Mutex
+	m := make(map[string]*rate.Limiter)
+	w := func(_ context.Context, key string) (bool, error) {
+		mu.Lock()
+		l, ok := m[key]
+		if !ok {
+			l = rate.NewLimiter(every, lim.Burst)
+			m[key] = l
+		}
+		mu.Unlock()
+		return l.Allow(), nil
+	}
+	return &Instance{NewWorker: shared(w), Close: func() {}}, nil
+}
+
+// newXRateSyncMap is the same with a sync.Map, the usual next step.
+func newXRateSyncMap(_ *Env, lim Limit, _ string) (*Instance, error) {
+	every := rate.Limit(float64(lim.Rate) / lim.Period.Seconds())
+	var m sync.Map
+	w := func(_ context.Context, key string) (bool, error) {
+		v, ok := m.Load(key)
+		if !ok {
+			v, _ = m.LoadOrStore(key, rate.NewLimiter(every, lim.Burst))
+		}
+		return v.(*rate.Limiter).Allow(), nil
+	}
+	return &Instance{NewWorker: shared(w), Close: func() {}}, nil
+}

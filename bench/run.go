@@ -1,0 +1,250 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Keys returns n distinct subjects, built once so that making a key costs
+// nothing during a run. One key is the hot-key case.
+func Keys(n int) []string {
+	ks := make([]string, n)
+	for i := range ks {
+		ks[i] = fmt.Sprintf("user-%05d", i)
+	}
+	if n == 1 {
+		ks[0] = "hot"
+	}
+	return ks
+}
+
+// Measurement is one peer's run: counts, time, and what the process and the
+// Redis server spent on it.
+type Measurement struct {
+	Decisions, Allowed, Errors int64
+	FirstErr                   error
+	Elapsed                    time.Duration
+	Mallocs                    uint64      // heap allocations in this process, all goroutines
+	Trips                      int64       // client round trips (go-redis hook)
+	Server                     ServerStats // Redis work, when there is a server
+}
+
+// PerSec is decisions per second.
+func (m Measurement) PerSec() float64 { return float64(m.Decisions) / m.Elapsed.Seconds() }
+
+// NsPerOp is wall time over decisions: the figure RunParallel reports.
+func (m Measurement) NsPerOp() float64 {
+	return float64(m.Elapsed.Nanoseconds()) / float64(m.Decisions)
+}
+
+// AllocsPerOp is heap allocations per decision, the client's included.
+func (m Measurement) AllocsPerOp() float64 { return float64(m.Mallocs) / float64(m.Decisions) }
+
+// TripsPerOp is client round trips to Redis per decision.
+func (m Measurement) TripsPerOp() float64 { return float64(m.Trips) / float64(m.Decisions) }
+
+// CmdsPerOp is Redis commands per decision, those run inside scripts and
+// transactions included.
+func (m Measurement) CmdsPerOp() float64 {
+	return float64(m.Server.Total()) / float64(m.Decisions)
+}
+
+// RedisCPUPerOp is Redis server CPU time per decision, in microseconds.
+func (m Measurement) RedisCPUPerOp() float64 { return m.Server.CPU * 1e6 / float64(m.Decisions) }
+
+// Runner measures instances against one Redis (or none).
+type Runner struct {
+	Env   *Env
+	Admin *redis.Client // reads INFO; nil for memory-only runs
+}
+
+// NewRunner connects to the Redis at addr (empty: memory peers only).
+func NewRunner(addr string) *Runner {
+	r := &Runner{Env: &Env{Addr: addr, Trips: &TripCounter{}}}
+	if addr != "" {
+		r.Admin = redis.NewClient(&redis.Options{Addr: addr})
+	}
+	return r
+}
+
+// Close releases the admin client.
+func (r *Runner) Close() {
+	if r.Admin != nil {
+		r.Admin.Close()
+	}
+}
+
+// Throughput runs conc goroutines, each with its own Worker of inst, for
+// about d; goroutine g walks keys round-robin from offset g·len/conc.
+func (r *Runner) Throughput(ctx context.Context, inst *Instance, keys []string, conc int, d time.Duration) (Measurement, error) {
+	workers := make([]Worker, conc)
+	for i := range workers {
+		workers[i] = inst.NewWorker()
+	}
+	var (
+		m0, m1 runtime.MemStats
+		s0, s1 ServerStats
+		err    error
+	)
+	if r.Admin != nil {
+		if s0, err = ReadServerStats(ctx, r.Admin); err != nil {
+			return Measurement{}, err
+		}
+	}
+	t0 := r.Env.Trips.Load()
+	runtime.ReadMemStats(&m0)
+
+	var (
+		stop  atomic.Bool
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		total Measurement
+	)
+	start := time.Now()
+	for g := range conc {
+		wg.Add(1)
+		go func(w Worker, i int) {
+			defer wg.Done()
+			var n, ok, bad int64
+			var first error
+			for !stop.Load() {
+				allowed, err := w(ctx, keys[i])
+				if i++; i == len(keys) {
+					i = 0
+				}
+				n++
+				if allowed {
+					ok++
+				}
+				if err != nil {
+					if bad++; first == nil {
+						first = err
+					}
+				}
+			}
+			mu.Lock()
+			total.Decisions += n
+			total.Allowed += ok
+			total.Errors += bad
+			if total.FirstErr == nil {
+				total.FirstErr = first
+			}
+			mu.Unlock()
+		}(workers[g], g*len(keys)/conc)
+	}
+	time.Sleep(d)
+	stop.Store(true)
+	wg.Wait()
+	total.Elapsed = time.Since(start)
+
+	runtime.ReadMemStats(&m1)
+	total.Mallocs = m1.Mallocs - m0.Mallocs
+	total.Trips = r.Env.Trips.Load() - t0
+	if r.Admin != nil {
+		if s1, err = ReadServerStats(ctx, r.Admin); err != nil {
+			return Measurement{}, err
+		}
+		total.Server = s1.Sub(s0)
+	}
+	return total, nil
+}
+
+// Admission is the outcome of many instances hammering one key.
+type Admission struct {
+	Instances int
+	Admitted  int64
+	Decisions int64
+	Errors    int64
+	FirstErr  error
+	Span      time.Duration // from the first request sent to the last answer
+	Bound     int           // C + R·Span: the most an exact limiter may admit
+}
+
+// Over is how many requests were admitted beyond the bound (0 if none).
+func (a Admission) Over() int64 { return max(0, a.Admitted-int64(a.Bound)) }
+
+// OverAdmission builds n instances of peer, each with its own client, and
+// has perInstance goroutines of each ask for one key for about window.
+// Errors count as not admitted.
+func (r *Runner) OverAdmission(ctx context.Context, peer Peer, lim Limit, n, perInstance int, window time.Duration, prefix string) (Admission, error) {
+	insts := make([]*Instance, n)
+	for i := range insts {
+		inst, err := peer.New(r.Env, lim, prefix)
+		if err != nil {
+			for _, in := range insts[:i] {
+				in.Close()
+			}
+			return Admission{}, err
+		}
+		insts[i] = inst
+	}
+	defer func() {
+		for _, in := range insts {
+			in.Close()
+		}
+	}()
+	// Dial, load scripts, fill pools: none of that belongs in the window.
+	var wg sync.WaitGroup
+	for _, in := range insts {
+		for range perInstance {
+			wg.Add(1)
+			go func(w Worker) { defer wg.Done(); _, _ = w(ctx, "warm-up") }(in.NewWorker())
+		}
+	}
+	wg.Wait()
+
+	a := Admission{Instances: n}
+	var (
+		mu         sync.Mutex
+		begin      = make(chan struct{})
+		deadline   time.Time
+		lastAnswer time.Time
+	)
+	for _, in := range insts {
+		for range perInstance {
+			wg.Add(1)
+			go func(w Worker) {
+				defer wg.Done()
+				<-begin
+				var dec, ok, bad int64
+				var first error
+				for time.Now().Before(deadline) {
+					allowed, err := w(ctx, "one")
+					dec++
+					if err != nil {
+						if bad++; first == nil {
+							first = err
+						}
+					} else if allowed {
+						ok++
+					}
+				}
+				end := time.Now()
+				mu.Lock()
+				a.Decisions += dec
+				a.Admitted += ok
+				a.Errors += bad
+				if a.FirstErr == nil {
+					a.FirstErr = first
+				}
+				if end.After(lastAnswer) {
+					lastAnswer = end
+				}
+				mu.Unlock()
+			}(in.NewWorker())
+		}
+	}
+	start := time.Now()
+	deadline = start.Add(window)
+	close(begin)
+	wg.Wait()
+	a.Span = lastAnswer.Sub(start)
+	a.Bound = lim.Bound(a.Span)
+	return a, nil
+}
