@@ -1,0 +1,52 @@
+package keyfuncs
+
+import "net/http"
+
+// Header returns a KeyFunc that keys a request by the value of the header
+// name, typically an API key ("X-API-Key").
+//
+// The value must be present on exactly one line, non-empty after trimming
+// spaces and tabs (else ErrMissingHeader or ErrRepeatedHeader, wrapped with
+// the header name) and at most MaxValueLen bytes (else ErrValueTooLong). It is
+// hashed, never stored: the key is "hdr:" followed by the unpadded base64url
+// encoding of the first 16 bytes of SHA-256(name, value), 26 characters in
+// all, such as "hdr:3q2-7wAAAAAAAAAAAAAAAA". So secrets never appear in
+// Redis, and clients cannot put newlines, braces or kilobytes into a key.
+// The name is part of the hash, so the same value in two headers makes two
+// keys.
+//
+// Header does not authenticate: any value gets its own bucket, so put it
+// after authentication or combine it with an IP key (First, Join) when
+// unauthenticated clients could rotate values. It panics on an empty name.
+func Header(name string) KeyFunc {
+	if name == "" {
+		panic("keyfuncs: Header: empty header name")
+	}
+	name = http.CanonicalHeaderKey(name)
+	var (
+		errMissing  error = &headerError{ErrMissingHeader, name}
+		errRepeated error = &headerError{ErrRepeatedHeader, name}
+		errTooLong  error = &headerError{ErrValueTooLong, name}
+	)
+	return func(r *http.Request) (string, error) {
+		v, err := single(r.Header, name, errMissing, errRepeated)
+		if err != nil {
+			return "", err
+		}
+		if len(v) > MaxValueLen {
+			return "", errTooLong
+		}
+		return hashed("hdr:", name, v), nil
+	}
+}
+
+// hashed is digest(prefix, scope NUL value), built in a stack buffer: scope
+// is a header name or a fixed label, so it fits unless a header name is
+// absurdly long, and then the buffer moves to the heap.
+func hashed(prefix, scope, value string) string {
+	var buf [MaxValueLen + 128]byte
+	b := append(buf[:0], scope...)
+	b = append(b, 0)
+	b = append(b, value...)
+	return digest(prefix, b)
+}
