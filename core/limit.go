@@ -105,3 +105,41 @@ func gcd(a, b int64) int64 {
 
 // ceilDiv returns ⌈a/b⌉ for a ≥ 0, b > 0.
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// NamedLimit is a limit with its policy name, for limiters that check
+// several limits at once (Config.Extra) and for stores used directly.
+type NamedLimit struct {
+	Name  string // default Limit.String()
+	Limit Limit
+}
+
+// Policies validates limits and returns them in the integer form stores
+// take (see Store), in order. Names default to Limit.String() and must be
+// distinct.
+func Policies(limits ...NamedLimit) ([]Policy, error) {
+	if len(limits) == 0 {
+		return nil, fmt.Errorf("%w: no limits", ErrInvalidLimit)
+	}
+	ps := make([]Policy, len(limits))
+	for i, nl := range limits {
+		if err := nl.Limit.validate(); err != nil {
+			return nil, err
+		}
+		if nl.Name == "" {
+			nl.Name = nl.Limit.String()
+		}
+		if err := validName(nl.Name); err != nil {
+			return nil, err
+		}
+		for _, p := range ps[:i] {
+			if p.Name == nl.Name {
+				return nil, fmt.Errorf("%w: two limits named %q would share buckets", ErrInvalidConfig, nl.Name)
+			}
+		}
+		ps[i] = nl.Limit.policy(nl.Name)
+	}
+	if len(ps) == 1 {
+		ps[0].argv1 = scriptArgs(1, ps)
+	}
+	return ps, nil
+}

@@ -26,6 +26,13 @@ type Config struct {
 	// two limiters the same Name only to share their buckets on purpose.
 	// 1–64 printable ASCII characters, no spaces, '{', '}', '"' or '\'.
 	Name string
+	// Extra adds limits decided together with Limit in the same atomic
+	// store call, for the same key: all or nothing, so a denial by one takes
+	// nothing from the others (e.g. 10 per second and 1000 per hour). The
+	// Result reports the binding limit and lists all in Result.Policies.
+	// Names default to Limit.String() and must differ from each other and
+	// from Name.
+	Extra []NamedLimit
 	// Timeout bounds one store decision, whatever the Redis client's own
 	// timeouts and retries; past it, FailMode decides. Default 50ms.
 	Timeout time.Duration
@@ -63,6 +70,7 @@ type Limiter struct {
 	direct      bool // store decides without I/O: no timeout guard
 	limit       Limit
 	name        string
+	limits      []Limit // Limit, then Extra, index-aligned with policies
 	policies    []Policy
 	minCapacity int
 	mode        FailMode
@@ -72,8 +80,9 @@ type Limiter struct {
 	breaker     breaker
 
 	local       *MemoryStore // FailLocal's buckets
-	localLimit  Limit
+	localLimits []Limit      // limits / Instances, aligned with policies
 	localPolicy []Policy
+	localMinCap int
 
 	onError     func(error)
 	logger      *slog.Logger
@@ -104,13 +113,12 @@ func New(cfg Config) (*Limiter, error) {
 	default:
 		return nil, fmt.Errorf("%w (got %d)", ErrInvalidFailMode, int(cfg.FailMode))
 	}
-	if err := cfg.Limit.validate(); err != nil {
-		return nil, err
-	}
 	if cfg.Name == "" {
 		cfg.Name = cfg.Limit.String()
 	}
-	if err := validName(cfg.Name); err != nil {
+	named := append([]NamedLimit{{Name: cfg.Name, Limit: cfg.Limit}}, cfg.Extra...)
+	policies, err := Policies(named...)
+	if err != nil {
 		return nil, err
 	}
 	if cfg.Timeout < 0 || cfg.BreakerCooldown < 0 || cfg.BreakerFailures < 0 || cfg.MaxInFlight < 0 || cfg.LogInterval < 0 || cfg.Instances < 0 {
@@ -123,7 +131,7 @@ func New(cfg Config) (*Limiter, error) {
 		store:       cfg.Store,
 		limit:       cfg.Limit,
 		name:        cfg.Name,
-		minCapacity: cfg.Limit.Capacity(),
+		policies:    policies,
 		mode:        cfg.FailMode,
 		timeout:     orDefault(cfg.Timeout, DefaultTimeout),
 		maxInFlight: int64(orDefault(cfg.MaxInFlight, DefaultMaxInFlight)),
@@ -137,21 +145,27 @@ func New(cfg Config) (*Limiter, error) {
 		l.logger = slog.Default()
 	}
 	_, l.direct = cfg.Store.(interface{ nonBlocking() })
-	p := cfg.Limit.policy(cfg.Name)
-	p.argv1 = scriptArgs(1, []Policy{p})
-	l.policies = []Policy{p}
+	l.minCapacity = cfg.Limit.Capacity()
+	for _, nl := range named {
+		l.limits = append(l.limits, nl.Limit)
+		l.minCapacity = min(l.minCapacity, nl.Limit.Capacity())
+	}
 
 	if cfg.FailMode == FailLocal {
 		if cfg.Instances == 0 {
 			return nil, fmt.Errorf("%w: FailLocal needs Config.Instances, the number of app instances sharing the limit", ErrInvalidConfig)
 		}
-		ll, err := localLimit(cfg.Limit, cfg.Instances)
-		if err != nil {
-			return nil, err
-		}
 		l.local = NewMemoryStore()
-		l.localLimit = ll
-		l.localPolicy = []Policy{ll.policy(cfg.Name)}
+		l.localMinCap = int(^uint(0) >> 1)
+		for i, nl := range named {
+			ll, err := localLimit(nl.Limit, cfg.Instances)
+			if err != nil {
+				return nil, err
+			}
+			l.localLimits = append(l.localLimits, ll)
+			l.localPolicy = append(l.localPolicy, ll.policy(policies[i].Name))
+			l.localMinCap = min(l.localMinCap, ll.Capacity())
+		}
 	}
 	return l, nil
 }
@@ -219,23 +233,27 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 	case n > l.minCapacity:
 		return Result{}, fmt.Errorf("%w (cost %d, burst %d)", ErrCostTooHigh, n, l.minCapacity)
 	}
+	var each []Outcome
+	if len(l.policies) > 1 {
+		each = make([]Outcome, len(l.policies))
+	}
 	if l.direct {
-		o, err := l.store.Take(ctx, key, n, l.policies, nil)
+		o, err := l.store.Take(ctx, key, n, l.policies, each)
 		if err != nil {
-			return l.degrade(ctx, key, n, err), nil
+			return l.degrade(key, n, err), nil
 		}
-		return l.result(o), nil
+		return l.result(o, each, l.limits), nil
 	}
 	call, probe := l.breaker.allow()
 	if !call {
-		return l.degrade(ctx, key, n, ErrCircuitOpen), nil
+		return l.degrade(key, n, ErrCircuitOpen), nil
 	}
 	if l.inflight.Add(1) > l.maxInFlight {
 		l.inflight.Add(-1)
 		l.breaker.release(probe)
-		return l.degrade(ctx, key, n, ErrOverloaded), nil
+		return l.degrade(key, n, ErrOverloaded), nil
 	}
-	o, err := takeBounded(ctx, l.timeout, &l.inflight, l.store, key, n, l.policies, nil)
+	o, err := takeBounded(ctx, l.timeout, &l.inflight, l.store, key, n, l.policies, each)
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ErrTimeout) {
 			// The caller gave up; that says nothing about the store.
@@ -243,10 +261,10 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		} else {
 			l.breaker.failure(probe)
 		}
-		return l.degrade(ctx, key, n, err), nil
+		return l.degrade(key, n, err), nil
 	}
 	l.breaker.success(probe)
-	return l.result(o), nil
+	return l.result(o, each, l.limits), nil
 }
 
 // Reset makes key's bucket full again (for example after a successful
@@ -268,19 +286,32 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	return r.Reset(ctx, key, l.policies)
 }
 
-func (l *Limiter) result(o Outcome) Result {
-	return Result{
+func (l *Limiter) result(o Outcome, each []Outcome, limits []Limit) Result {
+	r := Result{
 		Allowed:    o.Allowed,
-		Limit:      l.limit,
+		Limit:      limits[o.Policy],
 		Name:       l.policies[o.Policy].Name,
 		Remaining:  int(o.Remaining),
 		RetryAfter: o.RetryAfter,
 		ResetAfter: o.ResetAfter,
 	}
+	if each != nil {
+		r.Policies = make([]PolicyResult, len(each))
+		for i, e := range each {
+			r.Policies[i] = PolicyResult{
+				Name:       l.policies[i].Name,
+				Limit:      limits[i],
+				Remaining:  int(e.Remaining),
+				RetryAfter: e.RetryAfter,
+				ResetAfter: e.ResetAfter,
+			}
+		}
+	}
+	return r
 }
 
 // degrade decides by FailMode because the store could not, and reports why.
-func (l *Limiter) degrade(ctx context.Context, key string, n int, cause error) Result {
+func (l *Limiter) degrade(key string, n int, cause error) Result {
 	l.report(cause)
 	switch l.mode {
 	case FailOpen:
@@ -292,20 +323,17 @@ func (l *Limiter) degrade(ctx context.Context, key string, n int, cause error) R
 		}
 		return Result{Limit: l.limit, Name: l.name, RetryAfter: retry, Degraded: true}
 	}
-	if n > l.localLimit.Capacity() {
+	if n > l.localMinCap {
 		// More than an instance's share could ever hold: deny, take nothing.
-		return Result{Limit: l.localLimit, Name: l.name, RetryAfter: l.localLimit.Window(), Degraded: true}
+		return Result{Limit: l.localLimits[0], Name: l.name, RetryAfter: l.localLimits[0].Window(), Degraded: true}
 	}
-	o := l.local.take(key, n, l.localPolicy, nil)
-	return Result{
-		Allowed:    o.Allowed,
-		Limit:      l.localLimit,
-		Name:       l.name,
-		Remaining:  int(o.Remaining),
-		RetryAfter: o.RetryAfter,
-		ResetAfter: o.ResetAfter,
-		Degraded:   true,
+	var each []Outcome
+	if len(l.localPolicy) > 1 {
+		each = make([]Outcome, len(l.localPolicy))
 	}
+	r := l.result(l.local.take(key, n, l.localPolicy, each), each, l.localLimits)
+	r.Degraded = true
+	return r
 }
 
 // report tells OnError every time and the log at most once per interval.

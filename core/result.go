@@ -11,4 +11,17 @@ type Result struct {
 	RetryAfter time.Duration // when denied: until n tokens are available; 0 when allowed
 	ResetAfter time.Duration // until the bucket is full again
 	Degraded   bool          // the store could not decide; FailMode did
+
+	// Policies lists every limit's part of the decision when the limiter
+	// has several (Config.Extra), in configuration order; nil otherwise.
+	Policies []PolicyResult
+}
+
+// PolicyResult is one limit's part of a multi-limit decision.
+type PolicyResult struct {
+	Name       string
+	Limit      Limit
+	Remaining  int
+	RetryAfter time.Duration // 0 unless this limit lacked the tokens
+	ResetAfter time.Duration
 }

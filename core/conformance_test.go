@@ -1,0 +1,339 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/redistest"
+)
+
+// clockStore is a store under test with a clock the test can move.
+type clockStore struct {
+	store   core.Store
+	advance func(time.Duration)
+	// realTime is set when the clock cannot be moved (real Redis): the
+	// suite then only runs cases that do not need time to pass.
+	realTime bool
+}
+
+// fakeClock is an injectable clock for the memory store.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+// stores returns every store the conformance suite runs against.
+func stores(t *testing.T) map[string]func(t *testing.T) clockStore {
+	return map[string]func(t *testing.T) clockStore{
+		"memory": func(t *testing.T) clockStore {
+			c := newFakeClock()
+			return clockStore{store: core.NewMemoryStore(core.WithClock(c.Now)), advance: c.Add}
+		},
+		"miniredis": func(t *testing.T) clockStore {
+			m := miniredis.RunT(t)
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			m.SetTime(now)
+			c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+			t.Cleanup(func() { c.Close() })
+			return clockStore{
+				store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))),
+				advance: func(d time.Duration) {
+					now = now.Add(d)
+					m.SetTime(now)
+					m.FastForward(d)
+				},
+			}
+		},
+		"redis": func(t *testing.T) clockStore {
+			c := redistest.Client(t)
+			prefix := redistest.Prefix(t)
+			return clockStore{
+				store:    core.NewRedisStore(c, core.WithPrefix(prefix)),
+				advance:  func(d time.Duration) { backdate(t, c, prefix, d) },
+				realTime: true,
+			}
+		},
+	}
+}
+
+// step is one decision of a conformance case and what it must return.
+type step struct {
+	wait  time.Duration // clock advance before the decision
+	key   string        // default "k"
+	n     int           // default 1
+	allow bool
+	rem   int64
+	retry time.Duration
+	reset time.Duration
+}
+
+var conformance = []struct {
+	name  string
+	limit core.Limit
+	steps []step
+}{
+	{"burst then deny", core.PerMinute(3), []step{
+		{allow: true, rem: 2, reset: 20 * time.Second},
+		{allow: true, rem: 1, reset: 40 * time.Second},
+		{allow: true, rem: 0, reset: 60 * time.Second},
+		{allow: false, rem: 0, retry: 20 * time.Second, reset: 60 * time.Second},
+	}},
+	{"refill over time", core.PerMinute(3), []step{
+		{n: 3, allow: true, rem: 0, reset: 60 * time.Second},
+		{wait: 19 * time.Second, allow: false, rem: 0, retry: time.Second, reset: 41 * time.Second},
+		{wait: time.Second, allow: true, rem: 0, reset: 60 * time.Second},
+		{wait: 50 * time.Second, allow: true, rem: 1, reset: 30 * time.Second},
+	}},
+	{"cost n", core.PerSecond(10), []step{
+		{n: 4, allow: true, rem: 6, reset: 400 * time.Millisecond},
+		{n: 7, allow: false, rem: 6, retry: 100 * time.Millisecond, reset: 400 * time.Millisecond},
+		{n: 6, allow: true, rem: 0, reset: time.Second},
+		{wait: 250 * time.Millisecond, n: 3, allow: false, rem: 2, retry: 50 * time.Millisecond, reset: 750 * time.Millisecond},
+	}},
+	{"fractional tokens", core.Limit{Rate: 3, Period: time.Second, Burst: 2}, []step{
+		{n: 2, allow: true, rem: 0, reset: 666667 * time.Microsecond},
+		{wait: 200 * time.Millisecond, allow: false, rem: 0, retry: 133334 * time.Microsecond, reset: 466667 * time.Microsecond},
+		{wait: 133333 * time.Microsecond, allow: false, rem: 0, retry: 1 * time.Microsecond, reset: 333334 * time.Microsecond},
+		// 1000002 units, 1e6 taken: 2 left, (2e6-2)/3 µs to fill.
+		{wait: time.Microsecond, allow: true, rem: 0, reset: 666666 * time.Microsecond},
+	}},
+	{"burst above rate", core.PerHour(1).WithBurst(5), []step{
+		{n: 5, allow: true, rem: 0, reset: 5 * time.Hour},
+		{wait: time.Hour, allow: true, rem: 0, reset: 5 * time.Hour},
+		{allow: false, rem: 0, retry: time.Hour, reset: 5 * time.Hour},
+	}},
+	{"independent keys", core.PerMinute(1), []step{
+		{key: "a", allow: true, rem: 0, reset: time.Minute},
+		{key: "a", allow: false, rem: 0, retry: time.Minute, reset: time.Minute},
+		{key: "b", allow: true, rem: 0, reset: time.Minute},
+	}},
+	{"bucket full again after idling", core.PerSecond(2), []step{
+		{n: 2, allow: true, rem: 0, reset: time.Second},
+		{wait: time.Hour, n: 2, allow: true, rem: 0, reset: time.Second},
+	}},
+	{"keys with braces and long keys", core.PerMinute(1), []step{
+		{key: "{a}", allow: true, rem: 0, reset: time.Minute},
+		{key: "a", allow: true, rem: 0, reset: time.Minute},
+		{key: "~a", allow: true, rem: 0, reset: time.Minute},
+		{key: string(make([]byte, 65536)), allow: true, rem: 0, reset: time.Minute},
+		{key: string(make([]byte, 65536)), allow: false, rem: 0, retry: time.Minute, reset: time.Minute},
+	}},
+}
+
+func policyOf(t *testing.T, name string, l core.Limit) core.Policy {
+	t.Helper()
+	ps, err := core.Policies(core.NamedLimit{Name: name, Limit: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps[0]
+}
+
+func TestStoreConformance(t *testing.T) {
+	for storeName, mk := range stores(t) {
+		t.Run(storeName, func(t *testing.T) {
+			for _, tc := range conformance {
+				t.Run(tc.name, func(t *testing.T) {
+					s := mk(t)
+					if s.realTime {
+						// Real Redis's clock moves during the case; check
+						// decisions and bounds, not exact durations.
+						runLoose(t, s, tc.limit, tc.steps)
+						return
+					}
+					runExact(t, s, tc.limit, tc.steps)
+				})
+			}
+		})
+	}
+}
+
+func runExact(t *testing.T, s clockStore, l core.Limit, steps []step) {
+	t.Helper()
+	p := []core.Policy{policyOf(t, "conf", l)}
+	for i, st := range steps {
+		if st.wait > 0 {
+			s.advance(st.wait)
+		}
+		key, n := orKey(st.key), max(st.n, 1)
+		got, err := s.store.Take(context.Background(), key, n, p, nil)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		want := core.Outcome{Allowed: st.allow, Remaining: st.rem, RetryAfter: st.retry, ResetAfter: st.reset}
+		if got != want {
+			t.Errorf("step %d: got %+v, want %+v", i, got, want)
+		}
+	}
+}
+
+// backdate moves every bucket under prefix d into the past: to the script,
+// which only ever uses now - ts, that is d passing on the server's clock.
+func backdate(t *testing.T, c *redis.Client, prefix string, d time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := c.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		v, err := c.Get(ctx, k).Result()
+		if err != nil {
+			continue // expired meanwhile
+		}
+		var units, ts int64
+		if _, err := fmt.Sscanf(v, "%d:%d", &units, &ts); err != nil {
+			t.Fatalf("bucket %q holds %q: %v", k, v, err)
+		}
+		ttl := c.PTTL(ctx, k).Val() - d
+		if ttl <= 0 {
+			c.Del(ctx, k)
+			continue
+		}
+		c.Set(ctx, k, fmt.Sprintf("%d:%d", units, ts-d.Microseconds()), ttl)
+	}
+}
+
+// runLoose checks a case on a clock that keeps moving (real Redis, time
+// passed by backdating buckets): decisions and remaining tokens as written,
+// durations at most as stated and not much less. Cases whose outcome hangs
+// on a microsecond are left to the exact stores.
+func runLoose(t *testing.T, cs clockStore, l core.Limit, steps []step) {
+	t.Helper()
+	s := cs.store
+	p := []core.Policy{policyOf(t, "conf", l)}
+	const slack = 250 * time.Millisecond
+	for i, st := range steps {
+		if st.wait > 0 {
+			if st.retry%time.Millisecond != 0 || st.reset%time.Millisecond != 0 {
+				return // microsecond boundaries need a stopped clock
+			}
+			cs.advance(st.wait)
+		}
+		got, err := s.Take(context.Background(), orKey(st.key), max(st.n, 1), p, nil)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if got.Allowed != st.allow || got.Remaining != st.rem {
+			t.Errorf("step %d: got allowed=%v remaining=%d, want %v %d", i, got.Allowed, got.Remaining, st.allow, st.rem)
+		}
+		if got.RetryAfter > st.retry || got.RetryAfter < st.retry-slack && st.retry > 0 {
+			t.Errorf("step %d: RetryAfter %v, want about %v", i, got.RetryAfter, st.retry)
+		}
+		if got.ResetAfter > st.reset || got.ResetAfter < st.reset-slack {
+			t.Errorf("step %d: ResetAfter %v, want about %v", i, got.ResetAfter, st.reset)
+		}
+	}
+}
+
+func orKey(k string) string {
+	if k == "" {
+		return "k"
+	}
+	return k
+}
+
+func TestStoreConformanceNames(t *testing.T) {
+	for storeName, mk := range stores(t) {
+		t.Run(storeName, func(t *testing.T) {
+			s := mk(t)
+			a := []core.Policy{policyOf(t, "a", core.PerMinute(1))}
+			b := []core.Policy{policyOf(t, "b", core.PerMinute(1))}
+			for _, c := range []struct {
+				p     []core.Policy
+				allow bool
+			}{{a, true}, {a, false}, {b, true}, {b, false}} {
+				got, err := s.store.Take(context.Background(), "k", 1, c.p, nil)
+				if err != nil || got.Allowed != c.allow {
+					t.Fatalf("policy %s: got %v %v, want allowed=%v", c.p[0].Name, got.Allowed, err, c.allow)
+				}
+			}
+		})
+	}
+}
+
+func TestStoreConformanceMultiPolicy(t *testing.T) {
+	for storeName, mk := range stores(t) {
+		t.Run(storeName, func(t *testing.T) {
+			s := mk(t)
+			ps, err := core.Policies(
+				core.NamedLimit{Name: "second", Limit: core.PerSecond(2)},
+				core.NamedLimit{Name: "hour", Limit: core.PerHour(3)},
+			)
+			if err != nil {
+				t.Fatal(err)
+			}
+			each := make([]core.Outcome, 2)
+			ctx := context.Background()
+			// Two allowed: the second-limit binds on the 2nd call (0 left vs 1).
+			for i, wantRem := range []int64{1, 0} {
+				got, err := s.store.Take(ctx, "k", 1, ps, each)
+				if err != nil || !got.Allowed || got.Remaining != wantRem {
+					t.Fatalf("call %d: got %+v %v", i, got, err)
+				}
+			}
+			if each[1].Remaining != 1 {
+				t.Errorf("hour remaining %d, want 1", each[1].Remaining)
+			}
+			// Denied by "second": all-or-nothing, the hour bucket keeps its token.
+			got, err := s.store.Take(ctx, "k", 1, ps, each)
+			if err != nil || got.Allowed || got.Policy != 0 || each[1].Remaining != 1 {
+				t.Fatalf("third call: got %+v each %+v %v", got, each, err)
+			}
+			if s.realTime {
+				return
+			}
+			s.advance(time.Second)
+			got, _ = s.store.Take(ctx, "k", 1, ps, each)
+			if !got.Allowed || got.Policy != 1 || got.Remaining != 0 {
+				t.Fatalf("after 1s: got %+v, want allowed, bound by hour with 0 left", got)
+			}
+			got, _ = s.store.Take(ctx, "k", 1, ps, each)
+			// The hour bucket refilled 1s worth (1/1200 token) before the
+			// last token went: the next is 20m - 1s away.
+			if got.Allowed || got.Policy != 1 || got.RetryAfter != 20*time.Minute-time.Second {
+				t.Fatalf("hour exhausted: got %+v, want denied by hour, retry 19m59s", got)
+			}
+		})
+	}
+}
+
+func ExampleNew() {
+	lim, err := core.New(core.Config{
+		Store:    core.NewMemoryStore(),
+		Limit:    core.PerMinute(2),
+		FailMode: core.FailOpen,
+	})
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < 3; i++ {
+		res, _ := lim.Allow(context.Background(), "client-1")
+		fmt.Println(res.Allowed, res.Remaining)
+	}
+	// Output:
+	// true 1
+	// true 0
+	// false 0
+}
