@@ -1,0 +1,389 @@
+package nethttp
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/keyfuncs"
+)
+
+func TestDenied429Body(t *testing.T) {
+	clk := newClock()
+	h := Middleware(newLimiter(t, core.PerMinute(1), clk))(okHandler)
+	get(h, "/")
+	w := get(h, "/")
+	const body = `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in 60 seconds"}`
+	if w.Code != http.StatusTooManyRequests || w.Body.String() != body {
+		t.Fatalf("got %d %s, want 429 %s", w.Code, w.Body, body)
+	}
+	wantHeader(t, w.Header(), map[string]string{
+		"Content-Type": problem, "Content-Length": strconv.Itoa(len(body)), "X-Content-Type-Options": "nosniff", "Retry-After": "60",
+		"Ratelimit-Limit": "1", "Ratelimit-Remaining": "0", "Ratelimit-Reset": "60", "Ratelimit-Policy": "1;w=60",
+	})
+
+	// One second from the next token, the detail says "1 second".
+	clk.Advance(59*time.Second + time.Millisecond)
+	w = get(h, "/")
+	if want := `"detail":"rate limit exceeded; retry in 1 second"}`; !strings.HasSuffix(w.Body.String(), want) {
+		t.Errorf("body %s, want it to end with %s", w.Body, want)
+	}
+}
+
+func TestFailClosedDegraded503(t *testing.T) {
+	l := newLimiterCfg(t, core.Config{Store: downStore{}, Limit: core.PerMinute(3), FailMode: core.FailClosed})
+	for _, style := range []HeaderStyle{HeadersDraft06, HeadersDraft11, HeadersLegacy, HeadersNone} {
+		t.Run(style.String(), func(t *testing.T) {
+			w := get(Middleware(l, WithHeaders(style))(okHandler), "/")
+			const body = `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"rate limiting is unavailable; retry in 1 second"}`
+			if w.Code != http.StatusServiceUnavailable || w.Body.String() != body {
+				t.Fatalf("got %d %s, want 503 %s", w.Code, w.Body, body)
+			}
+			if strings.Contains(w.Body.String(), "10.1.2.3") {
+				t.Fatal("the store's error reached the client")
+			}
+			wantHeader(t, w.Header(), map[string]string{
+				"Content-Type": problem, "Content-Length": strconv.Itoa(len(body)), "X-Content-Type-Options": "nosniff", "Retry-After": "1",
+			})
+		})
+	}
+}
+
+func TestFailOpenDegradedSendsNoRateLimitFields(t *testing.T) {
+	var seen core.Result
+	l := newLimiterCfg(t, core.Config{Store: downStore{}, Limit: core.PerMinute(3), FailMode: core.FailOpen})
+	for _, style := range []HeaderStyle{HeadersDraft06, HeadersDraft11, HeadersLegacy, HeadersNone} {
+		w := get(Middleware(l, WithHeaders(style), WithObserver(func(_ *http.Request, res core.Result, _ error) { seen = res }))(okHandler), "/")
+		if w.Code != http.StatusOK || !seen.Degraded {
+			t.Fatalf("%v: status %d, degraded %v; want 200 on a degraded decision", style, w.Code, seen.Degraded)
+		}
+		if f := rateLimitFields(w.Header()); len(f) != 0 || w.Header().Get("Retry-After") != "" {
+			t.Errorf("%v: degraded decision sent %v", style, w.Header())
+		}
+	}
+}
+
+func TestKeyErrors(t *testing.T) {
+	secret := errors.New("parse 10.0.0.1: secret internal detail")
+	const body = `{"type":"about:blank","title":"Bad Request","status":400,"detail":"missing or invalid rate-limit key"}`
+	tests := []struct {
+		name  string
+		key   keyfuncs.KeyFunc
+		inner error
+	}{
+		{"error", func(*http.Request) (string, error) { return "", secret }, secret},
+		{"empty key", func(*http.Request) (string, error) { return "", nil }, core.ErrEmptyKey},
+		{"missing header", keyfuncs.Header("X-API-Key"), keyfuncs.ErrMissingHeader},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newLimiter(t, core.PerMinute(3), newClock())
+			w := get(Middleware(l, WithKey(tt.key))(okHandler), "/")
+			if w.Code != http.StatusBadRequest || w.Body.String() != body {
+				t.Fatalf("got %d %s, want 400 %s", w.Code, w.Body, body)
+			}
+			if len(rateLimitFields(w.Header())) != 0 || w.Header().Get("Content-Type") != problem {
+				t.Errorf("header %v", w.Header())
+			}
+
+			var got error
+			h := Middleware(l, WithKey(tt.key), WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) {
+				got = err
+				w.WriteHeader(http.StatusUnauthorized)
+			}))(okHandler)
+			if w := get(h, "/"); w.Code != http.StatusUnauthorized {
+				t.Fatalf("custom error handler: status %d", w.Code)
+			}
+			if !errors.Is(got, ErrKey) || !errors.Is(got, tt.inner) {
+				t.Errorf("error handler got %v; want it to match ErrKey and %v", got, tt.inner)
+			}
+		})
+	}
+}
+
+func TestBadCost500(t *testing.T) {
+	l := newLimiter(t, core.PerMinute(3), newClock())
+	for _, cost := range []int{0, 4} {
+		w := get(Middleware(l, WithCost(func(*http.Request) int { return cost }))(okHandler), "/")
+		const body = `{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"rate limit could not be applied"}`
+		if w.Code != http.StatusInternalServerError || w.Body.String() != body {
+			t.Errorf("cost %d: got %d %s, want 500 %s", cost, w.Code, w.Body, body)
+		}
+	}
+	var got error
+	get(Middleware(l, WithCost(func(*http.Request) int { return 4 }), WithErrorHandler(func(_ http.ResponseWriter, _ *http.Request, err error) { got = err }))(okHandler), "/")
+	if !errors.Is(got, core.ErrCostTooHigh) || errors.Is(got, ErrKey) {
+		t.Errorf("error handler got %v, want core.ErrCostTooHigh", got)
+	}
+}
+
+func TestCost(t *testing.T) {
+	clk := newClock()
+	h := Middleware(newLimiter(t, core.PerMinute(3), clk), WithCost(func(r *http.Request) int {
+		if r.Method == http.MethodPost {
+			return 2
+		}
+		return 1
+	}))(okHandler)
+	r := func(method string) *http.Request {
+		r, _ := http.NewRequest(method, "/", nil)
+		r.RemoteAddr = "192.0.2.1:1"
+		return r
+	}
+	w := &discardWriter{h: http.Header{}}
+	h.ServeHTTP(w, r(http.MethodPost))
+	if w.status != 200 || w.h.Get("Ratelimit-Remaining") != "1" || w.h.Get("Ratelimit-Reset") != "40" {
+		t.Fatalf("POST costing 2: %d %v", w.status, w.h)
+	}
+	// One token left, two needed: the second is 20 s away.
+	w.reset()
+	h.ServeHTTP(w, r(http.MethodPost))
+	if w.status != 429 || w.h.Get("Retry-After") != "20" {
+		t.Fatalf("second POST: %d %v", w.status, w.h)
+	}
+	w.reset()
+	h.ServeHTTP(w, r(http.MethodGet))
+	if w.status != 200 || w.h.Get("Ratelimit-Remaining") != "0" {
+		t.Fatalf("GET costing 1: %d %v", w.status, w.h)
+	}
+}
+
+func TestSkip(t *testing.T) {
+	h := Middleware(newLimiter(t, core.PerMinute(1), newClock()), WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))(okHandler)
+	get(h, "/")
+	if w := get(h, "/"); w.Code != 429 {
+		t.Fatalf("status %d, want 429", w.Code)
+	}
+	for range 3 {
+		w := get(h, "/healthz")
+		if w.Code != 200 || len(rateLimitFields(w.Header())) != 0 {
+			t.Fatalf("skipped request: %d %v", w.Code, w.Header())
+		}
+	}
+	// Skipped requests need no key either.
+	h = Middleware(newLimiter(t, core.PerMinute(1), newClock()), WithKey(keyfuncs.Header("X-API-Key")), WithSkip(func(*http.Request) bool { return true }))(okHandler)
+	if w := get(h, "/"); w.Code != 200 {
+		t.Fatalf("skipped request without key: %d", w.Code)
+	}
+}
+
+func TestDryRun(t *testing.T) {
+	var denials, errs int
+	observe := WithObserver(func(_ *http.Request, res core.Result, err error) {
+		if err != nil {
+			errs++
+		} else if !res.Allowed {
+			denials++
+		}
+	})
+	h := Middleware(newLimiter(t, core.PerMinute(3), newClock()), WithDryRun(), observe)(okHandler)
+	for range 3 {
+		get(h, "/")
+	}
+	w := get(h, "/")
+	if w.Code != 200 || w.Body.String() != "ok" || denials != 1 {
+		t.Fatalf("dry run: %d %q, %d denials observed", w.Code, w.Body, denials)
+	}
+	wantHeader(t, w.Header(), map[string]string{
+		"Content-Type": textPlain, "Ratelimit-Limit": "3", "Ratelimit-Remaining": "0", "Ratelimit-Reset": "20", "Ratelimit-Policy": "3;w=60",
+	})
+
+	// Key errors and degraded FailClosed denials do not refuse either.
+	h = Middleware(newLimiter(t, core.PerMinute(3), newClock()), WithDryRun(), observe, WithKey(keyfuncs.Header("X-API-Key")))(okHandler)
+	if w := get(h, "/"); w.Code != 200 || errs != 1 {
+		t.Fatalf("dry run key error: %d, %d errors observed", w.Code, errs)
+	}
+	l := newLimiterCfg(t, core.Config{Store: downStore{}, Limit: core.PerMinute(3), FailMode: core.FailClosed})
+	if w := get(Middleware(l, WithDryRun())(okHandler), "/"); w.Code != 200 || len(w.Header()) != 1 {
+		t.Fatalf("dry run FailClosed: %d %v", w.Code, w.Header())
+	}
+}
+
+func TestDenyHandler(t *testing.T) {
+	var got core.Result
+	h := Middleware(newLimiter(t, core.PerMinute(1), newClock()), WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, res core.Result) {
+		got = res
+		if w.Header().Get("Retry-After") != "60" || w.Header().Get("Ratelimit-Limit") != "1" {
+			t.Errorf("deny handler ran before the fields were set: %v", w.Header())
+		}
+		http.Error(w, "slow down", http.StatusTeapot)
+	}))(okHandler)
+	get(h, "/")
+	w := get(h, "/")
+	if w.Code != http.StatusTeapot || got.Allowed || got.RetryAfter != time.Minute {
+		t.Fatalf("status %d, result %+v", w.Code, got)
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	clk := newClock()
+	def := newLimiter(t, core.PerMinute(3), clk)
+	users := newLimiter(t, core.PerMinute(2), clk)
+	routes := WithRoutes(map[string]*core.Limiter{"GET /users/{id}": users})
+
+	perHandler := http.NewServeMux()
+	mw := Middleware(def, routes)
+	perHandler.Handle("GET /users/{id}", mw(okHandler))
+	perHandler.Handle("GET /", mw(okHandler))
+
+	whole := http.NewServeMux()
+	whole.Handle("GET /users/{id}", okHandler)
+	whole.Handle("GET /", okHandler)
+	wrapped := Middleware(def, routes, WithServeMux(whole))(whole)
+
+	for name, h := range map[string]http.Handler{"per handler": perHandler, "whole mux": wrapped} {
+		t.Run(name, func(t *testing.T) {
+			ip := "198.51.100." + map[string]string{"per handler": "1", "whole mux": "2"}[name]
+			send := func(path string) *httptest.ResponseRecorder {
+				r, _ := http.NewRequest(http.MethodGet, path, nil)
+				r.RemoteAddr = ip + ":1"
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				return w
+			}
+			// /users/1 and /users/2 share the pattern's limit of 2.
+			for i, path := range []string{"/users/1", "/users/2", "/users/3"} {
+				w := send(path)
+				if want := []int{200, 200, 429}[i]; w.Code != want || w.Header().Get("Ratelimit-Limit") != "2" {
+					t.Fatalf("%s: %d Limit %q, want %d Limit 2", path, w.Code, w.Header().Get("Ratelimit-Limit"), want)
+				}
+			}
+			// Other paths, each different, share the default limit of 3.
+			for i, path := range []string{"/a", "/b/1", "/c?x=1", "/d"} {
+				w := send(path)
+				if want := []int{200, 200, 200, 429}[i]; w.Code != want || w.Header().Get("Ratelimit-Limit") != "3" {
+					t.Fatalf("%s: %d Limit %q, want %d Limit 3", path, w.Code, w.Header().Get("Ratelimit-Limit"), want)
+				}
+			}
+		})
+	}
+
+	// Around the whole mux without WithServeMux, the pattern is unknown:
+	// everything uses the default.
+	h := Middleware(newLimiter(t, core.PerMinute(3), clk), routes)(whole)
+	if w := get(h, "/users/1"); w.Header().Get("Ratelimit-Limit") != "3" {
+		t.Errorf("no pattern: Limit %q, want the default 3", w.Header().Get("Ratelimit-Limit"))
+	}
+}
+
+func TestLimiterFunc(t *testing.T) {
+	clk := newClock()
+	free := newLimiter(t, core.PerMinute(3), clk)
+	pro := newLimiterCfg(t, core.Config{Store: core.NewMemoryStore(core.WithClock(clk.Now)), Limit: core.PerMinute(100), FailMode: core.FailOpen, Name: "pro"})
+	login := newLimiter(t, core.PerMinute(1), clk)
+	tiers := WithLimiterFunc(func(r *http.Request) *core.Limiter {
+		if r.Header.Get("X-Plan") == "pro" {
+			return pro
+		}
+		return nil
+	})
+	mux := http.NewServeMux()
+	mw := Middleware(free, tiers, WithHeaders(HeadersDraft11), WithRoutes(map[string]*core.Limiter{"POST /login": login}))
+	mux.Handle("/", mw(okHandler))
+	mux.Handle("POST /login", mw(okHandler))
+
+	tests := []struct {
+		plan, path, wantPolicy string
+	}{
+		{"", "/", `"3-per-1m0s";q=3;w=60`},
+		{"pro", "/", `"pro";q=100;w=60`},
+		{"pro", "/x", `"pro";q=100;w=60`},
+		{"free", "/", `"3-per-1m0s";q=3;w=60`},
+	}
+	for _, tt := range tests {
+		w := get(mux, tt.path, "X-Plan", tt.plan)
+		if got := w.Header().Get("Ratelimit-Policy"); got != tt.wantPolicy {
+			t.Errorf("plan %q %s: policy %s, want %s", tt.plan, tt.path, got, tt.wantPolicy)
+		}
+	}
+	// A route override wins over the function.
+	r, _ := http.NewRequest(http.MethodPost, "/login", nil)
+	r.RemoteAddr = "192.0.2.1:1"
+	r.Header.Set("X-Plan", "pro")
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, r)
+	if got := w.Header().Get("Ratelimit-Policy"); got != `"1-per-1m0s";q=1;w=60` {
+		t.Errorf("POST /login: policy %s, want the route's", got)
+	}
+}
+
+func TestGateBoundsDynamicHeaders(t *testing.T) {
+	clk := newClock()
+	var lims []*core.Limiter
+	for i := range maxDynamic + 5 {
+		lims = append(lims, newLimiter(t, core.PerMinute(i+1), clk))
+	}
+	i := 0
+	g := NewGate(newLimiter(t, core.PerMinute(1), clk), WithLimiterFunc(func(*http.Request) *core.Limiter { return lims[i] }))
+	for i = range lims {
+		r, _ := http.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = "192.0.2.1:1"
+		w := &discardWriter{h: http.Header{}}
+		if !g.Decide(w, r) || w.h.Get("Ratelimit-Limit") != lims[i].Name()[:strings.IndexByte(lims[i].Name(), '-')] {
+			t.Fatalf("limiter %d: %v", i, w.h)
+		}
+	}
+	n := 0
+	g.dynamic.Range(func(any, any) bool { n++; return true })
+	if n != maxDynamic {
+		t.Errorf("%d limiters' headers kept, want %d", n, maxDynamic)
+	}
+}
+
+func TestNilPanics(t *testing.T) {
+	l := newLimiter(t, core.PerMinute(1), newClock())
+	for name, f := range map[string]func(){
+		"nil limiter":         func() { Middleware(nil) },
+		"nil option":          func() { Middleware(l, nil) },
+		"WithKey":             func() { WithKey(nil) },
+		"WithCost":            func() { WithCost(nil) },
+		"WithSkip":            func() { WithSkip(nil) },
+		"WithDenyHandler":     func() { WithDenyHandler(nil) },
+		"WithErrorHandler":    func() { WithErrorHandler(nil) },
+		"WithObserver":        func() { WithObserver(nil) },
+		"WithLimiterFunc":     func() { WithLimiterFunc(nil) },
+		"WithRoutes":          func() { WithRoutes(nil) },
+		"WithRoutes nil":      func() { WithRoutes(map[string]*core.Limiter{"/": nil}) },
+		"WithServeMux":        func() { WithServeMux(nil) },
+		"WithClock":           func() { WithClock(nil) },
+		"WithHeaders unknown": func() { WithHeaders(HeadersNone + 1) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s did not panic", name)
+				}
+			}()
+			f()
+		})
+	}
+}
+
+func TestDecideKey(t *testing.T) {
+	clk := newClock()
+	g := NewGate(newLimiter(t, core.PerMinute(1), clk), WithKey(func(*http.Request) (string, error) {
+		t.Fatal("the Gate's KeyFunc ran although the caller gave the key")
+		return "", nil
+	}))
+	r, _ := http.NewRequest(http.MethodGet, "/", nil)
+	for i, want := range []bool{true, false} {
+		w := &discardWriter{h: http.Header{}}
+		if got := g.DecideKey(w, r, "", "user:42", nil); got != want {
+			t.Fatalf("request %d: %v, want %v", i, got, want)
+		}
+	}
+	// Another key has its own bucket; a key error is a 400.
+	w := &discardWriter{h: http.Header{}}
+	if !g.DecideKey(w, r, "", "user:43", nil) {
+		t.Fatal("user:43 refused")
+	}
+	w = &discardWriter{h: http.Header{}}
+	if g.DecideKey(w, r, "", "", errors.New("no user")) || w.status != 400 {
+		t.Fatalf("key error: status %d", w.status)
+	}
+}

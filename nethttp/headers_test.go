@@ -1,0 +1,290 @@
+package nethttp
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit/core"
+)
+
+const (
+	textPlain = "text/plain; charset=utf-8"
+	problem   = "application/problem+json"
+)
+
+// step is one request in a golden sequence: move the clock, send, check.
+type step struct {
+	advance time.Duration
+	status  int
+	header  map[string]string // exact: no other fields
+}
+
+// runSteps sends the steps through Middleware(limiter of lim, opts...).
+func runSteps(t *testing.T, lim core.Limit, opts []Option, steps []step) {
+	t.Helper()
+	clk := newClock()
+	opts = append([]Option{WithClock(clk.Now)}, opts...)
+	h := Middleware(newLimiter(t, lim, clk), opts...)(okHandler)
+	for i, s := range steps {
+		clk.Advance(s.advance)
+		w := get(h, "/")
+		if w.Code != s.status {
+			t.Fatalf("request %d: status %d, want %d", i+1, w.Code, s.status)
+		}
+		t.Logf("request %d at +%v: %v", i+1, clk.Now().Sub(epoch), w.Header())
+		wantHeader(t, w.Header(), s.header)
+	}
+}
+
+func allowed(kv ...string) step { return step{status: 200, header: fields(textPlain, kv)} }
+func denied(kv ...string) step  { return step{status: 429, header: fields(problem, kv)} }
+
+func fields(contentType string, kv []string) map[string]string {
+	m := map[string]string{"Content-Type": contentType}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	if contentType == problem {
+		m["X-Content-Type-Options"] = "nosniff"
+		m["Content-Length"] = "*" // checked by the response tests
+	}
+	return m
+}
+
+func after(d time.Duration, s step) step { s.advance = d; return s }
+
+// TestHeadersGolden works through PerMinute(3) by hand: capacity 3, one
+// token every 20 s, window 60 s. After one request 2 tokens are left and the
+// bucket is full again in 20 s; the 4th request at the same instant lacks
+// one token, 20 s away.
+func TestHeadersGolden(t *testing.T) {
+	const resetAt1 = "1767225620" // epoch + 20 s
+	tests := []struct {
+		name  string
+		lim   core.Limit
+		opts  []Option
+		steps []step
+	}{{
+		name: "draft06",
+		lim:  core.PerMinute(3),
+		steps: []step{
+			allowed("Ratelimit-Limit", "3", "Ratelimit-Remaining", "2", "Ratelimit-Reset", "20", "Ratelimit-Policy", "3;w=60"),
+			allowed("Ratelimit-Limit", "3", "Ratelimit-Remaining", "1", "Ratelimit-Reset", "40", "Ratelimit-Policy", "3;w=60"),
+			allowed("Ratelimit-Limit", "3", "Ratelimit-Remaining", "0", "Ratelimit-Reset", "60", "Ratelimit-Policy", "3;w=60"),
+			denied("Ratelimit-Limit", "3", "Ratelimit-Remaining", "0", "Ratelimit-Reset", "20", "Ratelimit-Policy", "3;w=60", "Retry-After", "20"),
+			// 7 s later: 0.35 tokens, one is 13 s away.
+			after(7*time.Second, denied("Ratelimit-Limit", "3", "Ratelimit-Remaining", "0", "Ratelimit-Reset", "13", "Ratelimit-Policy", "3;w=60", "Retry-After", "13")),
+			// 13 s later: exactly one token, taken; empty again, full in 60 s.
+			after(13*time.Second, allowed("Ratelimit-Limit", "3", "Ratelimit-Remaining", "0", "Ratelimit-Reset", "60", "Ratelimit-Policy", "3;w=60")),
+		},
+	}, {
+		name: "draft06 explicit",
+		lim:  core.PerMinute(3),
+		opts: []Option{WithHeaders(HeadersDraft06)},
+		steps: []step{
+			allowed("Ratelimit-Limit", "3", "Ratelimit-Remaining", "2", "Ratelimit-Reset", "20", "Ratelimit-Policy", "3;w=60"),
+		},
+	}, {
+		// 7 per minute: a token every 60/7 = 8.571428… s, rounded up to 9.
+		name: "draft06 rounding up",
+		lim:  core.PerMinute(7),
+		steps: []step{
+			allowed("Ratelimit-Limit", "7", "Ratelimit-Remaining", "6", "Ratelimit-Reset", "9", "Ratelimit-Policy", "7;w=60"),
+		},
+	}, {
+		// 60 per minute, burst 10: a token a second, full in 10 s.
+		name: "draft06 burst",
+		lim:  core.PerMinute(60).WithBurst(10),
+		steps: []step{
+			allowed("Ratelimit-Limit", "10", "Ratelimit-Remaining", "9", "Ratelimit-Reset", "1", "Ratelimit-Policy", "10;w=10"),
+		},
+	}, {
+		// Half a token a second: a denial 2 s away; 1.5 s later, 0.5 s away,
+		// which Retry-After rounds up to 1.
+		name: "draft06 sub-second retry",
+		lim:  core.Limit{Rate: 1, Period: 2 * time.Second, Burst: 1},
+		steps: []step{
+			allowed("Ratelimit-Limit", "1", "Ratelimit-Remaining", "0", "Ratelimit-Reset", "2", "Ratelimit-Policy", "1;w=2"),
+			after(1500*time.Millisecond, denied("Ratelimit-Limit", "1", "Ratelimit-Remaining", "0", "Ratelimit-Reset", "1", "Ratelimit-Policy", "1;w=2", "Retry-After", "1")),
+		},
+	}, {
+		name: "draft11",
+		lim:  core.PerMinute(3),
+		opts: []Option{WithHeaders(HeadersDraft11)},
+		steps: []step{
+			allowed("Ratelimit-Policy", `"3-per-1m0s";q=3;w=60`, "Ratelimit", `"3-per-1m0s";r=2;t=20`),
+			allowed("Ratelimit-Policy", `"3-per-1m0s";q=3;w=60`, "Ratelimit", `"3-per-1m0s";r=1;t=40`),
+			allowed("Ratelimit-Policy", `"3-per-1m0s";q=3;w=60`, "Ratelimit", `"3-per-1m0s";r=0;t=60`),
+			denied("Ratelimit-Policy", `"3-per-1m0s";q=3;w=60`, "Ratelimit", `"3-per-1m0s";r=0;t=20`, "Retry-After", "20"),
+		},
+	}, {
+		name: "legacy",
+		lim:  core.PerMinute(3),
+		opts: []Option{WithHeaders(HeadersLegacy)},
+		steps: []step{
+			allowed("X-Ratelimit-Limit", "3", "X-Ratelimit-Remaining", "2", "X-Ratelimit-Reset", resetAt1),
+			allowed("X-Ratelimit-Limit", "3", "X-Ratelimit-Remaining", "1", "X-Ratelimit-Reset", "1767225640"),
+			allowed("X-Ratelimit-Limit", "3", "X-Ratelimit-Remaining", "0", "X-Ratelimit-Reset", "1767225660"),
+			denied("X-Ratelimit-Limit", "3", "X-Ratelimit-Remaining", "0", "X-Ratelimit-Reset", resetAt1, "Retry-After", "20"),
+			// At +7 s a token is 13 s away: still epoch + 20.
+			after(7*time.Second, denied("X-Ratelimit-Limit", "3", "X-Ratelimit-Remaining", "0", "X-Ratelimit-Reset", resetAt1, "Retry-After", "13")),
+		},
+	}, {
+		// Full again at epoch + 8.571428 s: rounded up to the next second.
+		name: "legacy rounding up",
+		lim:  core.PerMinute(7),
+		opts: []Option{WithHeaders(HeadersLegacy)},
+		steps: []step{
+			allowed("X-Ratelimit-Limit", "7", "X-Ratelimit-Remaining", "6", "X-Ratelimit-Reset", "1767225609"),
+		},
+	}, {
+		name: "none",
+		lim:  core.PerMinute(3),
+		opts: []Option{WithHeaders(HeadersNone)},
+		steps: []step{
+			allowed(), allowed(), allowed(),
+			denied("Retry-After", "20"),
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runSteps(t, tt.lim, tt.opts, tt.steps)
+		})
+	}
+}
+
+// TestHeadersCustomName checks a Config.Name reaches draft-11 fields.
+func TestHeadersCustomName(t *testing.T) {
+	clk := newClock()
+	l := newLimiterCfg(t, core.Config{
+		Store:    core.NewMemoryStore(core.WithClock(clk.Now)),
+		Limit:    core.PerSecond(10),
+		FailMode: core.FailOpen,
+		Name:     "api.free",
+	})
+	w := get(Middleware(l, WithHeaders(HeadersDraft11))(okHandler), "/")
+	wantHeader(t, w.Header(), map[string]string{
+		"Content-Type":     textPlain,
+		"Ratelimit-Policy": `"api.free";q=10;w=1`,
+		"Ratelimit":        `"api.free";r=9;t=1`,
+	})
+}
+
+func TestAppendSFString(t *testing.T) {
+	for in, want := range map[string]string{
+		"3-per-1m0s": `"3-per-1m0s"`,
+		`a"b\c`:      `"a\"b\\c"`,
+		"x\r\ny\x7f": `"x??y?"`,
+		"é":          `"??"`,
+		"":           `""`,
+	} {
+		if got := string(appendSFString(nil, in)); got != want {
+			t.Errorf("appendSFString(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestIntValue(t *testing.T) {
+	for _, n := range []int64{0, 1, 9, 10, 59, 60, 3600, smallInts - 1, smallInts, 1767225620, -1} {
+		got := intValue(n)
+		if len(got) != 1 || cap(got) != 1 || got[0] != strconv.FormatInt(n, 10) {
+			t.Errorf("intValue(%d) = %q (cap %d)", n, got, cap(got))
+		}
+	}
+}
+
+func TestCeilSeconds(t *testing.T) {
+	for _, c := range []struct {
+		d           time.Duration
+		ceil, retry int64
+	}{
+		{-time.Second, 0, 1},
+		{0, 0, 1},
+		{1, 1, 1},
+		{time.Second, 1, 1},
+		{time.Second + 1, 2, 2},
+		{20 * time.Second, 20, 20},
+		{1<<63 - 1, 9223372037, 9223372037},
+	} {
+		if got := ceilSeconds(c.d); got != c.ceil {
+			t.Errorf("ceilSeconds(%v) = %d, want %d", c.d, got, c.ceil)
+		}
+		if got := retrySeconds(c.d); got != c.retry {
+			t.Errorf("retrySeconds(%v) = %d, want %d", c.d, got, c.retry)
+		}
+	}
+}
+
+func TestHeaderStyleString(t *testing.T) {
+	for s, want := range map[HeaderStyle]string{
+		HeadersDraft06: "draft06", HeadersDraft11: "draft11", HeadersLegacy: "legacy", HeadersNone: "none", 9: "HeaderStyle(9)",
+	} {
+		if got := s.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", int(s), got, want)
+		}
+	}
+}
+
+// FuzzHeaders formats arbitrary results in every style and checks that
+// values are safe to send: no control characters, integers where integers
+// belong, Retry-After at least 1, and a problem body that is valid JSON.
+func FuzzHeaders(f *testing.F) {
+	f.Add(true, 2, int64(0), int64(20e9), 3, int64(60e6), 3, "3-per-1m0s", int64(0))
+	f.Add(false, 0, int64(20e9), int64(60e9), 3, int64(60e6), 0, `a"b\c`, int64(1500))
+	f.Add(false, -5, int64(-1), int64(-1), 1, int64(1), 1<<30, "x\r\ny", int64(-1))
+	f.Fuzz(func(t *testing.T, allowedRes bool, remaining int, retry, reset int64, rate int, periodUS int64, burst int, name string, nowNS int64) {
+		lim := core.Limit{Rate: max(1, rate%1_000_000), Period: time.Duration(max(1, periodUS%3_600_000_000)) * time.Microsecond, Burst: max(0, burst%1_000_000)}
+		res := core.Result{
+			Allowed: allowedRes, Limit: lim, Name: name, Remaining: remaining,
+			RetryAfter: time.Duration(retry), ResetAfter: time.Duration(reset),
+		}
+		now := time.Unix(0, nowNS)
+		ph := newPolicyHeaders(lim, name)
+		for style := HeadersDraft06; style <= HeadersNone; style++ {
+			h := http.Header{}
+			setRateLimit(h, style, ph, &res, func() time.Time { return now })
+			setRetryAfter(h, &res)
+			for k, vs := range h {
+				if len(vs) != 1 {
+					t.Fatalf("%v %s: %d values", style, k, len(vs))
+				}
+				for i := 0; i < len(vs[0]); i++ {
+					if c := vs[0][i]; c < 0x20 || c >= 0x7f {
+						t.Fatalf("%v %s: %q holds byte %#x", style, k, vs[0], c)
+					}
+				}
+			}
+			for _, k := range []string{keyLimit, keyRemaining, keyReset, keyXLimit, keyXRemaining, keyXReset, keyRetryAfter} {
+				if v := h.Get(k); v != "" {
+					if n, err := strconv.ParseInt(v, 10, 64); err != nil || (n < 0 && k != keyXReset) {
+						t.Fatalf("%v %s: %q is not a non-negative integer", style, k, v)
+					}
+				}
+			}
+			if ra, _ := strconv.ParseInt(h.Get(keyRetryAfter), 10, 64); ra < 1 {
+				t.Fatalf("Retry-After %q < 1", h.Get(keyRetryAfter))
+			}
+			if style == HeadersDraft06 && !allowedRes && h.Get(keyReset) != h.Get(keyRetryAfter) {
+				t.Fatalf("denied: Reset %q != Retry-After %q", h.Get(keyReset), h.Get(keyRetryAfter))
+			}
+		}
+		for _, degraded := range []bool{false, true} {
+			res.Degraded = degraded
+			w := &discardWriter{h: http.Header{}}
+			DefaultDenyHandler(w, nil, res)
+			var doc struct {
+				Status int    `json:"status"`
+				Detail string `json:"detail"`
+			}
+			if err := json.Unmarshal(w.body, &doc); err != nil || doc.Status != w.status {
+				t.Fatalf("body %s: %v (status %d)", w.body, err, w.status)
+			}
+			if strconv.Itoa(len(w.body)) != w.h.Get("Content-Length") {
+				t.Fatalf("Content-Length %q, body %d bytes", w.h.Get("Content-Length"), len(w.body))
+			}
+		}
+	})
+}
