@@ -9,11 +9,11 @@ import "net/http"
 // spaces and tabs (else ErrMissingHeader or ErrRepeatedHeader, wrapped with
 // the header name) and at most MaxValueLen bytes (else ErrValueTooLong). It is
 // hashed, never stored: the key is "hdr:" followed by the unpadded base64url
-// encoding of the first 16 bytes of SHA-256(name, value), 26 characters in
-// all, such as "hdr:3q2-7wAAAAAAAAAAAAAAAA". So secrets never appear in
-// Redis, and clients cannot put newlines, braces or kilobytes into a key.
-// The name is part of the hash, so the same value in two headers makes two
-// keys.
+// encoding of the first 16 bytes of SHA-256(name, NUL, value), 26 characters
+// in all, such as "hdr:XMa0Eajb6m7UnTeL27ktGw" for "X-API-Key: secret". So
+// secrets never appear in Redis, and clients cannot put newlines, braces or
+// kilobytes into a key. The canonical name is part of the hash, so the same
+// value in two headers makes two keys.
 //
 // Header does not authenticate: any value gets its own bucket, so put it
 // after authentication or combine it with an IP key (First, Join) when
