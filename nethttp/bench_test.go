@@ -1,0 +1,121 @@
+package nethttp
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit/core"
+)
+
+// steppingClock advances a second on every read, so a PerSecond(100)
+// bucket is full before each decision: every request is allowed, with
+// small numbers in the header fields.
+func steppingClock() func() time.Time {
+	var n atomic.Int64
+	return func() time.Time { return epoch.Add(time.Duration(n.Add(1)) * time.Second) }
+}
+
+// allowedSetup is the allowed path through Middleware with the memory
+// store and one client: the request and the writer's header map are reused,
+// so only the middleware's own work is measured.
+func allowedSetup(tb testing.TB, opts ...Option) (http.Handler, *discardWriter, *http.Request) {
+	l := newLimiterCfg(tb, core.Config{
+		Store:    core.NewMemoryStore(core.WithClock(steppingClock())),
+		Limit:    core.PerSecond(100),
+		FailMode: core.FailOpen,
+	})
+	h := Middleware(l, opts...)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	r, err := http.NewRequest(http.MethodGet, "/", nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r.RemoteAddr = "192.0.2.1:1234"
+	return h, &discardWriter{h: make(http.Header, 8)}, r
+}
+
+func constantKey(*http.Request) (string, error) { return "client-1", nil }
+
+func BenchmarkMiddlewareAllowed(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"ip/draft06", nil},
+		{"key/draft06", []Option{WithKey(constantKey)}},
+		{"key/draft11", []Option{WithKey(constantKey), WithHeaders(HeadersDraft11)}},
+		{"key/legacy", []Option{WithKey(constantKey), WithHeaders(HeadersLegacy)}},
+		{"key/none", []Option{WithKey(constantKey), WithHeaders(HeadersNone)}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			h, w, r := allowedSetup(b, bc.opts...)
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				h.ServeHTTP(w, r)
+			}
+			if w.h.Get("Retry-After") != "" {
+				b.Fatal("denied")
+			}
+		})
+	}
+}
+
+func BenchmarkMiddlewareDenied(b *testing.B) {
+	l := newLimiterCfg(b, core.Config{
+		Store:    core.NewMemoryStore(core.WithClock(func() time.Time { return epoch })),
+		Limit:    core.PerMinute(1),
+		FailMode: core.FailOpen,
+	})
+	h := Middleware(l, WithKey(constantKey))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	r, _ := http.NewRequest(http.MethodGet, "/", nil)
+	w := &discardWriter{h: make(http.Header, 8)}
+	h.ServeHTTP(w, r)
+	b.ReportAllocs()
+	for b.Loop() {
+		w.reset()
+		h.ServeHTTP(w, r)
+	}
+	if w.status != http.StatusTooManyRequests {
+		b.Fatalf("status %d", w.status)
+	}
+}
+
+// TestAllowedAllocs locks DESIGN §8's budget: the allowed path costs no
+// allocation of the middleware's own in the default style, also through
+// WithRoutes and WithLimiterFunc (the key function's are the key
+// function's), and at most 2 with keyfuncs.IP.
+func TestAllowedAllocs(t *testing.T) {
+	other := newLimiterCfg(t, core.Config{
+		Store:    core.NewMemoryStore(core.WithClock(steppingClock())),
+		Limit:    core.PerSecond(100),
+		FailMode: core.FailOpen,
+		Name:     "other",
+	})
+	for _, c := range []struct {
+		name string
+		opts []Option
+		max  float64
+	}{
+		{"constant key, draft06", []Option{WithKey(constantKey)}, 0},
+		{"constant key, none", []Option{WithKey(constantKey), WithHeaders(HeadersNone)}, 0},
+		{"constant key, routes and tiers", []Option{WithKey(constantKey), WithRoutes(map[string]*core.Limiter{"GET /x": other}), WithLimiterFunc(func(*http.Request) *core.Limiter { return other })}, 0},
+		{"constant key, draft11", []Option{WithKey(constantKey), WithHeaders(HeadersDraft11)}, 2},
+		{"keyfuncs.IP, draft06", nil, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, w, r := allowedSetup(t, c.opts...)
+			got := testing.AllocsPerRun(1000, func() {
+				clear(w.h)
+				h.ServeHTTP(w, r)
+			})
+			if got > c.max {
+				t.Errorf("%v allocs per request, want at most %v", got, c.max)
+			}
+			if w.h.Get("Retry-After") != "" {
+				t.Fatal("denied")
+			}
+		})
+	}
+}
