@@ -50,6 +50,14 @@ type Config struct {
 	// them running past Timeout); beyond it FailMode decides at once.
 	// Default 4096.
 	MaxInFlight int
+	// DenyCacheSize bounds the local denial cache: once the store denies a
+	// key, this instance denies that key (at that cost or more) without a
+	// round trip until the bucket could first serve it again — never longer,
+	// and never admitting anything. Under a flood on one key, store calls
+	// fall to about the admitted rate. Default 65536 keys; -1 disables it.
+	// Not used with a MemoryStore (nothing to save). A Reset on another
+	// instance does not clear this instance's cache.
+	DenyCacheSize int
 	// OnError, if set, is called with the reason for every degraded decision
 	// (errors.Is ErrTimeout, ErrCircuitOpen, ErrOverloaded, or the store's
 	// error). It runs on the request's goroutine: keep it fast.
@@ -79,6 +87,7 @@ type Limiter struct {
 	inflight    atomic.Int64
 	breaker     breaker
 
+	denials     *denyCache   // nil when disabled
 	local       *MemoryStore // FailLocal's buckets
 	localLimits []Limit      // limits / Instances, aligned with policies
 	localPolicy []Policy
@@ -145,6 +154,12 @@ func New(cfg Config) (*Limiter, error) {
 		l.logger = slog.Default()
 	}
 	_, l.direct = cfg.Store.(interface{ nonBlocking() })
+	if cfg.DenyCacheSize < -1 {
+		return nil, fmt.Errorf("%w: DenyCacheSize %d; use -1 to disable", ErrInvalidConfig, cfg.DenyCacheSize)
+	}
+	if !l.direct && cfg.DenyCacheSize != -1 {
+		l.denials = newDenyCache(orDefault(cfg.DenyCacheSize, defaultDenyCacheSize))
+	}
 	l.minCapacity = cfg.Limit.Capacity()
 	for _, nl := range named {
 		l.limits = append(l.limits, nl.Limit)
@@ -244,14 +259,51 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		}
 		return l.result(o, each, l.limits), nil
 	}
+	if l.denials == nil {
+		return l.remote(ctx, key, n, each), nil
+	}
+	sent := monoNow()
+	r, wait, state := l.denials.lookup(key, n, sent)
+	if state == cacheWait {
+		// Another caller is asking the store about this key: its answer
+		// will very likely decide ours too.
+		t := time.NewTimer(l.timeout)
+		select {
+		case <-wait:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		sent = monoNow()
+		r, _, state = l.denials.lookup(key, n, sent)
+		if state == cacheWait {
+			state = cacheMiss
+		}
+	}
+	if state == cacheDeny {
+		return r, nil
+	}
+	r = l.remote(ctx, key, n, each)
+	if r.Degraded {
+		if state == cacheProbe {
+			l.denials.settle(key)
+		}
+	} else {
+		l.denials.record(key, n, sent, r, state == cacheProbe)
+	}
+	return r, nil
+}
+
+// remote asks the store, through the breaker and the timeout guard.
+func (l *Limiter) remote(ctx context.Context, key string, n int, each []Outcome) Result {
 	call, probe := l.breaker.allow()
 	if !call {
-		return l.degrade(key, n, ErrCircuitOpen), nil
+		return l.degrade(key, n, ErrCircuitOpen)
 	}
 	if l.inflight.Add(1) > l.maxInFlight {
 		l.inflight.Add(-1)
 		l.breaker.release(probe)
-		return l.degrade(key, n, ErrOverloaded), nil
+		return l.degrade(key, n, ErrOverloaded)
 	}
 	o, err := takeBounded(ctx, l.timeout, &l.inflight, l.store, key, n, l.policies, each)
 	if err != nil {
@@ -261,10 +313,10 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		} else {
 			l.breaker.failure(probe)
 		}
-		return l.degrade(key, n, err), nil
+		return l.degrade(key, n, err)
 	}
 	l.breaker.success(probe)
-	return l.result(o, each, l.limits), nil
+	return l.result(o, each, l.limits)
 }
 
 // Reset makes key's bucket full again (for example after a successful
@@ -276,6 +328,9 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	}
 	if l.local != nil {
 		_ = l.local.Reset(ctx, key, l.localPolicy)
+	}
+	if l.denials != nil {
+		l.denials.forget(key)
 	}
 	r, ok := l.store.(Resetter)
 	if !ok {

@@ -1,0 +1,196 @@
+package core
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+)
+
+// denyCache remembers, per subject, the earliest moment the bucket could
+// serve a cost again, and denies that cost (or more) locally until then, so
+// a flood on an exhausted key costs almost no round trips.
+//
+// It stays exact. A deadline comes from the store's own answer — RetryAfter
+// when denied, or, when allowed with fewer than n tokens left, the moment n
+// tokens are back (ResetAfter less the time (C-n) tokens take) — measured
+// from before the request was sent. So it is never later than the moment
+// the store's clock has the tokens (other instances only ever take tokens),
+// and a hit only ever denies. A cheaper request goes to the store.
+//
+// When a deadline passes, one caller (the probe) asks the store; concurrent
+// callers for that subject wait for its answer instead of all asking at
+// once, then decide from the refreshed entry. So store calls for a hot key
+// stay near the admitted rate, plus one per deadline.
+//
+// Memory is bounded: each shard holds at most its share of the capacity,
+// drops passed entries when full, and otherwise does not cache.
+type denyCache struct {
+	shards [32]denyShard
+	seed   maphash.Seed
+	per    int
+}
+
+type denyShard struct {
+	mu        sync.Mutex
+	m         map[string]*denial
+	lastSweep int64
+	_         [32]byte
+}
+
+type denial struct {
+	until     int64 // monotonic ns: cost ≥ n is denied before this
+	n         int
+	res       Result // what to answer, as of decidedAt
+	decidedAt int64
+	probe     chan struct{} // non-nil while a probe is asking the store
+}
+
+// defaultDenyCacheSize bounds the denial cache of one limiter.
+const defaultDenyCacheSize = 1 << 16
+
+func newDenyCache(size int) *denyCache {
+	c := &denyCache{seed: maphash.MakeSeed(), per: max(1, size/32)}
+	for i := range c.shards {
+		c.shards[i].m = make(map[string]*denial)
+	}
+	return c
+}
+
+func (c *denyCache) shard(subject string) *denyShard {
+	return &c.shards[maphash.String(c.seed, subject)%uint64(len(c.shards))]
+}
+
+// lookup outcomes
+const (
+	cacheMiss  = iota // ask the store
+	cacheDeny         // denied locally; the Result is valid
+	cacheWait         // a probe is asking the store: wait on the channel, then look again
+	cacheProbe        // this caller is the probe: ask the store, then store or settle
+)
+
+// lookup decides what a caller with cost n does now.
+func (c *denyCache) lookup(subject string, n int, now int64) (Result, <-chan struct{}, int) {
+	sh := c.shard(subject)
+	sh.mu.Lock()
+	d, ok := sh.m[subject]
+	if !ok || n < d.n {
+		sh.mu.Unlock()
+		return Result{}, nil, cacheMiss
+	}
+	if now < d.until {
+		r, until, decidedAt := d.res, d.until, d.decidedAt
+		sh.mu.Unlock()
+		r.Allowed = false
+		r.RetryAfter = time.Duration(until - now)
+		if el := time.Duration(now - decidedAt); r.ResetAfter > el {
+			r.ResetAfter -= el
+		} else {
+			r.ResetAfter = 0
+		}
+		return r, nil, cacheDeny
+	}
+	if d.probe != nil {
+		ch := d.probe
+		sh.mu.Unlock()
+		return Result{}, ch, cacheWait
+	}
+	d.probe = make(chan struct{})
+	sh.mu.Unlock()
+	return Result{}, nil, cacheProbe
+}
+
+// record learns from the store's answer r to a request of cost n sent at
+// sent, caching a deadline when cost n cannot be served before it. probe
+// says whether this caller was the probe; its waiters are released.
+func (c *denyCache) record(subject string, n int, sent int64, r Result, probe bool) {
+	until := sent + int64(nextServe(r, n))
+	sh := c.shard(subject)
+	sh.mu.Lock()
+	d, exists := sh.m[subject]
+	if exists && probe && d.probe != nil {
+		close(d.probe)
+		d.probe = nil
+	}
+	switch {
+	case until <= sent:
+		if exists && d.probe == nil {
+			delete(sh.m, subject)
+		}
+	case exists:
+		if d.probe == nil || until > d.until {
+			d.until, d.n, d.res, d.decidedAt = until, n, r, sent
+		}
+	default:
+		if len(sh.m) >= c.per && !sh.sweep(c.per) {
+			break
+		}
+		sh.m[subject] = &denial{until: until, n: n, res: r, decidedAt: sent}
+	}
+	sh.mu.Unlock()
+}
+
+// settle releases a probe whose store call did not answer (degraded).
+func (c *denyCache) settle(subject string) {
+	sh := c.shard(subject)
+	sh.mu.Lock()
+	if d, ok := sh.m[subject]; ok && d.probe != nil {
+		close(d.probe)
+		delete(sh.m, subject)
+	}
+	sh.mu.Unlock()
+}
+
+// sweep drops passed entries, at most every 10ms; it reports whether the
+// shard has room. The shard is locked.
+func (sh *denyShard) sweep(per int) bool {
+	now := monoNow()
+	if now-sh.lastSweep > int64(10*time.Millisecond) {
+		sh.lastSweep = now
+		for k, d := range sh.m {
+			if now >= d.until && d.probe == nil {
+				delete(sh.m, k)
+			}
+		}
+	}
+	return len(sh.m) < per
+}
+
+func (c *denyCache) forget(subject string) {
+	sh := c.shard(subject)
+	sh.mu.Lock()
+	if d, ok := sh.m[subject]; ok {
+		if d.probe != nil {
+			close(d.probe)
+		}
+		delete(sh.m, subject)
+	}
+	sh.mu.Unlock()
+}
+
+// nextServe is how long after the decision r the store could first serve
+// cost n again, at the earliest; ≤ 0 when it might at once.
+func nextServe(r Result, n int) time.Duration {
+	if !r.Allowed {
+		return r.RetryAfter
+	}
+	if r.Policies == nil {
+		return refillFor(r.Limit, r.Remaining, n, r.ResetAfter)
+	}
+	var d time.Duration
+	for _, p := range r.Policies {
+		d = max(d, refillFor(p.Limit, p.Remaining, n, p.ResetAfter))
+	}
+	return d
+}
+
+// refillFor: after an allowed decision leaving remaining whole tokens and a
+// bucket full in resetAfter, n tokens exist no sooner than the bucket is
+// full less the time C-n tokens take (less 1µs for resetAfter's rounding up).
+func refillFor(l Limit, remaining, n int, resetAfter time.Duration) time.Duration {
+	if remaining >= n {
+		return 0
+	}
+	p := l.policy("")
+	spare := time.Duration(ceilDiv((p.Capacity-int64(n)*p.Unit), p.Refill)) * time.Microsecond
+	return resetAfter - spare - time.Microsecond
+}

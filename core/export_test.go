@@ -1,0 +1,10 @@
+package core
+
+// SetMonoNow replaces the monotonic clock of the breaker and denial cache
+// until the returned function restores it. Tests using it must not run in
+// parallel with others.
+func SetMonoNow(f func() int64) (restore func()) {
+	old := monoNow
+	monoNow = f
+	return func() { monoNow = old }
+}

@@ -1,0 +1,114 @@
+package core_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit/core"
+)
+
+func TestMemorySweepsFullBuckets(t *testing.T) {
+	c := newFakeClock()
+	s := core.NewMemoryStore(core.WithClock(c.Now), core.WithSweepInterval(time.Minute))
+	p := []core.Policy{policyOf(t, "p", core.PerSecond(1))}
+	for i := 0; i < 1000; i++ {
+		s.Take(context.Background(), strconv.Itoa(i), 1, p, nil)
+	}
+	if got := s.Len(); got != 1000 {
+		t.Fatalf("Len = %d, want 1000", got)
+	}
+	c.Add(2 * time.Minute)
+	// Sweeps run as shards are used: touch every shard.
+	for i := 0; i < 1000; i++ {
+		s.Take(context.Background(), "new"+strconv.Itoa(i), 1, p, nil)
+	}
+	if got := s.Len(); got > 1000 {
+		t.Fatalf("after the old buckets refilled and a sweep: Len = %d, want ≤ 1000 (the new ones)", got)
+	}
+}
+
+func TestMemoryKeyCap(t *testing.T) {
+	c := newFakeClock()
+	const maxKeys = 1024
+	s := core.NewMemoryStore(core.WithClock(c.Now), core.WithMaxKeys(maxKeys))
+	p := []core.Policy{policyOf(t, "p", core.PerHour(1))}
+	for i := 0; i < 100*maxKeys; i++ {
+		s.Take(context.Background(), "attacker-"+strconv.Itoa(i), 1, p, nil)
+	}
+	if got := s.Len(); got > maxKeys {
+		t.Fatalf("Len = %d after 100× the cap in unique keys, want ≤ %d", got, maxKeys)
+	}
+	// A known key keeps being limited exactly while the flood goes on.
+	if o, _ := s.Take(context.Background(), "victim", 1, p, nil); !o.Allowed {
+		t.Fatal("victim's first request denied")
+	}
+	if o, _ := s.Take(context.Background(), "victim", 1, p, nil); o.Allowed {
+		t.Fatal("victim's second request allowed: the bucket was lost")
+	}
+}
+
+func TestMemoryConcurrentExact(t *testing.T) {
+	s := core.NewMemoryStore()
+	p := []core.Policy{policyOf(t, "p", core.PerHour(1000))}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	allowed := 0
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 0
+			for i := 0; i < 500; i++ {
+				if o, _ := s.Take(context.Background(), "k", 1, p, nil); o.Allowed {
+					n++
+				}
+			}
+			mu.Lock()
+			allowed += n
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	// 8000 tries in well under a second: refill adds at most a token or two.
+	if allowed < 1000 || allowed > 1002 {
+		t.Fatalf("allowed %d of 8000 on a 1000-per-hour bucket, want 1000 (+ refill)", allowed)
+	}
+}
+
+func TestMemoryClockBackwards(t *testing.T) {
+	c := newFakeClock()
+	s := core.NewMemoryStore(core.WithClock(c.Now))
+	p := []core.Policy{policyOf(t, "p", core.PerSecond(1))}
+	s.Take(context.Background(), "k", 1, p, nil)
+	c.Add(-time.Hour)
+	if o, _ := s.Take(context.Background(), "k", 1, p, nil); o.Allowed {
+		t.Fatal("a clock moved back must not refill the bucket")
+	}
+}
+
+func TestMemoryDecisionAllocs(t *testing.T) {
+	l := mustNew(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerSecond(1 << 20), FailMode: core.FailOpen})
+	ctx := context.Background()
+	l.Allow(ctx, "k")
+	if n := testing.AllocsPerRun(1000, func() { l.Allow(ctx, "k") }); n != 0 {
+		t.Fatalf("memory decision: %v allocs/op, want 0", n)
+	}
+}
+
+func TestLimiterReset(t *testing.T) {
+	l := mustNew(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerHour(1), FailMode: core.FailOpen})
+	ctx := context.Background()
+	l.Allow(ctx, "k")
+	if res, _ := l.Allow(ctx, "k"); res.Allowed {
+		t.Fatal("second request allowed")
+	}
+	if err := l.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := l.Allow(ctx, "k"); !res.Allowed {
+		t.Fatal("after Reset: denied")
+	}
+}
