@@ -2,11 +2,14 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/httprate"
@@ -66,6 +69,12 @@ type Env struct {
 	// Client, when set, replaces the client a ratelimit instance would
 	// make: the auto-pipelining experiment hands in an AutoPipeliner.
 	Client func(*redis.Client) (redis.UniversalClient, error)
+	// Timeout is ratelimit's Config.Timeout (0: its default, 50ms). No peer
+	// bounds a decision that tightly, and on a starved 2-CPU machine a few
+	// decisions in ten thousand take longer, open the breaker and turn half
+	// a second of decisions into fast FailMode ones; throughput runs raise
+	// it so that every decision is the store's.
+	Timeout time.Duration
 }
 
 // newClient returns a go-redis client with default options (the setup every
@@ -129,29 +138,35 @@ func newRatelimitRedis(env *Env, lim Limit, prefix string) (*Instance, error) {
 			return nil, err
 		}
 	}
+	var cause atomic.Pointer[error]
 	l, err := core.New(core.Config{
 		Store:    core.NewRedisStore(client, core.WithPrefix(prefix)),
 		Limit:    core.Limit{Rate: lim.Rate, Period: lim.Period, Burst: lim.Burst},
 		FailMode: FailMode,
+		Timeout:  env.Timeout,
+		OnError:  func(err error) { cause.Store(&err) },
+		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
-	return &Instance{NewWorker: shared(ratelimitWorker(l)), Close: closeAll(c)}, nil
+	return &Instance{NewWorker: shared(ratelimitWorker(l, &cause)), Close: closeAll(c)}, nil
 }
 
-// errDegraded marks a decision made by ratelimit's FailMode.
-var errDegraded = fmt.Errorf("ratelimit: degraded decision")
-
-func ratelimitWorker(l *core.Limiter) Worker {
+// ratelimitWorker reports a degraded decision (made by FailMode, not the
+// store) as an error, with the cause OnError last saw.
+func ratelimitWorker(l *core.Limiter, cause *atomic.Pointer[error]) Worker {
 	return func(ctx context.Context, key string) (bool, error) {
 		r, err := l.Allow(ctx, key)
 		if err != nil {
 			return false, err
 		}
 		if r.Degraded {
-			return r.Allowed, errDegraded
+			if p := cause.Load(); p != nil {
+				return r.Allowed, *p
+			}
+			return r.Allowed, errors.New("ratelimit: degraded decision")
 		}
 		return r.Allowed, nil
 	}
@@ -166,7 +181,7 @@ func newRatelimitMemory(_ *Env, lim Limit, _ string) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Instance{NewWorker: shared(ratelimitWorker(l)), Close: func() {}}, nil
+	return &Instance{NewWorker: shared(ratelimitWorker(l, &atomic.Pointer[error]{})), Close: func() {}}, nil
 }
 
 func newRedisRate(env *Env, lim Limit, prefix string) (*Instance, error) {

@@ -3,9 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,9 +32,58 @@ type Measurement struct {
 	Decisions, Allowed, Errors int64
 	FirstErr                   error
 	Elapsed                    time.Duration
-	Mallocs                    uint64      // heap allocations in this process, all goroutines
-	Trips                      int64       // client round trips (go-redis hook)
-	Server                     ServerStats // Redis work, when there is a server
+	Mallocs                    uint64        // heap allocations in this process, all goroutines
+	Trips                      int64         // client round trips (go-redis hook)
+	Server                     ServerStats   // Redis work, when there is a server
+	CPU                        time.Duration // this process's CPU time (user + system)
+	Latency                    Histogram
+}
+
+// ClientCPUPerOp is this process's CPU time per decision, in microseconds:
+// the limiter, the client, the benchmark loop.
+func (m Measurement) ClientCPUPerOp() float64 {
+	return float64(m.CPU.Microseconds()) / float64(m.Decisions)
+}
+
+// Histogram counts decision latencies in power-of-two microsecond buckets:
+// bucket i holds latencies in [2^(i-1), 2^i) µs.
+type Histogram [32]int64
+
+func (h *Histogram) add(d time.Duration) {
+	us := uint64(d.Microseconds())
+	h[min(bits.Len64(us), len(h)-1)]++
+}
+
+func (h *Histogram) merge(o *Histogram) {
+	for i := range h {
+		h[i] += o[i]
+	}
+}
+
+// Quantile is an upper bound of the q quantile (the bucket's upper end).
+func (h *Histogram) Quantile(q float64) time.Duration {
+	var n int64
+	for _, c := range h {
+		n += c
+	}
+	want := int64(q * float64(n))
+	var seen int64
+	for i, c := range h {
+		if seen += c; seen > want {
+			return time.Duration(1<<i) * time.Microsecond
+		}
+	}
+	return time.Duration(1<<(len(h)-1)) * time.Microsecond
+}
+
+// Over counts latencies of at least d (to the bucket: d is rounded down to
+// a power of two microseconds).
+func (h *Histogram) Over(d time.Duration) int64 {
+	var n int64
+	for i := bits.Len64(uint64(d.Microseconds())); i < len(h); i++ {
+		n += h[i]
+	}
+	return n
 }
 
 // PerSec is decisions per second.
@@ -98,6 +149,7 @@ func (r *Runner) Throughput(ctx context.Context, inst *Instance, keys []string, 
 		}
 	}
 	t0 := r.Env.Trips.Load()
+	cpu0 := processCPU()
 	runtime.ReadMemStats(&m0)
 
 	var (
@@ -113,8 +165,11 @@ func (r *Runner) Throughput(ctx context.Context, inst *Instance, keys []string, 
 			defer wg.Done()
 			var n, ok, bad int64
 			var first error
+			var lat Histogram
 			for !stop.Load() {
+				t := time.Now()
 				allowed, err := w(ctx, keys[i])
+				lat.add(time.Since(t))
 				if i++; i == len(keys) {
 					i = 0
 				}
@@ -132,6 +187,7 @@ func (r *Runner) Throughput(ctx context.Context, inst *Instance, keys []string, 
 			total.Decisions += n
 			total.Allowed += ok
 			total.Errors += bad
+			total.Latency.merge(&lat)
 			if total.FirstErr == nil {
 				total.FirstErr = first
 			}
@@ -144,6 +200,7 @@ func (r *Runner) Throughput(ctx context.Context, inst *Instance, keys []string, 
 	total.Elapsed = time.Since(start)
 
 	runtime.ReadMemStats(&m1)
+	total.CPU = processCPU() - cpu0
 	total.Mallocs = m1.Mallocs - m0.Mallocs
 	total.Trips = r.Env.Trips.Load() - t0
 	if r.Admin != nil {
@@ -247,4 +304,13 @@ func (r *Runner) OverAdmission(ctx context.Context, peer Peer, lim Limit, n, per
 	a.Span = lastAnswer.Sub(start)
 	a.Bound = lim.Bound(a.Span)
 	return a, nil
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -41,6 +41,7 @@ type config struct {
 	oaWindow   time.Duration
 	oaPer      int
 	sections   string
+	timeout    time.Duration
 	apConc     []int
 	oaInstance []int
 }
@@ -55,6 +56,7 @@ func main() {
 	flag.IntVar(&c.oaRounds, "oa-rounds", 0, "over-admission rounds; the worst is reported (default 2, quick 1)")
 	flag.DurationVar(&c.oaWindow, "oa-window", 0, "over-admission window (default 1.5s, quick 750ms)")
 	flag.IntVar(&c.oaPer, "oa-goroutines", 4, "goroutines per instance in the over-admission runs")
+	flag.DurationVar(&c.timeout, "timeout", time.Second, "ratelimit's Config.Timeout in throughput runs (0: its 50ms default); over-admission runs keep the default")
 	flag.StringVar(&c.sections, "only", "redis,memory,admission,autopipeline", "sections to run, comma-separated")
 	flag.Parse()
 	def := func(v *int, full, quick int) {
@@ -105,6 +107,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	started := time.Now()
 	header(ctx, out, c, r.Admin)
 	want := func(s string) bool { return slices.Contains(strings.Split(c.sections, ","), s) }
+	r.Env.Timeout = c.timeout
 	if want("redis") {
 		if err := redisThroughput(ctx, out, c, r); err != nil {
 			return err
@@ -116,11 +119,13 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 	}
 	if want("admission") {
+		r.Env.Timeout = 0
 		if err := overAdmission(ctx, out, c, r); err != nil {
 			return err
 		}
 	}
 	if want("autopipeline") {
+		r.Env.Timeout = c.timeout
 		if err := autoPipeline(ctx, out, c, r); err != nil {
 			return err
 		}
@@ -149,8 +154,8 @@ func header(ctx context.Context, out io.Writer, c config, admin *redis.Client) {
 	fmt.Fprintf(out, "## Comparison run, %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(out, "%d CPUs (%s), GOMAXPROCS %d, %s %s/%s, Redis %s at %s (shares the CPUs).\n",
 		runtime.NumCPU(), model, runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH, ver, c.addr)
-	fmt.Fprintf(out, "Throughput: %d goroutines, %d round(s) of %v per cell, peers in alternating order, medians. ",
-		c.conc, c.rounds, c.dur)
+	fmt.Fprintf(out, "Throughput: %d goroutines, %d round(s) of %v per cell, peers in alternating order, medians; ratelimit with Timeout %v. ",
+		c.conc, c.rounds, c.dur, c.timeout)
 	fmt.Fprintf(out, "Over-admission: %v window, %d goroutines per instance, worst of %d round(s).\n", c.oaWindow, c.oaPer, c.oaRounds)
 }
 
@@ -160,6 +165,7 @@ type scenario struct {
 	keys   []string
 	limit  bench.Limit
 	prefix string
+	drain  bool // exhaust the bucket before measuring: a run of denials
 }
 
 // roomy is high enough that throughput runs are (almost) all allowed.
@@ -201,6 +207,14 @@ func measure(ctx context.Context, r *bench.Runner, p bench.Peer, sc scenario, co
 		return bench.Measurement{}, fmt.Errorf("%s: %w", p.Name, err)
 	}
 	defer inst.Close()
+	if sc.drain {
+		w := inst.NewWorker()
+		for i := 0; i < 10*sc.limit.Burst; i++ {
+			if ok, _ := w(ctx, sc.keys[0]); !ok {
+				break
+			}
+		}
+	}
 	if _, err := r.Throughput(ctx, inst, sc.keys, conc, warm); err != nil {
 		return bench.Measurement{}, err
 	}
@@ -264,7 +278,7 @@ func redisThroughput(ctx context.Context, out io.Writer, c config, r *bench.Runn
 	scs := []scenario{
 		{name: "10k keys", keys: bench.Keys(10_000), limit: roomy, prefix: "tp10k:"},
 		{name: "hot key", keys: bench.Keys(1), limit: roomy, prefix: "tphot:"},
-		{name: "hot key, denied", keys: bench.Keys(1), limit: tight, prefix: "tpdeny:"},
+		{name: "hot key, denied", keys: bench.Keys(1), limit: tight, prefix: "tpdeny:", drain: true},
 	}
 	res, err := matrix(ctx, c, r, bench.RedisPeers, scs)
 	if err != nil {
@@ -272,11 +286,11 @@ func redisThroughput(ctx context.Context, out io.Writer, c config, r *bench.Runn
 	}
 	fmt.Fprintf(out, "\n### Through one Redis (%d goroutines)\n", c.conc)
 	fmt.Fprintf(out, "\nLimits: 1e9 per minute (all allowed), except _hot key, denied_: 100 per 10 s, burst 100 (≈all denied after the first 100).\n")
-	fmt.Fprintf(out, "Round trips are counted by a go-redis hook (a pipeline or MULTI/EXEC is one); Redis commands and CPU come from `INFO commandstats`/`INFO cpu` deltas and include the commands scripts run. Allocations are the whole process's (client included) per decision.\n")
+	fmt.Fprintf(out, "Round trips are counted by a go-redis hook (a pipeline or MULTI/EXEC is one); Redis commands and CPU come from `INFO commandstats`/`INFO cpu` deltas and include the commands scripts run. Allocations and client CPU are the whole process's (go-redis included) per decision. p99 is an upper bound (power-of-two buckets); ≥50ms counts decisions that took 32.8 ms or more (bucket), over all rounds.\n")
 	for _, sc := range scs {
 		fmt.Fprintf(out, "\n#### %s\n\n", sc.name)
-		fmt.Fprintln(out, "| library | decisions/s | ratelimit vs it | ns/op | allocs/op | round trips/decision | Redis cmds/decision | Redis CPU µs/decision | allowed | errors |")
-		fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+		fmt.Fprintln(out, "| library | decisions/s | ratelimit vs it | ns/op | allocs/op | round trips/decision | Redis cmds/decision | Redis CPU µs/decision | client CPU µs/decision | p99 | ≥50ms | allowed | errors |")
+		fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
 		ours := res[sc.name][bench.RedisPeers[0].Name]
 		for _, p := range bench.RedisPeers {
 			cl := res[sc.name][p.Name]
@@ -285,14 +299,27 @@ func redisThroughput(ctx context.Context, out io.Writer, c config, r *bench.Runn
 				vs = fmt.Sprintf("%.2f×", ratio(ours, cl))
 			}
 			dec, allowed, errs, first := totals(cl)
-			fmt.Fprintf(out, "| %s | %.0f | %s | %.0f | %.1f | %.2f | %s | %.1f | %.1f%% | %s |\n",
+			lat := latency(cl)
+			fmt.Fprintf(out, "| %s | %.0f | %s | %.0f | %.1f | %.2f | %s | %.1f | %.1f | %v | %d | %.1f%% | %s |\n",
 				p.Name, cl.median(bench.Measurement.PerSec), vs, cl.median(bench.Measurement.NsPerOp),
 				cl.median(bench.Measurement.AllocsPerOp), cl.median(bench.Measurement.TripsPerOp),
-				commands(cl), cl.median(bench.Measurement.RedisCPUPerOp),
+				commands(cl), cl.median(bench.Measurement.RedisCPUPerOp), cl.median(bench.Measurement.ClientCPUPerOp),
+				lat.Quantile(0.99), lat.Over(50*time.Millisecond),
 				100*float64(allowed)/float64(dec), errText(errs, dec, first))
 		}
 	}
 	return nil
+}
+
+// latency merges the rounds' latencies.
+func latency(cl *cell) *bench.Histogram {
+	var h bench.Histogram
+	for _, m := range cl.ms {
+		for i := range h {
+			h[i] += m.Latency[i]
+		}
+	}
+	return &h
 }
 
 func totals(cl *cell) (dec, allowed, errs int64, first error) {
