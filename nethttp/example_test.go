@@ -1,0 +1,104 @@
+package nethttp_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/sluicehq/ratelimit/core"
+	ratelimit "github.com/sluicehq/ratelimit/nethttp"
+)
+
+// fixed is a clock that stands still, so the example's output is exact.
+func fixed() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
+
+func Example() {
+	lim, err := core.New(core.Config{
+		Store:    core.NewMemoryStore(core.WithClock(fixed)),
+		Limit:    core.PerMinute(3),
+		FailMode: core.FailOpen, // store down: allow (see core.FailMode)
+	})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "hello")
+	})
+	handler := ratelimit.Middleware(lim)(mux)
+
+	for range 4 {
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, httptest.NewRequest("GET", "/hello", nil))
+		h := w.Header()
+		fmt.Printf("%d Remaining=%s Reset=%s Policy=%s Retry-After=%q\n",
+			w.Code, h.Get("RateLimit-Remaining"), h.Get("RateLimit-Reset"), h.Get("RateLimit-Policy"), h.Get("Retry-After"))
+	}
+	w := httptest.NewRecorder()
+	handler.ServeHTTP(w, httptest.NewRequest("GET", "/hello", nil))
+	fmt.Println(w.Header().Get("Content-Type"))
+	fmt.Println(w.Body)
+	// Output:
+	// 200 Remaining=2 Reset=20 Policy=3;w=60 Retry-After=""
+	// 200 Remaining=1 Reset=40 Policy=3;w=60 Retry-After=""
+	// 200 Remaining=0 Reset=60 Policy=3;w=60 Retry-After=""
+	// 429 Remaining=0 Reset=20 Policy=3;w=60 Retry-After="20"
+	// application/problem+json
+	// {"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in 20 seconds"}
+}
+
+// Per-route limits by pattern: /users/1 and /users/2 share the limit of
+// "GET /users/{id}"; other routes use the default limiter.
+func ExampleWithRoutes() {
+	newLimiter := func(l core.Limit) *core.Limiter {
+		lim, err := core.New(core.Config{Store: core.NewMemoryStore(core.WithClock(fixed)), Limit: l, FailMode: core.FailOpen})
+		if err != nil {
+			panic(err)
+		}
+		return lim
+	}
+	mux := http.NewServeMux()
+	ok := func(http.ResponseWriter, *http.Request) {}
+	mux.HandleFunc("GET /users/{id}", ok)
+	mux.HandleFunc("GET /", ok)
+	handler := ratelimit.Middleware(newLimiter(core.PerMinute(100)),
+		ratelimit.WithRoutes(map[string]*core.Limiter{"GET /users/{id}": newLimiter(core.PerMinute(2))}),
+		ratelimit.WithServeMux(mux), // the middleware wraps the mux: find the pattern before routing
+	)(mux)
+
+	for _, path := range []string{"/users/1", "/users/2", "/users/3", "/about"} {
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		fmt.Println(path, w.Code, w.Header().Get("RateLimit-Limit"))
+	}
+	// Output:
+	// /users/1 200 2
+	// /users/2 200 2
+	// /users/3 429 2
+	// /about 200 100
+}
+
+// An adapter for another router calls a Gate built once. Here a plain
+// handler stands in for the router's context.
+func ExampleGate_DecideRoute() {
+	lim, err := core.New(core.Config{Store: core.NewMemoryStore(core.WithClock(fixed)), Limit: core.PerSecond(1), FailMode: core.FailClosed})
+	if err != nil {
+		panic(err)
+	}
+	gate := ratelimit.NewGate(lim, ratelimit.WithHeaders(ratelimit.HeadersDraft11))
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		if !gate.DecideRoute(w, r, "/items/:id") { // the router's pattern
+			return // the Gate wrote the response; stop the chain
+		}
+		fmt.Fprintln(w, "item")
+	}
+	for range 2 {
+		w := httptest.NewRecorder()
+		handler(w, httptest.NewRequest("GET", "/items/7", nil))
+		fmt.Println(w.Code, w.Header().Get("RateLimit"))
+	}
+	// Output:
+	// 200 "1-per-1s";r=0;t=1
+	// 429 "1-per-1s";r=0;t=1
+}
