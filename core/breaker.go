@@ -53,25 +53,30 @@ func (b *breaker) retryIn() time.Duration {
 	return 0
 }
 
-func (b *breaker) success(probe bool) {
+// success records a store answer; it reports whether that closed the breaker.
+func (b *breaker) success(probe bool) (closed bool) {
 	if b.fails.Load() != 0 {
 		b.fails.Store(0)
 	}
 	if probe || b.openUntil.Load() != 0 {
-		b.openUntil.Store(0)
+		closed = b.openUntil.Swap(0) != 0
 		b.probing.Store(false)
 	}
+	return closed
 }
 
-func (b *breaker) failure(probe bool) {
+// failure records a failed store call; it reports whether that opened the
+// breaker (a failed probe re-opens it without reporting again).
+func (b *breaker) failure(probe bool) (opened bool) {
 	if probe {
 		b.openUntil.Store(monoNow() + b.cooldown)
 		b.probing.Store(false)
-		return
+		return false
 	}
 	if b.fails.Add(1) >= b.threshold && b.openUntil.Load() == 0 {
-		b.openUntil.Store(monoNow() + b.cooldown)
+		return b.openUntil.CompareAndSwap(0, monoNow()+b.cooldown)
 	}
+	return false
 }
 
 // open reports whether the breaker is open or half-open.

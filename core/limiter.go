@@ -58,6 +58,8 @@ type Config struct {
 	// Not used with a MemoryStore (nothing to save). A Reset on another
 	// instance does not clear this instance's cache.
 	DenyCacheSize int
+	// Observer, if set, sees every decision and breaker change (metrics).
+	Observer Observer
 	// OnError, if set, is called with the reason for every degraded decision
 	// (errors.Is ErrTimeout, ErrCircuitOpen, ErrOverloaded, or the store's
 	// error). It runs on the request's goroutine: keep it fast.
@@ -93,6 +95,7 @@ type Limiter struct {
 	localPolicy []Policy
 	localMinCap int
 
+	observer    Observer
 	onError     func(error)
 	logger      *slog.Logger
 	logInterval int64 // ns
@@ -145,6 +148,7 @@ func New(cfg Config) (*Limiter, error) {
 		timeout:     orDefault(cfg.Timeout, DefaultTimeout),
 		maxInFlight: int64(orDefault(cfg.MaxInFlight, DefaultMaxInFlight)),
 		onError:     cfg.OnError,
+		observer:    cfg.Observer,
 		logger:      cfg.Logger,
 		logInterval: int64(orDefault(cfg.LogInterval, DefaultLogInterval)),
 	}
@@ -257,7 +261,11 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		if err != nil {
 			return l.degrade(key, n, err), nil
 		}
-		return l.result(o, each, l.limits), nil
+		r := l.result(o, each, l.limits)
+		if l.observer != nil {
+			l.observer.Decision(DecisionEvent{Policy: l.name, Allowed: r.Allowed})
+		}
+		return r, nil
 	}
 	if l.denials == nil {
 		return l.remote(ctx, key, n, each), nil
@@ -281,6 +289,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		}
 	}
 	if state == cacheDeny {
+		if l.observer != nil {
+			l.observer.Decision(DecisionEvent{Policy: l.name, Cached: true})
+		}
 		return r, nil
 	}
 	r = l.remote(ctx, key, n, each)
@@ -305,18 +316,37 @@ func (l *Limiter) remote(ctx context.Context, key string, n int, each []Outcome)
 		l.breaker.release(probe)
 		return l.degrade(key, n, ErrOverloaded)
 	}
+	var start time.Time
+	if l.observer != nil {
+		start = time.Now()
+	}
 	o, err := takeBounded(ctx, l.timeout, &l.inflight, l.store, key, n, l.policies, each)
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ErrTimeout) {
 			// The caller gave up; that says nothing about the store.
 			l.breaker.release(probe)
-		} else {
-			l.breaker.failure(probe)
+		} else if l.breaker.failure(probe) && l.observer != nil {
+			l.observer.BreakerChange(l.name, true)
 		}
-		return l.degrade(key, n, err)
+		return l.degradeAfter(key, n, err, start)
 	}
-	l.breaker.success(probe)
-	return l.result(o, each, l.limits)
+	if l.breaker.success(probe) && l.observer != nil {
+		l.observer.BreakerChange(l.name, false)
+	}
+	r := l.result(o, each, l.limits)
+	if l.observer != nil {
+		l.observer.Decision(DecisionEvent{Policy: l.name, Allowed: r.Allowed, Latency: time.Since(start)})
+	}
+	return r
+}
+
+// degradeAfter is degrade for a store call that began at start.
+func (l *Limiter) degradeAfter(key string, n int, cause error, start time.Time) Result {
+	r := l.decideDegraded(key, n, cause)
+	if l.observer != nil {
+		l.observer.Decision(DecisionEvent{Policy: l.name, Allowed: r.Allowed, Degraded: true, Latency: time.Since(start), Err: cause})
+	}
+	return r
 }
 
 // Reset makes key's bucket full again (for example after a successful
@@ -367,6 +397,14 @@ func (l *Limiter) result(o Outcome, each []Outcome, limits []Limit) Result {
 
 // degrade decides by FailMode because the store could not, and reports why.
 func (l *Limiter) degrade(key string, n int, cause error) Result {
+	r := l.decideDegraded(key, n, cause)
+	if l.observer != nil {
+		l.observer.Decision(DecisionEvent{Policy: l.name, Allowed: r.Allowed, Degraded: true, Err: cause})
+	}
+	return r
+}
+
+func (l *Limiter) decideDegraded(key string, n int, cause error) Result {
 	l.report(cause)
 	switch l.mode {
 	case FailOpen:
