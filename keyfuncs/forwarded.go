@@ -165,18 +165,22 @@ func pairValue(v string) (string, bool) {
 	if v == "" {
 		return "", false
 	}
-	if v[0] == '"' {
+	quoted := v[0] == '"'
+	if quoted {
 		if len(v) < 2 || v[len(v)-1] != '"' {
 			return "", false
 		}
 		v = v[1 : len(v)-1]
-		if strings.ContainsAny(v, "\"\\") {
-			return "", false
-		}
-		return v, true
 	}
-	if strings.ContainsAny(v, "\" \t") {
-		return "", false
+	for i := 0; i < len(v); i++ {
+		switch v[i] {
+		case '"', '\\':
+			return "", false
+		case ' ', '\t':
+			if !quoted {
+				return "", false
+			}
+		}
 	}
 	return v, true
 }
