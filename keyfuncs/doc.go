@@ -44,8 +44,8 @@
 //
 // # Errors
 //
-// Every failure is a sentinel error of errors.go, possibly wrapped with a
-// header name; match it with errors.Is. The walks fail closed: an entry that
+// Every failure is one of the Err sentinels, possibly wrapped with a header
+// name; match it with errors.Is. No error carries client-supplied text. The walks fail closed: an entry that
 // is not an address, a hidden node or a trusted proxy that forwards nothing
 // is an error, never a reason to look further left, where the client writes.
 package keyfuncs

@@ -63,3 +63,26 @@ func TestHeader(t *testing.T) {
 		}
 	})
 }
+
+func BenchmarkKeys(b *testing.B) {
+	r := request("203.0.113.7:1234", "X-API-Key", "0123456789abcdef0123456789abcdef")
+	r = r.WithContext(WithUser(r.Context(), "alice@example.com"))
+	for _, bc := range []struct {
+		name string
+		fn   KeyFunc
+	}{
+		{"Header", Header("X-API-Key")},
+		{"ContextUser", ContextUser()},
+		{"Join/user+IP", Join(ContextUser(), IP())},
+		{"First/Header,IP", First(Header("X-API-Key"), IP())},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := bc.fn(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
