@@ -151,7 +151,7 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	}
 	h := w.Header()
 	if !res.Degraded && g.style != HeadersNone {
-		setRateLimit(h, g.style, g.headersFor(lim, &res), &res, g.now)
+		setRateLimit(h, g.style, g.headersFor(lim), &res, g.now)
 	}
 	if res.Allowed || g.dryRun {
 		return true
@@ -190,20 +190,16 @@ func (g *Gate) limiterFor(r *http.Request, route string) *core.Limiter {
 	return g.def
 }
 
-// headersFor returns the precomputed header values for res, decided by lim,
-// or formats them when res names another policy than lim's.
-func (g *Gate) headersFor(lim *core.Limiter, res *core.Result) *policyHeaders {
-	ph := g.defHeaders
-	if lim != g.def {
-		ph = g.known[lim]
-		if ph == nil {
-			ph = g.dynamicHeaders(lim)
-		}
+// headersFor returns the header values precomputed for lim, or nil past
+// maxDynamic limiters from WithLimiterFunc.
+func (g *Gate) headersFor(lim *core.Limiter) *policyHeaders {
+	if lim == g.def {
+		return g.defHeaders
 	}
-	if ph == nil || !ph.matches(res) {
-		return newPolicyHeaders(res.Limit, res.Name)
+	if ph := g.known[lim]; ph != nil {
+		return ph
 	}
-	return ph
+	return g.dynamicHeaders(lim)
 }
 
 func (g *Gate) dynamicHeaders(lim *core.Limiter) *policyHeaders {

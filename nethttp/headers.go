@@ -3,7 +3,9 @@ package nethttp
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
@@ -75,7 +77,7 @@ const (
 	keyRetryAfter = "Retry-After"
 )
 
-// policyHeaders holds one policy's constant header values, formatted once.
+// policyHeaders holds a limiter's constant header values, formatted once.
 // The slices are shared by every response, with len == cap so that a later
 // Header.Add copies instead of writing into them.
 type policyHeaders struct {
@@ -84,7 +86,11 @@ type policyHeaders struct {
 	capacity []string // "3"
 	policy06 []string // "3;w=60"
 	policy11 []string // `"3-per-1m0s";q=3;w=60`
-	item11   string   // `"3-per-1m0s";r=`, the start of a RateLimit value
+	item11   string   // `"3-per-1m0s";r=`, the start of a RateLimit item
+
+	// multi holds the values for a limiter with several limits
+	// (core.Config.Extra), built from its first result.
+	multi atomic.Pointer[multiHeaders]
 }
 
 func newPolicyHeaders(lim core.Limit, name string) *policyHeaders {
@@ -109,36 +115,130 @@ func newPolicyHeaders(lim core.Limit, name string) *policyHeaders {
 	}
 }
 
-// matches reports whether res describes the policy h was built for.
-func (h *policyHeaders) matches(res *core.Result) bool {
-	return h.name == res.Name && h.limit == res.Limit
+func (ph *policyHeaders) matches(name string, lim core.Limit) bool {
+	return ph != nil && ph.name == name && ph.limit == lim
+}
+
+// multiHeaders holds the values for several limits decided together:
+// RateLimit-Policy lists them all, in configuration order.
+type multiHeaders struct {
+	each     []*policyHeaders
+	policy06 []string // "2;w=1, 5;w=3600"
+	policy11 []string // `"2-per-1s";q=2;w=1, "hourly";q=5;w=3600`
+}
+
+func newMultiHeaders(ps []core.PolicyResult) *multiHeaders {
+	m := &multiHeaders{each: make([]*policyHeaders, len(ps))}
+	p06 := make([]string, len(ps))
+	p11 := make([]string, len(ps))
+	for i, p := range ps {
+		m.each[i] = newPolicyHeaders(p.Limit, p.Name)
+		p06[i], p11[i] = m.each[i].policy06[0], m.each[i].policy11[0]
+	}
+	m.policy06 = one(strings.Join(p06, ", "))
+	m.policy11 = one(strings.Join(p11, ", "))
+	return m
+}
+
+func (m *multiHeaders) matches(ps []core.PolicyResult) bool {
+	if m == nil || len(m.each) != len(ps) {
+		return false
+	}
+	for i := range ps {
+		if !m.each[i].matches(ps[i].Name, ps[i].Limit) {
+			return false
+		}
+	}
+	return true
 }
 
 func one(s string) []string { return []string{s}[:1:1] }
 
 // setRateLimit sets style's rate-limit fields for a decision that is not
-// degraded. ph must match res; now is read only by HeadersLegacy.
+// degraded. ph holds the values precomputed for the limiter that decided
+// (nil when there are none); values res does not match are formatted here.
+// now is read only by HeadersLegacy.
+//
+// Remaining and reset are the binding limit's (res's own fields); with
+// several limits, RateLimit-Policy lists them all and draft-11's RateLimit
+// has an item for each.
 func setRateLimit(h http.Header, style HeaderStyle, ph *policyHeaders, res *core.Result, now func() time.Time) {
+	if style == HeadersNone {
+		return
+	}
+	var m *multiHeaders
+	binding := ph
+	if len(res.Policies) > 1 {
+		m = ph.multiFor(res.Policies)
+		binding = nil
+		for _, e := range m.each {
+			if e.name == res.Name {
+				binding = e
+				break
+			}
+		}
+	}
+	if !binding.matches(res.Name, res.Limit) {
+		binding = newPolicyHeaders(res.Limit, res.Name)
+	}
 	remaining := max(int64(res.Remaining), 0)
 	switch style {
 	case HeadersDraft06:
-		h[keyLimit] = ph.capacity
+		h[keyLimit] = binding.capacity
 		h[keyRemaining] = intValue(remaining)
 		h[keyReset] = intValue(resetSeconds(res))
-		h[keyPolicy] = ph.policy06
+		if m != nil {
+			h[keyPolicy] = m.policy06
+		} else {
+			h[keyPolicy] = binding.policy06
+		}
 	case HeadersDraft11:
-		h[keyPolicy] = ph.policy11
 		var buf [192]byte
-		b := append(buf[:0], ph.item11...)
-		b = strconv.AppendInt(b, remaining, 10)
-		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, resetSeconds(res), 10)
+		b := buf[:0]
+		if m != nil {
+			h[keyPolicy] = m.policy11
+			for i, p := range res.Policies {
+				if i > 0 {
+					b = append(b, ", "...)
+				}
+				t := ceilSeconds(p.ResetAfter)
+				if !res.Allowed && p.RetryAfter > 0 {
+					t = retrySeconds(p.RetryAfter)
+				}
+				b = appendItem11(b, m.each[i].item11, int64(p.Remaining), t)
+			}
+		} else {
+			h[keyPolicy] = binding.policy11
+			b = appendItem11(b, binding.item11, remaining, resetSeconds(res))
+		}
 		h[keyRateLimit] = one(string(b))
 	case HeadersLegacy:
-		h[keyXLimit] = ph.capacity
+		h[keyXLimit] = binding.capacity
 		h[keyXRemaining] = intValue(remaining)
 		h[keyXReset] = intValue(resetEpoch(now(), res))
 	}
+}
+
+// multiFor returns the values for ps, kept in ph after the first time.
+func (ph *policyHeaders) multiFor(ps []core.PolicyResult) *multiHeaders {
+	if ph != nil {
+		if m := ph.multi.Load(); m.matches(ps) {
+			return m
+		}
+	}
+	m := newMultiHeaders(ps)
+	if ph != nil {
+		ph.multi.CompareAndSwap(nil, m)
+	}
+	return m
+}
+
+// appendItem11 appends one draft-11 RateLimit item: `"name";r=2;t=20`.
+func appendItem11(b []byte, item string, remaining, reset int64) []byte {
+	b = append(b, item...)
+	b = strconv.AppendInt(b, max(remaining, 0), 10)
+	b = append(b, ";t="...)
+	return strconv.AppendInt(b, reset, 10)
 }
 
 // setRetryAfter sets Retry-After for a 429 or 503 response.

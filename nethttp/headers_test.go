@@ -27,7 +27,12 @@ func runSteps(t *testing.T, lim core.Limit, opts []Option, steps []step) {
 	t.Helper()
 	clk := newClock()
 	opts = append([]Option{WithClock(clk.Now)}, opts...)
-	h := Middleware(newLimiter(t, lim, clk), opts...)(okHandler)
+	sendSteps(t, Middleware(newLimiter(t, lim, clk), opts...)(okHandler), clk, steps)
+}
+
+// sendSteps sends the steps to h, moving clk.
+func sendSteps(t *testing.T, h http.Handler, clk *fakeClock, steps []step) {
+	t.Helper()
 	for i, s := range steps {
 		clk.Advance(s.advance)
 		w := get(h, "/")
@@ -156,6 +161,55 @@ func TestHeadersGolden(t *testing.T) {
 	}
 }
 
+// TestHeadersMultiLimit works through 2 per second (window 1 s) and 5 per
+// hour named "hourly" (a token every 720 s, window 3600 s), decided together.
+// The fields describe the binding limit: the one with the fewest tokens left
+// when allowed, the denying one when refused; RateLimit-Policy lists both.
+func TestHeadersMultiLimit(t *testing.T) {
+	const (
+		p06 = "2;w=1, 5;w=3600"
+		p11 = `"2-per-1s";q=2;w=1, "hourly";q=5;w=3600`
+	)
+	steps06 := []step{
+		allowed("Ratelimit-Limit", "2", "Ratelimit-Remaining", "1", "Ratelimit-Reset", "1", "Ratelimit-Policy", p06),
+		allowed("Ratelimit-Limit", "2", "Ratelimit-Remaining", "0", "Ratelimit-Reset", "1", "Ratelimit-Policy", p06),
+		// The per-second limit lacks a token for 0.5 s.
+		denied("Ratelimit-Limit", "2", "Ratelimit-Remaining", "0", "Ratelimit-Reset", "1", "Ratelimit-Policy", p06, "Retry-After", "1"),
+		// +1 s: hourly holds 3 + 1/720 tokens; per-second is binding with 1.
+		after(time.Second, allowed("Ratelimit-Limit", "2", "Ratelimit-Remaining", "1", "Ratelimit-Reset", "1", "Ratelimit-Policy", p06)),
+		allowed("Ratelimit-Limit", "2", "Ratelimit-Remaining", "0", "Ratelimit-Reset", "1", "Ratelimit-Policy", p06),
+		// +2 s: hourly is left with 2/720 of a token: binding, full in
+		// (5 - 2/720) × 720 s = 3598 s.
+		after(time.Second, allowed("Ratelimit-Limit", "5", "Ratelimit-Remaining", "0", "Ratelimit-Reset", "3598", "Ratelimit-Policy", p06)),
+		// hourly lacks 718/720 of a token: 718 s.
+		denied("Ratelimit-Limit", "5", "Ratelimit-Remaining", "0", "Ratelimit-Reset", "718", "Ratelimit-Policy", p06, "Retry-After", "718"),
+	}
+	steps11 := []step{
+		allowed("Ratelimit-Policy", p11, "Ratelimit", `"2-per-1s";r=1;t=1, "hourly";r=4;t=720`),
+		allowed("Ratelimit-Policy", p11, "Ratelimit", `"2-per-1s";r=0;t=1, "hourly";r=3;t=1440`),
+		denied("Ratelimit-Policy", p11, "Ratelimit", `"2-per-1s";r=0;t=1, "hourly";r=3;t=1440`, "Retry-After", "1"),
+		after(time.Second, allowed("Ratelimit-Policy", p11, "Ratelimit", `"2-per-1s";r=1;t=1, "hourly";r=2;t=2159`)),
+		allowed("Ratelimit-Policy", p11, "Ratelimit", `"2-per-1s";r=0;t=1, "hourly";r=1;t=2879`),
+		after(time.Second, allowed("Ratelimit-Policy", p11, "Ratelimit", `"2-per-1s";r=1;t=1, "hourly";r=0;t=3598`)),
+		denied("Ratelimit-Policy", p11, "Ratelimit", `"2-per-1s";r=1;t=1, "hourly";r=0;t=718`, "Retry-After", "718"),
+	}
+	for name, c := range map[string]struct {
+		style HeaderStyle
+		steps []step
+	}{"draft06": {HeadersDraft06, steps06}, "draft11": {HeadersDraft11, steps11}} {
+		t.Run(name, func(t *testing.T) {
+			clk := newClock()
+			l := newLimiterCfg(t, core.Config{
+				Store:    core.NewMemoryStore(core.WithClock(clk.Now)),
+				Limit:    core.PerSecond(2),
+				Extra:    []core.NamedLimit{{Name: "hourly", Limit: core.PerHour(5)}},
+				FailMode: core.FailOpen,
+			})
+			sendSteps(t, Middleware(l, WithHeaders(c.style))(okHandler), clk, c.steps)
+		})
+	}
+}
+
 // TestHeadersCustomName checks a Config.Name reaches draft-11 fields.
 func TestHeadersCustomName(t *testing.T) {
 	clk := newClock()
@@ -241,8 +295,19 @@ func FuzzHeaders(f *testing.F) {
 			Allowed: allowedRes, Limit: lim, Name: name, Remaining: remaining,
 			RetryAfter: time.Duration(retry), ResetAfter: time.Duration(reset),
 		}
+		if burst%3 == 0 {
+			// Two limits: the binding one and an hourly one.
+			hourly := core.PerHour(max(1, remaining%10_000))
+			res.Policies = []core.PolicyResult{
+				{Name: name, Limit: lim, Remaining: remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter},
+				{Name: "hourly", Limit: hourly, Remaining: remaining / 2, RetryAfter: time.Duration(reset / 3), ResetAfter: time.Duration(retry * 7)},
+			}
+		}
 		now := time.Unix(0, nowNS)
 		ph := newPolicyHeaders(lim, name)
+		if nowNS%2 == 0 {
+			ph = nil // formatted from res
+		}
 		for style := HeadersDraft06; style <= HeadersNone; style++ {
 			h := http.Header{}
 			setRateLimit(h, style, ph, &res, func() time.Time { return now })
