@@ -1,9 +1,20 @@
 // Package redistest gives tests a real Redis: the shared server at
-// REDIS_ADDR (default 127.0.0.1:6379), or redis-server processes of their
-// own on free loopback ports for tests that kill, pause or reconfigure one.
+// REDIS_ADDR (default 127.0.0.1:6379) through Addr, Client and Prefix, or
+// redis-server processes of their own on free loopback ports for tests that
+// kill, stall, pause or reconfigure one:
 //
-// When no Redis can be had, tests skip — unless RATELIMIT_REQUIRE_REDIS=1
-// (set by .ci/run), and then they fail.
+//   - StartServer: a standalone server (Kill, Restart, Stall, Pause).
+//   - StartCluster: a Redis Cluster of N primaries and their replicas.
+//   - StartSentinel: a primary, a replica and three sentinels (KillPrimary,
+//     WaitFailover, FailoverClient).
+//
+// Processes of a test's own are killed and their directories removed when
+// the test ends, pass or fail; on Linux they also die with the test binary.
+// Cluster and Sentinel take seconds to form and skip under -short.
+//
+// When no Redis can be had (nothing answers at REDIS_ADDR, or redis-server
+// is not on PATH), tests skip — unless RATELIMIT_REQUIRE_REDIS=1 (set by
+// .ci/run), and then they fail.
 package redistest
 
 import (
