@@ -119,3 +119,30 @@ func TestAllowedAllocs(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkMiddlewareServeMux is the allowed path of a middleware wrapping
+// a whole ServeMux with per-route limits: one more route match per request.
+func BenchmarkMiddlewareServeMux(b *testing.B) {
+	mux := http.NewServeMux()
+	noop := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	mux.Handle("GET /users/{id}", noop)
+	mux.Handle("GET /", noop)
+	other := newLimiterCfg(b, core.Config{
+		Store:    core.NewMemoryStore(core.WithClock(steppingClock())),
+		Limit:    core.PerSecond(100),
+		FailMode: core.FailOpen,
+		Name:     "users",
+	})
+	_, w, _ := allowedSetup(b)
+	l := newLimiterCfg(b, core.Config{Store: core.NewMemoryStore(core.WithClock(steppingClock())), Limit: core.PerSecond(100), FailMode: core.FailOpen})
+	h := Middleware(l, WithKey(constantKey), WithRoutes(map[string]*core.Limiter{"GET /users/{id}": other}), WithServeMux(mux))(mux)
+	r, _ := http.NewRequest(http.MethodGet, "/users/42", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		h.ServeHTTP(w, r)
+	}
+	if w.h.Get("Ratelimit-Policy") != "100;w=1" || w.h.Get("Retry-After") != "" {
+		b.Fatalf("header %v", w.h)
+	}
+}

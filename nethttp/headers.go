@@ -15,6 +15,13 @@ import (
 // style, a 429 or 503 response also carries Retry-After, and a degraded
 // decision (core.Result.Degraded) carries no rate-limit fields: its numbers
 // would be fiction.
+//
+// For a limiter with several limits (core.Config.Extra), the fields
+// describe the binding limit (core.Result's Limit, Name, Remaining), and
+// RateLimit-Policy lists every limit in configuration order, e.g.
+// "2;w=1, 5;w=3600", or with HeadersDraft11
+// `"2-per-1s";q=2;w=1, "hourly";q=5;w=3600`; draft-11's RateLimit field
+// then has an item per limit: `"2-per-1s";r=1;t=1, "hourly";r=4;t=720`.
 type HeaderStyle int
 
 const (
