@@ -31,6 +31,7 @@ type config struct {
 	routes  map[string]*core.Limiter
 	mux     *http.ServeMux
 	now     func() time.Time
+	adapter map[any]any // WithAdapterOption
 }
 
 // WithKey sets how a request is turned into the key of its bucket. Default
@@ -153,6 +154,30 @@ func WithServeMux(mux *http.ServeMux) Option {
 func WithClock(now func() time.Time) Option {
 	mustNotBeNil(now == nil, "WithClock")
 	return func(c *config) { c.now = now }
+}
+
+// WithAdapterOption carries a setting of a router adapter's own through
+// the shared Option type, for adapters that declare
+// `type Option = nethttp.Option`; the adapter reads it back with
+// Gate.AdapterOption(key) when it builds its middleware. key must be
+// comparable; use an unexported type of the adapter, as with
+// context.WithValue. For example, echo's router-native key:
+//
+//	type echoKeyOption struct{}
+//
+//	func WithEchoKey(f func(echo.Context) (string, error)) Option {
+//		return nethttp.WithAdapterOption(echoKeyOption{}, f)
+//	}
+//
+// Applications never need it.
+func WithAdapterOption(key, value any) Option {
+	mustNotBeNil(key == nil, "WithAdapterOption")
+	return func(c *config) {
+		if c.adapter == nil {
+			c.adapter = make(map[any]any)
+		}
+		c.adapter[key] = value
+	}
 }
 
 func mustNotBeNil(isNil bool, name string) {
