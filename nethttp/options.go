@@ -87,6 +87,7 @@ func WithObserver(f func(r *http.Request, res core.Result, err error)) Option {
 }
 
 // WithHeaders selects the rate-limit header fields. Default HeadersDraft06.
+// It panics on a style that is not one of the constants.
 func WithHeaders(style HeaderStyle) Option {
 	if style < HeadersDraft06 || style > HeadersNone {
 		panic("nethttp: WithHeaders: unknown " + style.String())
@@ -113,7 +114,7 @@ func WithLimiterFunc(f func(*http.Request) *core.Limiter) Option {
 }
 
 // WithRoutes overrides the limiter per route pattern: a key is a pattern
-// exactly as the router reports it ("GET /users/{id}" for net/http's
+// exactly as registered with the router and reported by it ("GET /users/{id}" for net/http's
 // ServeMux, "/users/{id}" for chi, "/users/:id" for echo and gin), so
 // /users/1 and /users/2 share one limit instead of making one bucket per
 // id. Requests whose pattern is not in routes (or unknown, "") use

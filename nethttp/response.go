@@ -21,7 +21,8 @@ var (
 // DenyHandler writes the response to a request the limiter refused.
 // Before it runs, the rate-limit fields of the header style and Retry-After
 // are already set on w.Header(). res.Degraded reports that the store could
-// not decide and the limiter's FailMode (core.FailClosed) refused.
+// not decide and the limiter's FailMode refused: core.FailClosed, or
+// core.FailLocal's in-process bucket.
 type DenyHandler func(w http.ResponseWriter, r *http.Request, res core.Result)
 
 // ErrorHandler writes the response to a request that could not be rate
