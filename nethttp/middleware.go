@@ -7,8 +7,8 @@ import (
 )
 
 // Middleware returns net/http middleware limiting requests with l: each
-// request's key (WithKey, default the client IP) spends a token from its
-// bucket; allowed requests get the rate-limit header fields and go on to
+// request's key (WithKey, default the client IP) spends its cost (WithCost,
+// default 1 token) from its bucket; allowed requests get the rate-limit header fields and go on to
 // the next handler, refused ones get 429 Too Many Requests (503 when the
 // store is down and l is core.FailClosed) with Retry-After and a problem
 // document. It is NewGate(l, opts...) around each handler it wraps; see
