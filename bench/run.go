@@ -219,6 +219,7 @@ type Admission struct {
 	Decisions int64
 	Errors    int64
 	FirstErr  error
+	Trips     int64         // client round trips to Redis during the window
 	Span      time.Duration // from the first request sent to the last answer
 	Bound     int           // C + R·Span: the most an exact limiter may admit
 }
@@ -297,10 +298,12 @@ func (r *Runner) OverAdmission(ctx context.Context, peer Peer, lim Limit, n, per
 			}(in.NewWorker())
 		}
 	}
+	trips := r.Env.Trips.Load()
 	start := time.Now()
 	deadline = start.Add(window)
 	close(begin)
 	wg.Wait()
+	a.Trips = r.Env.Trips.Load() - trips
 	a.Span = lastAnswer.Sub(start)
 	a.Bound = lim.Bound(a.Span)
 	return a, nil

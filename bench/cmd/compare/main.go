@@ -50,8 +50,8 @@ func main() {
 	var c config
 	flag.StringVar(&c.addr, "redis", "", "Redis address to use instead of starting a redis-server of our own")
 	flag.BoolVar(&c.quick, "quick", false, "short run: one round, shorter measurements (about 40s)")
-	flag.IntVar(&c.rounds, "rounds", 0, "throughput rounds, peers alternating order; medians reported (default 3, quick 1)")
-	flag.DurationVar(&c.dur, "d", 0, "measured time per throughput cell (default 1s, quick 300ms)")
+	flag.IntVar(&c.rounds, "rounds", 0, "throughput rounds, peers alternating order; medians reported (default 5, quick 1)")
+	flag.DurationVar(&c.dur, "d", 0, "measured time per throughput cell (default 600ms, quick 300ms)")
 	flag.IntVar(&c.conc, "c", 32, "concurrent goroutines in throughput runs")
 	flag.IntVar(&c.oaRounds, "oa-rounds", 0, "over-admission rounds; the worst is reported (default 2, quick 1)")
 	flag.DurationVar(&c.oaWindow, "oa-window", 0, "over-admission window (default 1.5s, quick 750ms)")
@@ -75,9 +75,9 @@ func main() {
 			}
 		}
 	}
-	def(&c.rounds, 3, 1)
+	def(&c.rounds, 5, 1)
 	def(&c.oaRounds, 2, 1)
-	defd(&c.dur, time.Second, 300*time.Millisecond)
+	defd(&c.dur, 600*time.Millisecond, 300*time.Millisecond)
 	defd(&c.oaWindow, 1500*time.Millisecond, 750*time.Millisecond)
 	c.warm = c.dur / 5
 	c.apConc = []int{1, 16, 64}
@@ -442,7 +442,7 @@ func overAdmission(ctx context.Context, out io.Writer, c config, r *bench.Runner
 	}
 	fmt.Fprintf(out, "\n### Over-admission: instances hammering one key\n\n")
 	fmt.Fprintf(out, "Limit 100 per 10 s, burst 100; each instance its own client and limiter, %d goroutines each, for %v; ratelimit with FailClosed and Timeout %v unless said otherwise. ", c.oaPer, c.oaWindow, c.timeout)
-	fmt.Fprintf(out, "Cell: admitted / exact bound C + R·Δ (Δ from the first request sent to the last answer), then requests over the bound and errors (an error admits nothing). Worst of %d round(s).\n\n", c.oaRounds)
+	fmt.Fprintf(out, "Cell: admitted / exact bound C + R·Δ (Δ from the first request sent to the last answer), then requests over the bound, errors (an error admits nothing), decisions asked and Redis round trips they took. Worst of %d round(s).\n\n", c.oaRounds)
 	fmt.Fprint(out, "| library |")
 	for _, n := range c.oaInstance {
 		fmt.Fprintf(out, " %d instance(s) |", n)
@@ -457,7 +457,7 @@ func overAdmission(ctx context.Context, out io.Writer, c config, r *bench.Runner
 		fmt.Fprintf(out, "| %s |", p.Name)
 		for _, n := range c.oaInstance {
 			a := worst[key{p.Name, n}]
-			fmt.Fprintf(out, " %d / %d, over **%d**, errors %d of %d |", a.Admitted, a.Bound, a.Over(), a.Errors, a.Decisions)
+			fmt.Fprintf(out, " %d / %d, over **%d**; errors %d; %d decisions, %d round trips |", a.Admitted, a.Bound, a.Over(), a.Errors, a.Decisions, a.Trips)
 			if a.FirstErr != nil && len(notes) < 12 {
 				notes = append(notes, fmt.Sprintf("%s × %d: %v", p.Name, n, a.FirstErr))
 			}
