@@ -2,9 +2,9 @@ package nethttp
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +23,7 @@ func TestDenied429Body(t *testing.T) {
 		t.Fatalf("got %d %s, want 429 %s", w.Code, w.Body, body)
 	}
 	wantHeader(t, w.Header(), map[string]string{
-		"Content-Type": problem, "Content-Length": strconv.Itoa(len(body)), "X-Content-Type-Options": "nosniff", "Retry-After": "60",
+		"Content-Type": problem, "X-Content-Type-Options": "nosniff", "Retry-After": "60",
 		"Ratelimit-Limit": "1", "Ratelimit-Remaining": "0", "Ratelimit-Reset": "60", "Ratelimit-Policy": "1;w=60",
 	})
 
@@ -48,7 +48,7 @@ func TestFailClosedDegraded503(t *testing.T) {
 				t.Fatal("the store's error reached the client")
 			}
 			wantHeader(t, w.Header(), map[string]string{
-				"Content-Type": problem, "Content-Length": strconv.Itoa(len(body)), "X-Content-Type-Options": "nosniff", "Retry-After": "1",
+				"Content-Type": problem, "X-Content-Type-Options": "nosniff", "Retry-After": "1",
 			})
 		})
 	}
@@ -402,5 +402,28 @@ func TestAdapterOption(t *testing.T) {
 	}
 	if got := NewGate(l).AdapterOption(keyA{}); got != nil {
 		t.Errorf("no adapter options: %v", got)
+	}
+}
+
+// TestOverTheWire checks a refusal through a real server: net/http sets
+// Content-Length from the single write.
+func TestOverTheWire(t *testing.T) {
+	srv := httptest.NewServer(Middleware(newLimiter(t, core.PerMinute(1), newClock()))(okHandler))
+	defer srv.Close()
+	var last *http.Response
+	for range 2 {
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		last = resp
+		if resp.StatusCode == http.StatusTooManyRequests && resp.ContentLength != int64(len(body)) {
+			t.Errorf("Content-Length %d, body %d bytes", resp.ContentLength, len(body))
+		}
+	}
+	if last.StatusCode != http.StatusTooManyRequests || last.Header.Get("Retry-After") != "60" || last.Header.Get("RateLimit-Policy") != "1;w=60" {
+		t.Errorf("second request: %d %v", last.StatusCode, last.Header)
 	}
 }

@@ -75,11 +75,13 @@ func DefaultErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	writeProblem(w, http.StatusInternalServerError, bodyFailure)
 }
 
+// writeProblem writes a problem document in one Write, so net/http sets
+// Content-Length itself (and a compressing middleware can still change the
+// body).
 func writeProblem(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h["Content-Type"] = problemType
 	h["X-Content-Type-Options"] = noSniff
-	h["Content-Length"] = intValue(int64(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
