@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -50,8 +51,8 @@ func main() {
 	var c config
 	flag.StringVar(&c.addr, "redis", "", "Redis address to use instead of starting a redis-server of our own")
 	flag.BoolVar(&c.quick, "quick", false, "short run: one round, shorter measurements (about 40s)")
-	flag.IntVar(&c.rounds, "rounds", 0, "throughput rounds, peers alternating order; medians reported (default 5, quick 1)")
-	flag.DurationVar(&c.dur, "d", 0, "measured time per throughput cell (default 600ms, quick 300ms)")
+	flag.IntVar(&c.rounds, "rounds", 0, "throughput rounds, peers alternating order; medians reported (default 7, quick 1)")
+	flag.DurationVar(&c.dur, "d", 0, "measured time per throughput cell (default 500ms, quick 300ms)")
 	flag.IntVar(&c.conc, "c", 32, "concurrent goroutines in throughput runs")
 	flag.IntVar(&c.oaRounds, "oa-rounds", 0, "over-admission rounds; the worst is reported (default 2, quick 1)")
 	flag.DurationVar(&c.oaWindow, "oa-window", 0, "over-admission window (default 1.5s, quick 750ms)")
@@ -75,9 +76,9 @@ func main() {
 			}
 		}
 	}
-	def(&c.rounds, 5, 1)
+	def(&c.rounds, 7, 1)
 	def(&c.oaRounds, 2, 1)
-	defd(&c.dur, 600*time.Millisecond, 300*time.Millisecond)
+	defd(&c.dur, 500*time.Millisecond, 300*time.Millisecond)
 	defd(&c.oaWindow, 1500*time.Millisecond, 750*time.Millisecond)
 	c.warm = c.dur / 5
 	c.apConc = []int{1, 16, 64}
@@ -153,6 +154,18 @@ func header(ctx context.Context, out io.Writer, c config, admin *redis.Client) {
 	fmt.Fprintf(out, "## Comparison run, %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(out, "%d CPUs (%s), GOMAXPROCS %d, %s %s/%s, Redis %s at %s (shares the CPUs).\n",
 		runtime.NumCPU(), model, runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH, ver, c.addr)
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		var mods []string
+		for _, d := range bi.Deps {
+			switch d.Path {
+			case "github.com/redis/go-redis/v9", "github.com/go-redis/redis_rate/v10", "github.com/ulule/limiter/v3",
+				"github.com/throttled/throttled/v2", "github.com/go-chi/httprate", "github.com/go-chi/httprate-redis",
+				"github.com/sethvargo/go-limiter", "golang.org/x/time":
+				mods = append(mods, "`"+d.Path+"@"+d.Version+"`")
+			}
+		}
+		fmt.Fprintf(out, "Peers: %s.\n", strings.Join(mods, ", "))
+	}
 	fmt.Fprintf(out, "Throughput: %d goroutines, %d round(s) of %v per cell, peers in alternating order, medians; ratelimit with Timeout %v. ",
 		c.conc, c.rounds, c.dur, c.timeout)
 	fmt.Fprintf(out, "Over-admission: %v window, %d goroutines per instance, worst of %d round(s).\n", c.oaWindow, c.oaPer, c.oaRounds)
@@ -377,13 +390,12 @@ func memoryThroughput(ctx context.Context, out io.Writer, c config, r *bench.Run
 		{name: "10k keys", keys: bench.Keys(10_000), limit: roomy},
 		{name: "hot key", keys: bench.Keys(1), limit: roomy},
 	}
-	mc := c
-	mc.dur, mc.warm = c.dur/2, c.warm/2
-	res, err := matrix(ctx, mc, r, bench.MemoryPeers, scs)
+	res, err := matrix(ctx, c, r, bench.MemoryPeers, scs)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "\n### In memory (%d goroutines)\n", c.conc)
+	fmt.Fprintf(out, "\nSame loop, no Redis. \"ratelimit vs it\" is the median of per-round ratios (each pair measured back to back), so it need not equal the ratio of the medians when the machine's load moves.\n")
 	fmt.Fprintln(out, "\n| library | 10k keys: decisions/s | ratelimit vs it | ns/op | allocs/op | hot key: decisions/s | ratelimit vs it | ns/op | allocs/op |")
 	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, p := range bench.MemoryPeers {
@@ -509,13 +521,14 @@ func autoPipeline(ctx context.Context, out io.Writer, c config, r *bench.Runner)
 		res[conc] = m[sc.name]
 	}
 	fmt.Fprintf(out, "\n### ratelimit with go-redis auto-pipelining (10k keys)\n\n")
+	fmt.Fprintf(out, "go-redis %s: `Client.AutoPipeline()` is the blocking face (a command returns when executed; concurrent callers' commands are batched into pipelines); FullDuplex streams them on one held connection. The round-trip hook sees a half-duplex batch as one pipeline, but full-duplex commands one by one, so its 1.000 is not a count of network round trips.\n\n", redis.Version())
 	fmt.Fprint(out, "| client |")
 	for _, conc := range c.apConc {
-		fmt.Fprintf(out, " c=%d decisions/s | vs plain | round trips/decision | allocs/op |", conc)
+		fmt.Fprintf(out, " c=%d decisions/s | vs plain | round trips/decision | Redis CPU µs/decision | allocs/op |", conc)
 	}
 	fmt.Fprint(out, "\n|---|")
 	for range c.apConc {
-		fmt.Fprint(out, "---:|---:|---:|---:|")
+		fmt.Fprint(out, "---:|---:|---:|---:|---:|")
 	}
 	fmt.Fprintln(out)
 	for _, m := range modes {
@@ -531,8 +544,8 @@ func autoPipeline(ctx context.Context, out io.Writer, c config, r *bench.Runner)
 			if errs > 0 {
 				e = fmt.Sprintf(" (errors %d: %v)", errs, first)
 			}
-			fmt.Fprintf(out, " %.0f%s | %s | %.3f | %.1f |", cl.median(bench.Measurement.PerSec), e, vs,
-				cl.median(bench.Measurement.TripsPerOp), cl.median(bench.Measurement.AllocsPerOp))
+			fmt.Fprintf(out, " %.0f%s | %s | %.3f | %.1f | %.1f |", cl.median(bench.Measurement.PerSec), e, vs,
+				cl.median(bench.Measurement.TripsPerOp), cl.median(bench.Measurement.RedisCPUPerOp), cl.median(bench.Measurement.AllocsPerOp))
 		}
 		fmt.Fprintln(out)
 	}
