@@ -1,0 +1,228 @@
+package metrics
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/ratelimit/core"
+)
+
+// DefaultBuckets are the store latency histogram's upper bounds, in seconds:
+// 100µs to 100ms, around a Redis round trip and core.DefaultTimeout (50ms).
+var DefaultBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1}
+
+// Outcome label values of ratelimit_decisions_total.
+const (
+	OutcomeAllowed         = "allowed"
+	OutcomeDenied          = "denied"
+	OutcomeDegradedAllowed = "degraded_allowed"
+	OutcomeDegradedDenied  = "degraded_denied"
+)
+
+// Kind label values of ratelimit_store_errors_total: the reason a decision
+// was degraded, matched with errors.Is against core's sentinel errors.
+const (
+	KindTimeout     = "timeout"      // core.ErrTimeout: the store took longer than Config.Timeout
+	KindCircuitOpen = "circuit_open" // core.ErrCircuitOpen: the breaker kept the store uncalled
+	KindOverloaded  = "overloaded"   // core.ErrOverloaded: too many store decisions in flight
+	KindOther       = "other"        // anything else: connection refused, a bad reply, …
+)
+
+// Collector counts rate-limit decisions for Prometheus. It implements
+// core.Observer (set it as core.Config.Observer of one or more limiters) and
+// prometheus.Collector (register it once). See the package documentation for
+// the metrics.
+//
+// A Collector is safe for concurrent use. Its zero value is not usable; make
+// one with New.
+type Collector struct {
+	decisions   *prometheus.CounterVec
+	cacheHits   *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	storeErrors *prometheus.CounterVec
+	breaker     *prometheus.GaugeVec
+	requests    *prometheus.CounterVec
+
+	mu       sync.Mutex // serialises additions to policies
+	policies atomic.Pointer[map[string]*policyMetrics]
+	http     atomic.Pointer[map[string]*httpMetrics]
+}
+
+var (
+	_ core.Observer        = (*Collector)(nil)
+	_ prometheus.Collector = (*Collector)(nil)
+)
+
+// policyMetrics holds one policy's children, resolved once so that a
+// decision costs no label lookup.
+type policyMetrics struct {
+	allowed, denied, degradedAllowed, degradedDenied prometheus.Counter
+	cacheHits                                         prometheus.Counter
+	latency                                           prometheus.Observer
+	timeout, circuitOpen, overloaded, other           prometheus.Counter
+	breaker                                           prometheus.Gauge
+}
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	namespace string
+	buckets   []float64
+}
+
+// WithNamespace sets the prefix of every metric name; default "ratelimit".
+func WithNamespace(ns string) Option {
+	return func(o *options) { o.namespace = ns }
+}
+
+// WithBuckets sets the upper bounds, in seconds, of the store latency
+// histogram; default DefaultBuckets.
+func WithBuckets(bounds ...float64) Option {
+	return func(o *options) { o.buckets = bounds }
+}
+
+// New returns a Collector with opts applied. Register it with a
+// prometheus.Registerer before its metrics can be scraped. New panics if an
+// option is nil.
+func New(opts ...Option) *Collector {
+	o := options{namespace: "ratelimit"}
+	for _, opt := range opts {
+		if opt == nil {
+			panic("metrics: nil Option")
+		}
+		opt(&o)
+	}
+	if o.buckets == nil {
+		o.buckets = DefaultBuckets
+	}
+	ns := o.namespace
+	c := &Collector{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "decisions_total",
+			Help: "Rate-limit decisions by policy and outcome (allowed, denied, degraded_allowed, degraded_denied).",
+		}, []string{"policy", "outcome"}),
+		cacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "denial_cache_hits_total",
+			Help: "Denials served by the local denial cache without a store call; also counted as denied decisions.",
+		}, []string{"policy"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Name: "store_latency_seconds",
+			Help:    "Time spent waiting for the store, per decision that asked it.",
+			Buckets: o.buckets,
+		}, []string{"policy"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "store_errors_total",
+			Help: "Degraded decisions by policy and reason (timeout, circuit_open, overloaded, other).",
+		}, []string{"policy", "kind"}),
+		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Name: "breaker_open",
+			Help: "1 while the policy's circuit breaker keeps the store uncalled, else 0.",
+		}, []string{"policy"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "http_requests_total",
+			Help: "HTTP requests seen by the middleware, by policy and outcome (allowed, denied, dry_run, key_error, error).",
+		}, []string{"policy", "outcome"}),
+	}
+	c.policies.Store(&map[string]*policyMetrics{})
+	c.http.Store(&map[string]*httpMetrics{})
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	c.decisions.Describe(ch)
+	c.cacheHits.Describe(ch)
+	c.latency.Describe(ch)
+	c.storeErrors.Describe(ch)
+	c.breaker.Describe(ch)
+	c.requests.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.decisions.Collect(ch)
+	c.cacheHits.Collect(ch)
+	c.latency.Collect(ch)
+	c.storeErrors.Collect(ch)
+	c.breaker.Collect(ch)
+	c.requests.Collect(ch)
+}
+
+// Decision implements core.Observer.
+func (c *Collector) Decision(e core.DecisionEvent) {
+	p := c.policy(e.Policy)
+	switch {
+	case e.Degraded && e.Allowed:
+		p.degradedAllowed.Inc()
+	case e.Degraded:
+		p.degradedDenied.Inc()
+	case e.Allowed:
+		p.allowed.Inc()
+	default:
+		p.denied.Inc()
+	}
+	if e.Cached {
+		p.cacheHits.Inc()
+	}
+	if e.Latency > 0 {
+		p.latency.Observe(e.Latency.Seconds())
+	}
+	if e.Degraded {
+		p.storeError(e.Err).Inc()
+	}
+}
+
+// BreakerChange implements core.Observer.
+func (c *Collector) BreakerChange(policy string, open bool) {
+	v := 0.0
+	if open {
+		v = 1
+	}
+	c.policy(policy).breaker.Set(v)
+}
+
+func (p *policyMetrics) storeError(err error) prometheus.Counter {
+	switch {
+	case errors.Is(err, core.ErrTimeout):
+		return p.timeout
+	case errors.Is(err, core.ErrCircuitOpen):
+		return p.circuitOpen
+	case errors.Is(err, core.ErrOverloaded):
+		return p.overloaded
+	}
+	return p.other
+}
+
+// policy returns name's children, resolving them on first sight. Policies
+// are few and fixed at startup, so copying the map on each addition is
+// cheaper than a lock or a sync.Map's interface conversion per decision.
+func (c *Collector) policy(name string) *policyMetrics {
+	if p := (*c.policies.Load())[name]; p != nil {
+		return p
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := *c.policies.Load()
+	if p := old[name]; p != nil {
+		return p
+	}
+	p := &policyMetrics{
+		allowed:         c.decisions.WithLabelValues(name, OutcomeAllowed),
+		denied:          c.decisions.WithLabelValues(name, OutcomeDenied),
+		degradedAllowed: c.decisions.WithLabelValues(name, OutcomeDegradedAllowed),
+		degradedDenied:  c.decisions.WithLabelValues(name, OutcomeDegradedDenied),
+		cacheHits:       c.cacheHits.WithLabelValues(name),
+		latency:         c.latency.WithLabelValues(name),
+		timeout:         c.storeErrors.WithLabelValues(name, KindTimeout),
+		circuitOpen:     c.storeErrors.WithLabelValues(name, KindCircuitOpen),
+		overloaded:      c.storeErrors.WithLabelValues(name, KindOverloaded),
+		other:           c.storeErrors.WithLabelValues(name, KindOther),
+		breaker:         c.breaker.WithLabelValues(name),
+	}
+	p.breaker.Set(0)
+	c.policies.Store(withEntry(old, name, p))
+	return p
+}

@@ -1,0 +1,37 @@
+// Package metrics exports a rate limiter's decisions to Prometheus.
+//
+// A Collector is both a core.Observer, given to core.Config.Observer, and a
+// prometheus.Collector, registered once:
+//
+//	m := metrics.New()
+//	prometheus.MustRegister(m)
+//	lim, err := core.New(core.Config{Store: store, Limit: core.PerSecond(10), FailMode: core.FailOpen, Observer: m})
+//
+// One Collector serves every limiter of a process: series are labelled by
+// policy (core.Config.Name). For the HTTP view, including what dry-run mode
+// would have refused, pass HTTPObserver or DryRunObserver to
+// nethttp.WithObserver.
+//
+// # Metrics
+//
+// With the default namespace "ratelimit":
+//
+//	ratelimit_decisions_total{policy,outcome}   counter    outcome: allowed, denied, degraded_allowed, degraded_denied
+//	ratelimit_denial_cache_hits_total{policy}   counter    denials the local denial cache gave without asking the store (also counted as denied)
+//	ratelimit_store_latency_seconds{policy}     histogram  time waiting for the store, per decision that asked it
+//	ratelimit_store_errors_total{policy,kind}   counter    kind: timeout, circuit_open, overloaded, other
+//	ratelimit_breaker_open{policy}              gauge      1 while the circuit breaker keeps the store uncalled, else 0
+//	ratelimit_http_requests_total{policy,outcome} counter  outcome: allowed, denied, dry_run, key_error, error
+//
+// A degraded decision (the store could not decide; core.FailMode did) counts
+// once in decisions_total as degraded_allowed or degraded_denied, and once in
+// store_errors_total under the reason's kind. Series of a policy appear, at
+// zero, with its first decision, so rate() and absent-series alerts work from
+// the start.
+//
+// # Cost
+//
+// Decision looks the policy up in a copy-on-write map and updates counters
+// resolved when the policy was first seen: no allocation and no lock per
+// decision.
+package metrics

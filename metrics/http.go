@@ -1,0 +1,94 @@
+package metrics
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/nethttp"
+)
+
+// Outcome label values of ratelimit_http_requests_total, besides
+// OutcomeAllowed and OutcomeDenied.
+const (
+	OutcomeDryRun   = "dry_run"   // the limiter refused; dry-run mode let the request through
+	OutcomeKeyError = "key_error" // no rate-limit key (nethttp.ErrKey): 400, or let through in dry-run mode
+	OutcomeError    = "error"     // the request could not be decided (an invalid cost): 500
+)
+
+// httpMetrics holds one policy's ratelimit_http_requests_total children.
+type httpMetrics struct {
+	allowed, denied, dryRun prometheus.Counter
+}
+
+// HTTPObserver returns a function for nethttp.WithObserver (and the chi,
+// echo and gin adapters' WithObserver) counting requests in
+// ratelimit_http_requests_total: allowed, denied (429, or 503 when the store
+// is down and the limiter fails closed), key_error and error. The policy
+// label is the binding policy's name (core.Result.Name), empty for key_error
+// and error, which happen before any limiter decides.
+//
+// With nethttp.WithDryRun use DryRunObserver, which counts refusals that
+// were let through as dry_run.
+func (c *Collector) HTTPObserver() func(r *http.Request, res core.Result, err error) {
+	return c.httpObserver(false)
+}
+
+// DryRunObserver is HTTPObserver for a middleware in dry-run mode
+// (nethttp.WithDryRun): a request the limiter refused, which dry-run mode
+// lets through, counts as dry_run instead of denied. The limiter's own
+// ratelimit_decisions_total still counts it as denied: the limit would have
+// refused it.
+func (c *Collector) DryRunObserver() func(r *http.Request, res core.Result, err error) {
+	return c.httpObserver(true)
+}
+
+func (c *Collector) httpObserver(dryRun bool) func(*http.Request, core.Result, error) {
+	keyErrors := c.requests.WithLabelValues("", OutcomeKeyError)
+	otherErrors := c.requests.WithLabelValues("", OutcomeError)
+	return func(_ *http.Request, res core.Result, err error) {
+		switch {
+		case err != nil && errors.Is(err, nethttp.ErrKey):
+			keyErrors.Inc()
+		case err != nil:
+			otherErrors.Inc()
+		case res.Allowed:
+			c.httpPolicy(res.Name).allowed.Inc()
+		case dryRun:
+			c.httpPolicy(res.Name).dryRun.Inc()
+		default:
+			c.httpPolicy(res.Name).denied.Inc()
+		}
+	}
+}
+
+// httpPolicy is policy for the HTTP counters.
+func (c *Collector) httpPolicy(name string) *httpMetrics {
+	if h := (*c.http.Load())[name]; h != nil {
+		return h
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := *c.http.Load()
+	if h := old[name]; h != nil {
+		return h
+	}
+	h := &httpMetrics{
+		allowed: c.requests.WithLabelValues(name, OutcomeAllowed),
+		denied:  c.requests.WithLabelValues(name, OutcomeDenied),
+		dryRun:  c.requests.WithLabelValues(name, OutcomeDryRun),
+	}
+	c.http.Store(withEntry(old, name, h))
+	return h
+}
+
+// withEntry returns a copy of m with m[k] = v.
+func withEntry[V any](m map[string]V, k string, v V) *map[string]V {
+	next := make(map[string]V, len(m)+1)
+	for key, val := range m {
+		next[key] = val
+	}
+	next[k] = v
+	return &next
+}
