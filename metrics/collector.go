@@ -59,10 +59,10 @@ var (
 // decision costs no label lookup.
 type policyMetrics struct {
 	allowed, denied, degradedAllowed, degradedDenied prometheus.Counter
-	cacheHits                                         prometheus.Counter
-	latency                                           prometheus.Observer
-	timeout, circuitOpen, overloaded, other           prometheus.Counter
-	breaker                                           prometheus.Gauge
+	cacheHits                                        prometheus.Counter
+	latency                                          prometheus.Observer
+	timeout, circuitOpen, overloaded, other          prometheus.Counter
+	breaker                                          prometheus.Gauge
 }
 
 // Option configures New.
