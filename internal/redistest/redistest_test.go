@@ -13,6 +13,9 @@ import (
 )
 
 func TestStartServerKillRestartStall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts a redis-server process")
+	}
 	s := redistest.StartServer(t, "--maxmemory", "8mb")
 	c := s.Client()
 	// A client that neither retries nor waits past its context, so checks
