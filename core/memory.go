@@ -32,7 +32,7 @@ type MemoryStore struct {
 
 type memShard struct {
 	mu        sync.Mutex
-	m         map[memKey]memBucket
+	m         map[memKey]*memBucket
 	nextSweep int64
 	_         [40]byte // keep shards on separate cache lines
 }
@@ -98,7 +98,7 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 	s.seed = maphash.MakeSeed()
 	s.base = s.clock()
 	for i := range s.shards {
-		s.shards[i].m = make(map[memKey]memBucket)
+		s.shards[i].m = make(map[memKey]*memBucket)
 		s.shards[i].nextSweep = s.sweep
 	}
 	return s
@@ -136,16 +136,19 @@ func (s *MemoryStore) take(subject string, n int, policies []Policy, each []Outc
 }
 
 func (sh *memShard) take1(s *MemoryStore, subject string, n int, p *Policy, now int64) Outcome {
-	k := memKey{p.Name, subject}
-	b, ok := sh.m[k]
+	// One map lookup on the hot path: buckets are updated in place.
+	b := sh.m[memKey{p.Name, subject}]
 	tokens := p.Capacity
-	if ok {
+	if b != nil {
 		tokens = p.refill(b.units, b.ts, now)
 	}
 	allowed := tokens >= int64(n)*p.Unit
 	o, left := p.decide(tokens, n, allowed)
 	if allowed {
-		sh.put(s, k, ok, memBucket{units: left, ts: now, full: now + int64(o.ResetAfter/time.Microsecond)})
+		if b == nil {
+			b = sh.insert(s, memKey{p.Name, subject})
+		}
+		*b = memBucket{units: left, ts: now, full: now + int64(o.ResetAfter/time.Microsecond)}
 	}
 	return o
 }
@@ -160,7 +163,7 @@ func (sh *memShard) takeMany(s *MemoryStore, subject string, n int, policies []P
 	for i := range policies {
 		p := &policies[i]
 		t := p.Capacity
-		if b, ok := sh.m[memKey{p.Name, subject}]; ok {
+		if b := sh.m[memKey{p.Name, subject}]; b != nil {
 			t = p.refill(b.units, b.ts, now)
 		}
 		tokens = append(tokens, t)
@@ -175,8 +178,11 @@ func (sh *memShard) takeMany(s *MemoryStore, subject string, n int, policies []P
 		o.Policy = i
 		if allowed {
 			k := memKey{p.Name, subject}
-			_, ok := sh.m[k]
-			sh.put(s, k, ok, memBucket{units: left, ts: now, full: now + int64(o.ResetAfter/time.Microsecond)})
+			b := sh.m[k]
+			if b == nil {
+				b = sh.insert(s, k)
+			}
+			*b = memBucket{units: left, ts: now, full: now + int64(o.ResetAfter/time.Microsecond)}
 		}
 		if each != nil {
 			each[i] = o
@@ -188,14 +194,16 @@ func (sh *memShard) takeMany(s *MemoryStore, subject string, n int, policies []P
 	return best
 }
 
-// put stores b under k, making room first when k is new and the shard is full.
-func (sh *memShard) put(s *MemoryStore, k memKey, exists bool, b memBucket) {
-	// No sweep here: under a flood of new subjects that would scan the
-	// shard on every insert. Eviction samples; the periodic sweep cleans.
-	if !exists && len(sh.m) >= s.perShard {
+// insert adds an empty bucket under k, evicting one first when the shard
+// is full. No sweep here: under a flood of new subjects that would scan the
+// shard on every insert. Eviction samples; the periodic sweep cleans.
+func (sh *memShard) insert(s *MemoryStore, k memKey) *memBucket {
+	if len(sh.m) >= s.perShard {
 		sh.evictOne()
 	}
+	b := new(memBucket)
 	sh.m[k] = b
+	return b
 }
 
 // sweepExpired drops buckets that are full again: they hold no information.

@@ -1,0 +1,40 @@
+package core_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/core"
+)
+
+// scriptedClient answers every EVALSHA with one canned reply and allocates
+// nothing, so what an allocation count sees is the limiter's own.
+type scriptedClient struct {
+	redis.UniversalClient
+	reply *redis.Cmd
+}
+
+func (c *scriptedClient) EvalSha(context.Context, string, []string, ...any) *redis.Cmd {
+	return c.reply
+}
+
+// TestRedisPathAllocs: the limiter's own allocations on the Redis path,
+// excluding the client's, stay within DESIGN's budget of 3 (today: the key
+// string and the one-key slice go-redis takes).
+func TestRedisPathAllocs(t *testing.T) {
+	reply := redis.NewCmd(context.Background())
+	reply.SetVal([]any{int64(1), int64(99), int64(0), int64(10000)})
+	c := &scriptedClient{reply: reply}
+	l := mustNew(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(100), FailMode: core.FailOpen})
+	ctx := context.Background()
+	if res, err := l.Allow(ctx, "user-1"); err != nil || !res.Allowed || res.Remaining != 99 {
+		t.Fatalf("got %+v %v", res, err)
+	}
+	n := testing.AllocsPerRun(2000, func() { l.Allow(ctx, "user-1") })
+	t.Logf("limiter's own allocations per Redis decision: %v", n)
+	if n > 3 {
+		t.Fatalf("%v allocs per Redis decision in the limiter, want ≤ 3", n)
+	}
+}
