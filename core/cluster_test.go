@@ -121,6 +121,10 @@ func TestRedisCluster(t *testing.T) {
 			if err != nil || res.Degraded || !res.Allowed || len(res.Policies) != 2 {
 				t.Fatalf("Allow(%q) = %+v, %v; want allowed by both limits", subj, res, err)
 			}
+			// Reset deletes both keys in one DEL: one slot too.
+			if err := lim.Reset(ctx, subj); err != nil {
+				t.Fatalf("Reset(%q): %v", subj, err)
+			}
 		}
 	})
 
