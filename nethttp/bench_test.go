@@ -146,3 +146,20 @@ func BenchmarkMiddlewareServeMux(b *testing.B) {
 		b.Fatalf("header %v", w.h)
 	}
 }
+
+// BenchmarkAllowNReference is the limiter alone under the same setup as
+// BenchmarkMiddlewareAllowed: the difference is the middleware's own cost.
+func BenchmarkAllowNReference(b *testing.B) {
+	l := newLimiterCfg(b, core.Config{
+		Store:    core.NewMemoryStore(core.WithClock(steppingClock())),
+		Limit:    core.PerSecond(100),
+		FailMode: core.FailOpen,
+	})
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		if res, _ := l.AllowN(ctx, "client-1", 1); !res.Allowed {
+			b.Fatal("denied")
+		}
+	}
+}

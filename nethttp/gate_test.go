@@ -427,3 +427,19 @@ func TestOverTheWire(t *testing.T) {
 		t.Errorf("second request: %d %v", last.StatusCode, last.Header)
 	}
 }
+
+// TestFailLocalDegraded checks FailLocal's in-process decisions: no
+// rate-limit fields (the numbers are an instance's share, not the shared
+// limit's), and a refusal is a degraded one: 503.
+func TestFailLocalDegraded(t *testing.T) {
+	l := newLimiterCfg(t, core.Config{Store: downStore{}, Limit: core.PerMinute(1), FailMode: core.FailLocal, Instances: 1})
+	h := Middleware(l)(okHandler)
+	w := get(h, "/")
+	if w.Code != http.StatusOK || len(rateLimitFields(w.Header())) != 0 {
+		t.Fatalf("first request: %d %v", w.Code, w.Header())
+	}
+	w = get(h, "/")
+	if w.Code != http.StatusServiceUnavailable || len(rateLimitFields(w.Header())) != 0 || w.Header().Get("Retry-After") != "60" {
+		t.Fatalf("second request: %d %v", w.Code, w.Header())
+	}
+}
