@@ -1,0 +1,59 @@
+package echo
+
+import (
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/nethttp"
+)
+
+// Middleware returns echo middleware limiting requests with l, for e.Use,
+// a group or a route. It is nethttp.Middleware with the route pattern
+// taken from c.Path() (see WithRoutes), so the status codes, header fields
+// and bodies are those of package nethttp.
+//
+// A refused request (429, 503, or 400 for a key error) is answered here,
+// byte for byte as nethttp answers it, and the middleware returns nil
+// without calling the next handler: an *echo.HTTPError would let
+// e.HTTPErrorHandler replace the problem document and the header fields
+// with its own JSON. Middlewares around it, such as echo's request logger,
+// still see the status in c.Response().Status.
+//
+// Give it to e.Use, not e.Pre: middlewares given to Pre run before
+// routing, when c.Path() is still empty and WithRoutes cannot match.
+//
+// Middleware panics if l is nil or an option is nil.
+func Middleware(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
+	g := nethttp.NewGate(l, opts...)
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if !g.DecideRoute(c.Response(), c.Request(), c.Path()) {
+				return nil
+			}
+			return next(c)
+		}
+	}
+}
+
+// MiddlewareWithKey is Middleware keyed by k, which reads echo's context
+// (a user that an authentication middleware stored with c.Set, for
+// instance) instead of the request alone. k replaces WithKey. Like a
+// keyfuncs.KeyFunc's, its error or an empty key goes to the ErrorHandler
+// (400 by default).
+//
+// MiddlewareWithKey panics if l or k is nil, or an option is nil.
+func MiddlewareWithKey(l *core.Limiter, k KeyFunc, opts ...Option) echo.MiddlewareFunc {
+	if k == nil {
+		panic("echo: nil KeyFunc")
+	}
+	g := nethttp.NewGate(l, opts...)
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			key, err := k(c)
+			if !g.DecideKey(c.Response(), c.Request(), c.Path(), key, err) {
+				return nil
+			}
+			return next(c)
+		}
+	}
+}

@@ -1,0 +1,39 @@
+package gin
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/sluicehq/ratelimit/keyfuncs"
+)
+
+// KeyFunc returns the rate-limiting key of a request from gin's context,
+// for MiddlewareWithKey: a non-empty key or an error, never "" with a nil
+// error. Prefer keyfuncs' KeyFuncs (WithKey) when the request alone holds
+// the key.
+type KeyFunc func(c *gin.Context) (string, error)
+
+// ContextKey returns a KeyFunc that keys a request by the string stored
+// under key with c.Set (c.Keys), as a user ID formatted as keyfuncs.User
+// formats it ("user:alice"). A missing value, or one that is not a string,
+// is keyfuncs.ErrNoUser; the request's context is not consulted (use
+// keyfuncs.ContextValue with WithKey for that). An authentication
+// middleware placed before the limiter stores the user:
+//
+//	c.Set("user", claims.Subject)
+//
+// ContextKey panics if key is nil.
+func ContextKey(key any) KeyFunc {
+	if key == nil {
+		panic("gin: ContextKey: nil key")
+	}
+	return func(c *gin.Context) (string, error) {
+		v, _ := c.Get(key)
+		id, ok := v.(string)
+		if !ok {
+			return "", keyfuncs.ErrNoUser
+		}
+		return keyfuncs.User(func(*http.Request) (string, error) { return id, nil })(c.Request)
+	}
+}

@@ -1,0 +1,49 @@
+package gin
+
+import (
+	"github.com/gin-gonic/gin"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/nethttp"
+)
+
+// Middleware returns gin middleware limiting requests with l, for r.Use,
+// a group or a route. It is nethttp.Middleware with the route pattern
+// taken from c.FullPath() (see WithRoutes), so the status codes, header
+// fields and bodies are those of package nethttp.
+//
+// A refused request (429, 503, or 400 for a key error) is answered here,
+// byte for byte as nethttp answers it, then c.Abort() stops the handlers
+// after this one; middlewares before it still run their code after
+// c.Next(). The response is written directly rather than through
+// c.AbortWithStatusJSON or c.Error, which would not give the same bytes.
+//
+// Middleware panics if l is nil or an option is nil.
+func Middleware(l *core.Limiter, opts ...Option) gin.HandlerFunc {
+	g := nethttp.NewGate(l, opts...)
+	return func(c *gin.Context) {
+		if !g.DecideRoute(c.Writer, c.Request, c.FullPath()) {
+			c.Abort()
+		}
+	}
+}
+
+// MiddlewareWithKey is Middleware keyed by k, which reads gin's context
+// (a user that an authentication middleware stored with c.Set, for
+// instance) instead of the request alone. k replaces WithKey. Like a
+// keyfuncs.KeyFunc's, its error or an empty key goes to the ErrorHandler
+// (400 by default).
+//
+// MiddlewareWithKey panics if l or k is nil, or an option is nil.
+func MiddlewareWithKey(l *core.Limiter, k KeyFunc, opts ...Option) gin.HandlerFunc {
+	if k == nil {
+		panic("gin: nil KeyFunc")
+	}
+	g := nethttp.NewGate(l, opts...)
+	return func(c *gin.Context) {
+		key, err := k(c)
+		if !g.DecideKey(c.Writer, c.Request, c.FullPath(), key, err) {
+			c.Abort()
+		}
+	}
+}
