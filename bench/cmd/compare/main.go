@@ -55,7 +55,7 @@ func main() {
 	flag.DurationVar(&c.dur, "d", 0, "measured time per throughput cell (default 500ms, quick 300ms)")
 	flag.IntVar(&c.conc, "c", 32, "concurrent goroutines in throughput runs")
 	flag.IntVar(&c.oaRounds, "oa-rounds", 0, "over-admission rounds; the worst is reported (default 2, quick 1)")
-	flag.DurationVar(&c.oaWindow, "oa-window", 0, "over-admission window (default 1.5s, quick 750ms)")
+	flag.DurationVar(&c.oaWindow, "oa-window", 0, "over-admission window (default 1.5s, quick 500ms)")
 	flag.IntVar(&c.oaPer, "oa-goroutines", 4, "goroutines per instance in the over-admission runs")
 	flag.DurationVar(&c.timeout, "timeout", time.Second, "ratelimit's Config.Timeout in throughput runs (0: its 50ms default); over-admission runs keep the default")
 	flag.StringVar(&c.sections, "only", "redis,memory,admission,autopipeline", "sections to run, comma-separated")
@@ -79,7 +79,7 @@ func main() {
 	def(&c.rounds, 7, 1)
 	def(&c.oaRounds, 2, 1)
 	defd(&c.dur, 500*time.Millisecond, 300*time.Millisecond)
-	defd(&c.oaWindow, 1500*time.Millisecond, 750*time.Millisecond)
+	defd(&c.oaWindow, 1500*time.Millisecond, 500*time.Millisecond)
 	c.warm = c.dur / 5
 	c.apConc = []int{1, 16, 64}
 	c.oaInstance = []int{1, 4, 16, 64}
