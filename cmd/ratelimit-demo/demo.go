@@ -267,14 +267,14 @@ func (d *demo) intro(out io.Writer) {
 }
 
 func (d *demo) printCurl(out io.Writer) {
-	b := d.balancer
+	b, n, h := d.balancer, d.o.limit+5, apiKeyHeader
 	fmt.Fprintf(out, "Serving until Ctrl-C. Try, through the balancer:\n\n")
-	fmt.Fprintf(out, "  curl -i -H '%s: alice' %s/\n", apiKeyHeader, b)
-	fmt.Fprintf(out, "  for i in $(seq %d); do curl -s -o /dev/null -w '%%{http_code} ' -H '%s: alice' %s/; done; echo\n", d.o.limit+5, apiKeyHeader, b)
-	fmt.Fprintf(out, "  for i in $(seq %d); do curl -s -o /dev/null -w '%%{http_code} ' -H '%s: bob' %s/; done; echo   # bob has his own bucket\n", d.o.limit+5, apiKeyHeader, b)
-	fmt.Fprintf(out, "  curl -i %s/                                  # no API key: 400\n", b)
-	fmt.Fprintf(out, "\nor one instance directly; it shares alice's bucket with the others:\n\n")
-	fmt.Fprintf(out, "  curl -i -H '%s: alice' %s/\n\n", apiKeyHeader, d.instances[0].url)
+	fmt.Fprintf(out, "  curl -i -H '%s: alice' %s/\n", h, b)
+	fmt.Fprintf(out, "  curl -s -o /dev/null -w '%%{http_code} ' -H '%s: alice' '%s/?[1-%d]'; echo   # %d requests at once: the last ones get 429\n", h, b, n, n)
+	fmt.Fprintf(out, "  curl -s -o /dev/null -w '%%{http_code} ' -H '%s: bob' '%s/?[1-%d]'; echo     # bob has a bucket of his own\n", h, b, n)
+	fmt.Fprintf(out, "  curl -i %s/   # no API key: 400\n", b)
+	fmt.Fprintf(out, "\nor an instance directly, sharing alice's bucket with the others:\n\n")
+	fmt.Fprintf(out, "  curl -i -H '%s: alice' %s/\n\n", h, d.instances[0].url)
 }
 
 // counter is the shared limiters' core.Observer: it counts store calls,
