@@ -1,0 +1,125 @@
+package gin_test
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/sluicehq/ratelimit/core"
+	ratelimit "github.com/sluicehq/ratelimit/gin"
+	"github.com/sluicehq/ratelimit/nethttp"
+)
+
+// steppingClock advances a second on every read, so a PerSecond(100)
+// bucket is full before each decision: every request is allowed.
+func steppingClock() func() time.Time {
+	var n atomic.Int64
+	return func() time.Time { return epoch.Add(time.Duration(n.Add(1)) * time.Second) }
+}
+
+func constantKey(*http.Request) (string, error) { return "client-1", nil }
+
+// discardWriter keeps only the header map, reused across requests so only
+// the router and the middleware are measured.
+type discardWriter struct{ h http.Header }
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *discardWriter) WriteHeader(int)             {}
+
+// The ways to put the limiter in a gin app, for the allowed path: without
+// any, nethttp's middleware wrapped the usual way (gin has no wrapper of
+// its own), the least glue around nethttp's Gate (the floor), and this
+// package's middleware.
+var setups = []struct {
+	name string
+	mw   func(*core.Limiter) gin.HandlerFunc
+}{
+	{"none", nil},
+	{"nethttp-wrapped", func(l *core.Limiter) gin.HandlerFunc {
+		mw := nethttp.Middleware(l, nethttp.WithKey(constantKey))
+		return func(c *gin.Context) {
+			next := false
+			mw(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+				next = true
+				c.Request = r
+			})).ServeHTTP(c.Writer, c.Request)
+			if !next {
+				c.Abort()
+			}
+		}
+	}},
+	{"gate", func(l *core.Limiter) gin.HandlerFunc {
+		g := nethttp.NewGate(l, nethttp.WithKey(constantKey))
+		return func(c *gin.Context) {
+			if !g.Decide(c.Writer, c.Request) {
+				c.Abort()
+			}
+		}
+	}},
+	{"adapter", func(l *core.Limiter) gin.HandlerFunc {
+		return ratelimit.Middleware(l, ratelimit.WithKey(constantKey))
+	}},
+}
+
+func benchApp(tb testing.TB, mw func(*core.Limiter) gin.HandlerFunc) (http.Handler, *discardWriter, *http.Request) {
+	lim, err := core.New(core.Config{
+		Store:    core.NewMemoryStore(core.WithClock(steppingClock())),
+		Limit:    core.PerSecond(100),
+		FailMode: core.FailOpen,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r := gin.New()
+	if mw != nil {
+		r.Use(mw(lim))
+	}
+	ok := func(*gin.Context) {}
+	r.GET("/", ok)
+	r.GET("/about", ok)
+	r.GET("/users/:id", ok)
+	r.GET("/users/:id/posts", ok)
+	req, err := http.NewRequest(http.MethodGet, "/users/42", nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r, &discardWriter{h: make(http.Header, 8)}, req
+}
+
+// BenchmarkAllowed: go test -run '^$' -bench . -benchmem ./gin
+func BenchmarkAllowed(b *testing.B) {
+	for _, s := range setups {
+		b.Run(s.name, func(b *testing.B) {
+			h, w, r := benchApp(b, s.mw)
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				h.ServeHTTP(w, r)
+			}
+			if s.mw != nil && w.h.Get("RateLimit-Remaining") != "99" {
+				b.Fatalf("headers %v", w.h)
+			}
+		})
+	}
+}
+
+// TestAllowedAllocs locks the adapter's cost: no allocation at all on the
+// allowed path with the memory store and a constant key, as with the
+// least glue around nethttp's Gate.
+func TestAllowedAllocs(t *testing.T) {
+	allocs := map[string]float64{}
+	for _, s := range setups {
+		h, w, r := benchApp(t, s.mw)
+		allocs[s.name] = testing.AllocsPerRun(1000, func() {
+			clear(w.h)
+			h.ServeHTTP(w, r)
+		})
+	}
+	if allocs["adapter"] != 0 || allocs["gate"] != 0 {
+		t.Errorf("allocs per request %v: want 0 for adapter and gate", allocs)
+	}
+}
