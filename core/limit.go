@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -42,9 +43,10 @@ func (l Limit) Capacity() int {
 }
 
 // String names the limit, e.g. "3-per-1m0s", or "3-per-1m0s-burst-5" when the
-// burst differs from the rate. It is the default policy name.
+// burst differs from the rate. It is the default policy name, so it stays
+// ASCII: microseconds are written "us" ("1-per-500us"), not "µs".
 func (l Limit) String() string {
-	s := strconv.Itoa(l.Rate) + "-per-" + l.Period.String()
+	s := strconv.Itoa(l.Rate) + "-per-" + strings.Replace(l.Period.String(), "µs", "us", 1)
 	if c := l.Capacity(); c != l.Rate {
 		s += "-burst-" + strconv.Itoa(c)
 	}
