@@ -79,9 +79,6 @@ func (b *breaker) failure(probe bool) (opened bool) {
 	return false
 }
 
-// open reports whether the breaker is open or half-open.
-func (b *breaker) open() bool { return b.openUntil.Load() != 0 }
-
 // release gives back a probe slot whose call said nothing about the store.
 func (b *breaker) release(probe bool) {
 	if probe {

@@ -66,9 +66,11 @@ func TestDenyCacheHotKeyFlood(t *testing.T) {
 			if admitted.Load() > bound {
 				t.Fatalf("admitted %d > bound %d", admitted.Load(), bound)
 			}
-			// No false denials worth a token: admitted within a few of the bound.
-			if min := int64(lim.Burst) + int64((el-100*time.Millisecond).Seconds()*float64(lim.Rate)) - 2; admitted.Load() < min {
-				t.Fatalf("admitted %d < %d: the cache denied for longer than the bucket", admitted.Load(), min)
+			// That the cache never denies longer than the bucket is proved
+			// with stopped clocks in TestDenyCacheNeverLonger; here, on a
+			// loaded machine, only the burst is a safe lower bound.
+			if admitted.Load() < int64(lim.Burst) {
+				t.Fatalf("admitted %d < burst %d", admitted.Load(), lim.Burst)
 			}
 			// Each token costs a few probes (a deadline is measured from
 			// before the request left, so the first probe can be a hair

@@ -228,6 +228,16 @@ func (l *Limiter) Limit() Limit { return l.limit }
 // Name returns the limiter's policy name.
 func (l *Limiter) Name() string { return l.name }
 
+// Limits returns the limiter's limits with their policy names: Limit and
+// Name first, then Extra, in the order decisions report them.
+func (l *Limiter) Limits() []NamedLimit {
+	ls := make([]NamedLimit, len(l.limits))
+	for i, lim := range l.limits {
+		ls[i] = NamedLimit{Name: l.policies[i].Name, Limit: lim}
+	}
+	return ls
+}
+
 // FailMode returns what the limiter does when its store cannot decide.
 func (l *Limiter) FailMode() FailMode { return l.mode }
 
@@ -418,14 +428,14 @@ func (l *Limiter) decideDegraded(key string, n int, cause error) Result {
 	}
 	if n > l.localMinCap {
 		// More than an instance's share could ever hold: deny, take nothing.
-		return Result{Limit: l.localLimits[0], Name: l.name, RetryAfter: l.localLimits[0].Window(), Degraded: true}
+		return Result{Limit: l.localLimits[0], Name: l.name, RetryAfter: l.localLimits[0].Window(), Degraded: true, Fallback: true}
 	}
 	var each []Outcome
 	if len(l.localPolicy) > 1 {
 		each = make([]Outcome, len(l.localPolicy))
 	}
 	r := l.result(l.local.take(key, n, l.localPolicy, each), each, l.localLimits)
-	r.Degraded = true
+	r.Degraded, r.Fallback = true, true
 	return r
 }
 

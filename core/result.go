@@ -11,6 +11,7 @@ type Result struct {
 	RetryAfter time.Duration // when denied: until n tokens are available; 0 when allowed
 	ResetAfter time.Duration // until the bucket is full again
 	Degraded   bool          // the store could not decide; FailMode did
+	Fallback   bool          // Degraded, and FailLocal's in-process bucket decided: a real (approximate) limit, not a blanket answer
 
 	// Policies lists every limit's part of the decision when the limiter
 	// has several (Config.Extra), in configuration order; nil otherwise.

@@ -430,7 +430,8 @@ func TestOverTheWire(t *testing.T) {
 
 // TestFailLocalDegraded checks FailLocal's in-process decisions: no
 // rate-limit fields (the numbers are an instance's share, not the shared
-// limit's), and a refusal is a degraded one: 503.
+// limit's), and a refusal is a real, approximate limit: 429 with
+// Retry-After, not the blanket 503 of FailClosed.
 func TestFailLocalDegraded(t *testing.T) {
 	l := newLimiterCfg(t, core.Config{Store: downStore{}, Limit: core.PerMinute(1), FailMode: core.FailLocal, Instances: 1})
 	h := Middleware(l)(okHandler)
@@ -439,7 +440,7 @@ func TestFailLocalDegraded(t *testing.T) {
 		t.Fatalf("first request: %d %v", w.Code, w.Header())
 	}
 	w = get(h, "/")
-	if w.Code != http.StatusServiceUnavailable || len(rateLimitFields(w.Header())) != 0 || w.Header().Get("Retry-After") != "60" {
+	if w.Code != http.StatusTooManyRequests || len(rateLimitFields(w.Header())) != 0 || w.Header().Get("Retry-After") != "60" {
 		t.Fatalf("second request: %d %v", w.Code, w.Header())
 	}
 }

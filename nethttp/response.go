@@ -22,7 +22,7 @@ var (
 // Before it runs, the rate-limit fields of the header style and Retry-After
 // are already set on w.Header(). res.Degraded reports that the store could
 // not decide and the limiter's FailMode refused: core.FailClosed, or
-// core.FailLocal's in-process bucket.
+// core.FailLocal's in-process bucket (res.Fallback).
 type DenyHandler func(w http.ResponseWriter, r *http.Request, res core.Result)
 
 // ErrorHandler writes the response to a request that could not be rate
@@ -34,7 +34,9 @@ type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 
 // DefaultDenyHandler is the DenyHandler used unless WithDenyHandler replaces
 // it. It writes 429 Too Many Requests, or 503 Service Unavailable for a
-// degraded denial, with an application/problem+json body:
+// blanket denial while the store is down (core.FailClosed), with an
+// application/problem+json body. A denial by core.FailLocal's in-process
+// bucket (res.Fallback) is a real, if approximate, limit: 429.
 //
 //	{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in 20 seconds"}
 //	{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"rate limiting is unavailable; retry in 1 second"}
@@ -45,7 +47,7 @@ func DefaultDenyHandler(w http.ResponseWriter, r *http.Request, res core.Result)
 	var buf [160]byte
 	b := buf[:0]
 	status := http.StatusTooManyRequests
-	if res.Degraded {
+	if res.Degraded && !res.Fallback {
 		status = http.StatusServiceUnavailable
 		b = append(b, `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"rate limiting is unavailable; retry in `...)
 	} else {
