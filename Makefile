@@ -4,7 +4,7 @@ PKGS     ?= ./...
 FUZZTIME ?= 10s
 export REDIS_ADDR ?= 127.0.0.1:6379
 
-.PHONY: help demo test test-short lint fuzz bench bench-compare redis-up redis-down
+.PHONY: help demo test test-short lint fuzz bench bench-compare redis-up redis-down cluster-up cluster-down sentinel-up sentinel-down
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -30,8 +30,23 @@ fuzz: ## run each fuzz target for FUZZTIME (default 10s)
 bench: ## library benchmarks with -benchmem
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
+bench-compare: ## side-by-side comparison with other Go rate limiters (bench/, its own module); QUICK=1 for a short run
+	cd bench && $(GO) run ./cmd/compare $(if $(QUICK),-quick,)
+
 redis-up: ## start a local redis-server on REDIS_ADDR if none answers
 	@./scripts/redis-up.sh
 
 redis-down: ## stop the redis-server that redis-up started
 	@./scripts/redis-down.sh
+
+cluster-up: ## start a local Redis Cluster: 3 primaries + 3 replicas on 127.0.0.1:7000-7005 (CLUSTER_PORT, CLUSTER_PRIMARIES, CLUSTER_REPLICAS)
+	@./scripts/cluster-up.sh
+
+cluster-down: ## stop the cluster that cluster-up started
+	@./scripts/cluster-down.sh
+
+sentinel-up: ## start a local Sentinel setup: primary 6390, replica 6391, sentinels 26390-26392 (SENTINEL_PORT, SENTINEL_DATA_PORT)
+	@./scripts/sentinel-up.sh
+
+sentinel-down: ## stop the Sentinel setup that sentinel-up started
+	@./scripts/sentinel-down.sh
