@@ -43,9 +43,36 @@ func (c *fakeClock) Add(d time.Duration) {
 
 func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
 
-// stores returns every store the conformance suite runs against.
+// stores returns every store the conformance suite runs against. The
+// Cluster and Sentinel topologies are started once per top-level test (t)
+// and shared by its cases, each under its own key prefix.
 func stores(t *testing.T) map[string]func(t *testing.T) clockStore {
+	var cluster *redis.ClusterClient
+	var sentinel *redis.Client
 	return map[string]func(t *testing.T) clockStore{
+		"cluster": func(sub *testing.T) clockStore {
+			if testing.Short() {
+				sub.Skip("Redis Cluster: skipped with -short")
+			}
+			if cluster == nil {
+				cluster = redistest.StartCluster(t, 3, 0).Client()
+			}
+			return clockStore{store: core.NewRedisStore(cluster, core.WithPrefix(redistest.Prefix(sub))), realTime: true}
+		},
+		"sentinel": func(sub *testing.T) clockStore {
+			if testing.Short() {
+				sub.Skip("Redis Sentinel: skipped with -short")
+			}
+			if sentinel == nil {
+				sentinel = redistest.StartSentinel(t).FailoverClient()
+			}
+			prefix := redistest.Prefix(sub)
+			return clockStore{
+				store:    core.NewRedisStore(sentinel, core.WithPrefix(prefix)),
+				advance:  func(d time.Duration) { backdate(sub, sentinel, prefix, d) },
+				realTime: true,
+			}
+		},
 		"memory": func(t *testing.T) clockStore {
 			c := newFakeClock()
 			return clockStore{store: core.NewMemoryStore(core.WithClock(c.Now)), advance: c.Add}
@@ -226,7 +253,7 @@ func runLoose(t *testing.T, cs clockStore, l core.Limit, steps []step) {
 	const slack = 250 * time.Millisecond
 	for i, st := range steps {
 		if st.wait > 0 {
-			if st.retry%time.Millisecond != 0 || st.reset%time.Millisecond != 0 {
+			if cs.advance == nil || st.retry%time.Millisecond != 0 || st.reset%time.Millisecond != 0 {
 				return // microsecond boundaries need a stopped clock
 			}
 			cs.advance(st.wait)
