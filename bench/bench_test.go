@@ -2,9 +2,9 @@ package bench_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,29 +12,46 @@ import (
 	"github.com/sluicehq/ratelimit/bench"
 )
 
-// runner is shared by the benchmarks: a redis-server of our own unless
-// BENCH_REDIS_ADDR names one (whose INFO counters then include other
-// traffic).
-var runner *bench.Runner
+// runner is shared by the benchmarks. Its Redis is started on first use
+// (a redis-server of our own) unless BENCH_REDIS_ADDR names one, whose INFO
+// counters then include other traffic.
+var (
+	runner     = bench.NewRunner("")
+	redisOnce  sync.Once
+	redisErr   error
+	ownServer  *bench.RedisServer
+	redisReady *bench.Runner
+)
+
+// withRedis returns the runner for Redis peers, or skips b.
+func withRedis(b *testing.B) *bench.Runner {
+	b.Helper()
+	redisOnce.Do(func() {
+		addr := os.Getenv("BENCH_REDIS_ADDR")
+		if addr == "" {
+			if ownServer, redisErr = bench.StartRedis(); redisErr != nil {
+				return
+			}
+			addr = ownServer.Addr
+		}
+		redisReady = bench.NewRunner(addr)
+		redisReady.Env.Timeout = time.Second // see Env.Timeout
+	})
+	if redisErr != nil {
+		b.Skip("no Redis:", redisErr)
+	}
+	return redisReady
+}
 
 func TestMain(m *testing.M) {
-	addr := os.Getenv("BENCH_REDIS_ADDR")
-	if addr == "" {
-		srv, err := bench.StartRedis()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench: no redis-server, Redis benchmarks skipped:", err)
-		} else {
-			addr = srv.Addr
-			defer srv.Stop()
-		}
-	}
-	runner = bench.NewRunner(addr)
-	runner.Env.Timeout = time.Second // see Env.Timeout
 	code := m.Run()
-	runner.Close()
-	if code != 0 {
-		os.Exit(code) //nolint:gocritic // the deferred Stop is moot then
+	if redisReady != nil {
+		redisReady.Close()
 	}
+	if ownServer != nil {
+		ownServer.Stop()
+	}
+	os.Exit(code)
 }
 
 var (
@@ -48,13 +65,11 @@ func name(s string) string { return strings.NewReplacer(" ", "_", "/", "-").Repl
 // 16 goroutines per CPU, and reports Redis round trips and commands per
 // decision next to ns/op and allocs/op.
 func BenchmarkRedis(b *testing.B) {
-	if runner.Admin == nil {
-		b.Skip("no Redis")
-	}
+	r := withRedis(b)
 	for _, ks := range []string{"10k-keys", "hot-key"} {
 		for _, p := range bench.RedisPeers {
 			b.Run(ks+"/"+name(p.Name), func(b *testing.B) {
-				runParallel(b, p, keys[ks], "b:"+ks+":"+name(p.Name)+":")
+				runParallel(b, r, p, keys[ks], "b:"+ks+":"+name(p.Name)+":")
 			})
 		}
 	}
@@ -65,13 +80,13 @@ func BenchmarkMemory(b *testing.B) {
 	for _, ks := range []string{"10k-keys", "hot-key"} {
 		for _, p := range bench.MemoryPeers {
 			b.Run(ks+"/"+name(p.Name), func(b *testing.B) {
-				runParallel(b, p, keys[ks], "")
+				runParallel(b, runner, p, keys[ks], "")
 			})
 		}
 	}
 }
 
-func runParallel(b *testing.B, p bench.Peer, ks []string, prefix string) {
+func runParallel(b *testing.B, runner *bench.Runner, p bench.Peer, ks []string, prefix string) {
 	ctx := context.Background()
 	inst, err := p.New(runner.Env, roomy, prefix)
 	if err != nil {
@@ -127,11 +142,9 @@ func runParallel(b *testing.B, p bench.Peer, ks []string, prefix string) {
 // cleanest allocation profile of the library's Redis path
 // (go test -bench RatelimitSerial -memprofile mem.out).
 func BenchmarkRatelimitSerial(b *testing.B) {
-	if runner.Admin == nil {
-		b.Skip("no Redis")
-	}
+	r := withRedis(b)
 	ctx := context.Background()
-	inst, err := bench.RedisPeers[0].New(runner.Env, roomy, "serial:")
+	inst, err := bench.RedisPeers[0].New(r.Env, roomy, "serial:")
 	if err != nil {
 		b.Fatal(err)
 	}

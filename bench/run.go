@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -307,13 +306,4 @@ func (r *Runner) OverAdmission(ctx context.Context, peer Peer, lim Limit, n, per
 	a.Span = lastAnswer.Sub(start)
 	a.Bound = lim.Bound(a.Span)
 	return a, nil
-}
-
-// processCPU is the user and system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
