@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/sluicehq/ratelimit/core"
+	ratelimit "github.com/sluicehq/ratelimit/nethttp"
+)
+
+// newApp returns the app, its limits kept in store: one middleware around
+// the whole ServeMux, with overrides by route pattern.
+func newApp(store core.Store) (http.Handler, error) {
+	def, err := core.New(core.Config{Store: store, Limit: core.PerMinute(60), FailMode: core.FailOpen})
+	if err != nil {
+		return nil, err
+	}
+	// Strict, and closed when Redis is down: guessing passwords must not
+	// get faster during an outage.
+	login, err := core.New(core.Config{Store: store, Limit: core.PerMinute(5), FailMode: core.FailClosed})
+	if err != nil {
+		return nil, err
+	}
+	api, err := core.New(core.Config{Store: store, Limit: core.PerMinute(1000), FailMode: core.FailOpen})
+	if err != nil {
+		return nil, err
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "hello") })
+	mux.HandleFunc("POST /login", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "welcome") })
+	mux.HandleFunc("GET /api/items", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "[]") })
+	mux.HandleFunc("GET /api/items/{id}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "item %s\n", r.PathValue("id"))
+	})
+	return ratelimit.Middleware(def,
+		ratelimit.WithRoutes(map[string]*core.Limiter{
+			"POST /login":         login,
+			"GET /api/items":      api,
+			"GET /api/items/{id}": api, // /api/items/1 and /api/items/2 share one limit
+		}),
+		ratelimit.WithServeMux(mux), // the middleware wraps the mux: find the pattern before routing
+	)(mux), nil
+}
