@@ -44,7 +44,8 @@ func (t *TripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // CPU seconds it used.
 type ServerStats struct {
 	Calls map[string]int64
-	CPU   float64 // used_cpu_user + used_cpu_sys, seconds
+	Usec  map[string]int64 // time spent in each command; a script's includes the commands it runs
+	CPU   float64          // used_cpu_user + used_cpu_sys, seconds
 }
 
 // ReadServerStats asks the server for INFO commandstats and INFO cpu.
@@ -53,7 +54,7 @@ func ReadServerStats(ctx context.Context, c *redis.Client) (ServerStats, error) 
 	if err != nil {
 		return ServerStats{}, err
 	}
-	st := ServerStats{Calls: map[string]int64{}}
+	st := ServerStats{Calls: map[string]int64{}, Usec: map[string]int64{}}
 	sc := bufio.NewScanner(strings.NewReader(info))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -63,10 +64,15 @@ func ReadServerStats(ctx context.Context, c *redis.Client) (ServerStats, error) 
 		}
 		switch {
 		case strings.HasPrefix(name, "cmdstat_"):
+			cmd := strings.TrimPrefix(name, "cmdstat_")
 			for _, f := range strings.Split(val, ",") {
-				if k, v, _ := strings.Cut(f, "="); k == "calls" {
-					n, _ := strconv.ParseInt(v, 10, 64)
-					st.Calls[strings.TrimPrefix(name, "cmdstat_")] = n
+				k, v, _ := strings.Cut(f, "=")
+				n, _ := strconv.ParseInt(v, 10, 64)
+				switch k {
+				case "calls":
+					st.Calls[cmd] = n
+				case "usec":
+					st.Usec[cmd] = n
 				}
 			}
 		case name == "used_cpu_user" || name == "used_cpu_sys":
@@ -80,13 +86,14 @@ func ReadServerStats(ctx context.Context, c *redis.Client) (ServerStats, error) 
 // Sub returns the work done between before and s, leaving out the INFO
 // calls that measured it.
 func (s ServerStats) Sub(before ServerStats) ServerStats {
-	d := ServerStats{Calls: map[string]int64{}, CPU: s.CPU - before.CPU}
+	d := ServerStats{Calls: map[string]int64{}, Usec: map[string]int64{}, CPU: s.CPU - before.CPU}
 	for k, v := range s.Calls {
 		if k == "info" {
 			continue
 		}
 		if v -= before.Calls[k]; v > 0 {
 			d.Calls[k] = v
+			d.Usec[k] = s.Usec[k] - before.Usec[k]
 		}
 	}
 	return d

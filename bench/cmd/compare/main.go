@@ -298,11 +298,11 @@ func redisThroughput(ctx context.Context, out io.Writer, c config, r *bench.Runn
 	}
 	fmt.Fprintf(out, "\n### Through one Redis (%d goroutines)\n", c.conc)
 	fmt.Fprintf(out, "\nLimits: 1e9 per minute (all allowed), except _hot key, denied_: 100 per 10 s, burst 100 (≈all denied after the first 100).\n")
-	fmt.Fprintf(out, "Round trips are counted by a go-redis hook (a pipeline or MULTI/EXEC is one); Redis commands and CPU come from `INFO commandstats`/`INFO cpu` deltas and include the commands scripts run. Allocations and client CPU are the whole process's (go-redis included) per decision. p99 is an upper bound (power-of-two buckets); ≥50ms counts decisions that took 32.8 ms or more (bucket), over all rounds.\n")
+	fmt.Fprintf(out, "Round trips are counted by a go-redis hook (a pipeline or MULTI/EXEC is one); Redis commands and CPU come from `INFO commandstats`/`INFO cpu` deltas and include the commands scripts run; script µs/call is the server's time per `EVALSHA`/`EVAL` (commandstats `usec`, the script's own commands included). Allocations and client CPU are the whole process's (go-redis included) per decision. p99 is an upper bound (power-of-two buckets); ≥50ms counts decisions that took 32.8 ms or more (bucket), over all rounds.\n")
 	for _, sc := range scs {
 		fmt.Fprintf(out, "\n#### %s\n\n", sc.name)
-		fmt.Fprintln(out, "| library | decisions/s | ratelimit vs it | ns/op | allocs/op | round trips/decision | Redis cmds/decision | Redis CPU µs/decision | client CPU µs/decision | p99 | ≥50ms | allowed | errors |")
-		fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+		fmt.Fprintln(out, "| library | decisions/s | ratelimit vs it | ns/op | allocs/op | round trips/decision | Redis cmds/decision | script µs/call | Redis CPU µs/decision | client CPU µs/decision | p99 | ≥50ms | allowed | errors |")
+		fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 		ours := res[sc.name][bench.RedisPeers[0].Name]
 		for _, p := range bench.RedisPeers {
 			cl := res[sc.name][p.Name]
@@ -312,15 +312,31 @@ func redisThroughput(ctx context.Context, out io.Writer, c config, r *bench.Runn
 			}
 			dec, allowed, errs, first := totals(cl)
 			lat := latency(cl)
-			fmt.Fprintf(out, "| %s | %.0f | %s | %.0f | %.1f | %.2f | %s | %.1f | %.1f | %v | %d | %.1f%% | %s |\n",
+			fmt.Fprintf(out, "| %s | %.0f | %s | %.0f | %.1f | %.2f | %s | %s | %.1f | %.1f | %v | %d | %.1f%% | %s |\n",
 				p.Name, cl.median(bench.Measurement.PerSec), vs, cl.median(bench.Measurement.NsPerOp),
 				cl.median(bench.Measurement.AllocsPerOp), cl.median(bench.Measurement.TripsPerOp),
-				commands(cl), cl.median(bench.Measurement.RedisCPUPerOp), cl.median(bench.Measurement.ClientCPUPerOp),
+				commands(cl), scriptTime(cl), cl.median(bench.Measurement.RedisCPUPerOp), cl.median(bench.Measurement.ClientCPUPerOp),
 				lat.Quantile(0.99), lat.Over(50*time.Millisecond),
 				100*float64(allowed)/float64(dec), errText(errs, dec, first))
 		}
 	}
 	return nil
+}
+
+// scriptTime is the server's time per EVALSHA/EVAL call (the commands the
+// script runs included), from commandstats, over all rounds.
+func scriptTime(cl *cell) string {
+	var calls, usec int64
+	for _, m := range cl.ms {
+		for _, k := range []string{"evalsha", "eval"} {
+			calls += m.Server.Calls[k]
+			usec += m.Server.Usec[k]
+		}
+	}
+	if calls == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", float64(usec)/float64(calls))
 }
 
 // latency merges the rounds' latencies.
