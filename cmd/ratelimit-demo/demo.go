@@ -64,6 +64,14 @@ const apiKeyHeader = "X-API-Key"
 // clientKey is the API key the demo's client sends.
 const clientKey = "demo-client"
 
+// clientKey returns the rate-limit key of the demo's client.
+func (d *demo) clientKey() string {
+	r, _ := http.NewRequest("GET", "/", nil)
+	r.Header.Set(apiKeyHeader, clientKey)
+	k, _ := d.key(r)
+	return k
+}
+
 // demo is a running setup: Redis, instances, balancer.
 type demo struct {
 	o         options
@@ -71,6 +79,7 @@ type demo struct {
 	mini      *miniredis.Miniredis // nil with a real Redis
 	prefix    string               // this run's Redis key prefix
 	clients   []*redis.Client
+	store     *core.RedisStore // the first instance's, for Key
 	instances []*instance
 	servers   []*http.Server
 	balancer  string // base URL
@@ -135,7 +144,7 @@ func (d *demo) startRedis(ctx context.Context) (string, error) {
 			d.redisDesc = "Redis at " + a + " (REDIS_ADDR)"
 			return a, nil
 		}
-		d.redisDesc = "embedded Redis (miniredis; REDIS_ADDR=" + a + " does not answer)"
+		d.redisDesc = "embedded Redis (miniredis), as nothing answers at REDIS_ADDR=" + a
 	} else {
 		d.redisDesc = "embedded Redis (miniredis)"
 	}
@@ -164,10 +173,15 @@ func ping(ctx context.Context, addr string) error {
 func (d *demo) startInstances(redisAddr string) error {
 	limit := core.PerSecond(d.o.limit)
 	for i := range d.o.instances {
-		client := redis.NewClient(&redis.Options{Addr: redisAddr})
+		// MinIdleConns: connections dialled ahead of the first burst.
+		client := redis.NewClient(&redis.Options{Addr: redisAddr, MinIdleConns: 8})
 		d.clients = append(d.clients, client)
+		store := core.NewRedisStore(client, core.WithPrefix(d.prefix))
+		if d.store == nil {
+			d.store = store
+		}
 		shared, err := core.New(core.Config{
-			Store:    core.NewRedisStore(client, core.WithPrefix(d.prefix)),
+			Store:    store,
 			Limit:    limit,
 			Name:     "demo",
 			FailMode: core.FailOpen, // a limiter outage must not become an API outage
@@ -258,12 +272,13 @@ func (d *demo) close() {
 
 func (d *demo) intro(out io.Writer) {
 	fmt.Fprintf(out, "ratelimit demo: %d app instances behind one load balancer, one limit shared through Redis\n\n", d.o.instances)
-	fmt.Fprintf(out, "  redis      %s, keys under %q\n", d.redisDesc, d.prefix)
+	fmt.Fprintf(out, "  redis      %s\n", d.redisDesc)
 	for _, in := range d.instances {
 		fmt.Fprintf(out, "  %s %s   net/http + ratelimit/nethttp, its own *core.Limiter and Redis client\n", in.name, in.url)
 	}
 	fmt.Fprintf(out, "  balancer   %s   round robin over the instances (reverse proxy)\n", d.balancer)
-	fmt.Fprintf(out, "  limit      %d requests/s per client (burst %d), keyed by the %s header, FailOpen\n\n", d.o.limit, d.o.limit, apiKeyHeader)
+	fmt.Fprintf(out, "  limit      %d requests/s per client (burst %d), keyed by the %s header, FailOpen\n", d.o.limit, d.o.limit, apiKeyHeader)
+	fmt.Fprintf(out, "  bucket     %s's, in Redis at key %s\n\n", clientKey, d.store.Key("demo", d.clientKey()))
 }
 
 func (d *demo) printCurl(out io.Writer) {

@@ -42,6 +42,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
@@ -61,6 +63,10 @@ func main() {
 		o.tty = true
 	}
 
+	// go-redis logs dial failures itself; the demo says what matters, and
+	// the limiters log degraded decisions through slog.
+	redis.SetLogger(quiet{})
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if _, err := run(ctx, o, os.Stdout); err != nil && !errors.Is(err, context.Canceled) {
@@ -69,3 +75,8 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// quiet is a go-redis logger that discards.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}

@@ -135,8 +135,8 @@ func (r *report) print(out io.Writer) {
 	fmt.Fprintf(out, "                          bucket, enforce up to %d× the intended rate.\n", r.instances)
 	fmt.Fprintf(out, "Redis round trips:        %3d; each instance's denial cache answered %d refusals without one.\n", r.storeCalls, r.cached)
 	if r.degraded > 0 {
-		fmt.Fprintf(out, "Degraded:                 %3d decisions: Redis did not answer within the limiter's Timeout and FailOpen\n", r.degraded)
-		fmt.Fprintf(out, "                          let them through; they are not counted above. Is the machine very busy?\n")
+		fmt.Fprintf(out, "Degraded:                 %3d: Redis did not answer within the limiter's Timeout and FailOpen let\n", r.degraded)
+		fmt.Fprintf(out, "                          the request through; not counted above. Is the machine very busy?\n")
 	}
 	fmt.Fprintln(out)
 }
@@ -174,7 +174,10 @@ func (d *demo) showRefusal(ctx context.Context, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "The client's next request, refused (curl -i -H '%s: %s' %s/):\n\n", apiKeyHeader, clientKey, d.balancer)
 		for _, line := range strings.Split(strings.TrimRight(string(bytes.ReplaceAll(dump, []byte("\r\n"), []byte("\n"))), "\n"), "\n") {
-			fmt.Fprintln(out, "  "+line)
+			if line != "" {
+				line = "  " + line
+			}
+			fmt.Fprintln(out, line)
 		}
 		fmt.Fprintln(out)
 		return nil
