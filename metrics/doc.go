@@ -16,16 +16,19 @@
 //
 // With the default namespace "ratelimit":
 //
-//	ratelimit_decisions_total{policy,outcome}   counter    outcome: allowed, denied, degraded_allowed, degraded_denied
-//	ratelimit_denial_cache_hits_total{policy}   counter    denials the local denial cache gave without asking the store (also counted as denied)
-//	ratelimit_store_latency_seconds{policy}     histogram  time waiting for the store, per decision that asked it
-//	ratelimit_store_errors_total{policy,kind}   counter    kind: timeout, circuit_open, overloaded, other
-//	ratelimit_breaker_open{policy}              gauge      1 while the circuit breaker keeps the store uncalled, else 0
-//	ratelimit_http_requests_total{policy,outcome} counter  outcome: allowed, denied, dry_run, key_error, error
+//	ratelimit_decisions_total{policy,outcome}      counter    outcome: allowed, denied, degraded_allowed, degraded_denied
+//	ratelimit_denial_cache_hits_total{policy}      counter    denials the local denial cache gave without a store call (also counted as denied)
+//	ratelimit_store_latency_seconds{policy}        histogram  time waiting for the store, per decision that asked it
+//	ratelimit_store_errors_total{policy,kind}      counter    kind: timeout, circuit_open, overloaded, other
+//	ratelimit_breaker_open{policy}                 gauge      1 while the circuit breaker keeps the store uncalled, else 0
+//	ratelimit_http_requests_total{policy,outcome}  counter    outcome: allowed, denied, dry_run, key_error, error
 //
 // A degraded decision (the store could not decide; core.FailMode did) counts
 // once in decisions_total as degraded_allowed or degraded_denied, and once in
-// store_errors_total under the reason's kind. Series of a policy appear, at
+// store_errors_total under the reason's kind. The policy of the first five
+// metrics is the limiter's Config.Name; that of http_requests_total is the
+// binding limit's name (core.Result.Name), which differs only for limiters
+// with Config.Extra limits. Series of a policy appear, at
 // zero, with its first decision, so rate() and absent-series alerts work from
 // the start.
 //
