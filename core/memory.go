@@ -75,7 +75,7 @@ func WithSweepInterval(d time.Duration) MemoryOption {
 
 // NewMemoryStore returns an empty in-process store.
 func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
-	s := &MemoryStore{clock: time.Now, perShard: DefaultMaxKeys, sweep: time.Minute.Microseconds()}
+	s := &MemoryStore{perShard: DefaultMaxKeys, sweep: time.Minute.Microseconds()}
 	for _, o := range opts {
 		if o == nil {
 			panic("core: nil MemoryOption")
@@ -96,7 +96,11 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 		s.sweep = time.Minute.Microseconds()
 	}
 	s.seed = maphash.MakeSeed()
-	s.base = s.clock()
+	if s.clock != nil {
+		s.base = s.clock()
+	} else {
+		s.base = time.Now()
+	}
 	for i := range s.shards {
 		s.shards[i].m = make(map[memKey]*memBucket)
 		s.shards[i].nextSweep = s.sweep
@@ -106,8 +110,15 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 
 var _ Store = (*MemoryStore)(nil)
 
-// now returns the store's clock in µs since it was made.
-func (s *MemoryStore) now() int64 { return s.clock().Sub(s.base).Microseconds() }
+// now returns the store's clock in µs since it was made. Without an
+// injected clock it reads only the monotonic clock (time.Since), half the
+// cost of time.Now, which also reads the wall clock.
+func (s *MemoryStore) now() int64 {
+	if s.clock == nil {
+		return time.Since(s.base).Microseconds()
+	}
+	return s.clock().Sub(s.base).Microseconds()
+}
 
 // Take implements Store. It never fails and never blocks on I/O.
 func (s *MemoryStore) Take(_ context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
