@@ -2,7 +2,8 @@
 GO       ?= go
 PKGS     ?= ./...
 FUZZTIME ?= 10s
-export REDIS_ADDR ?= 127.0.0.1:6379
+# Tests and scripts use REDIS_ADDR when set, else 127.0.0.1:6379; the demo
+# uses an embedded Redis unless REDIS_ADDR is set.
 
 .PHONY: help demo test test-short lint fuzz bench bench-compare redis-up redis-down cluster-up cluster-down sentinel-up sentinel-down
 

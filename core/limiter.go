@@ -95,12 +95,13 @@ type Limiter struct {
 	localPolicy []Policy
 	localMinCap int
 
-	observer    Observer
-	onError     func(error)
-	logger      *slog.Logger
-	logInterval int64 // ns
-	lastLog     atomic.Int64
-	degraded    atomic.Int64 // degraded decisions since the last log line
+	observer        Observer
+	onError         func(error)
+	logger          *slog.Logger
+	logInterval     int64 // ns
+	lastLog         atomic.Int64
+	lastRecoveryLog atomic.Int64
+	degraded        atomic.Int64 // degraded decisions since the last log line
 }
 
 // Defaults for Config's zero values.
@@ -340,8 +341,8 @@ func (l *Limiter) remote(ctx context.Context, key string, n int, each []Outcome)
 		}
 		return l.degradeAfter(key, n, err, start)
 	}
-	if l.breaker.success(probe) && l.observer != nil {
-		l.observer.BreakerChange(l.name, false)
+	if l.breaker.success(probe) {
+		l.recovered()
 	}
 	r := l.result(o, each, l.limits)
 	if l.observer != nil {
@@ -437,6 +438,21 @@ func (l *Limiter) decideDegraded(key string, n int, cause error) Result {
 	r := l.result(l.local.take(key, n, l.localPolicy, each), each, l.localLimits)
 	r.Degraded, r.Fallback = true, true
 	return r
+}
+
+// recovered notes a closed breaker: the observer always, the log at most
+// once per interval, with the degraded decisions not yet logged.
+func (l *Limiter) recovered() {
+	if l.observer != nil {
+		l.observer.BreakerChange(l.name, false)
+	}
+	now := monoNow()
+	last := l.lastRecoveryLog.Load()
+	if (last != 0 && now-last < l.logInterval) || !l.lastRecoveryLog.CompareAndSwap(last, now) {
+		return
+	}
+	l.logger.Info("ratelimit: store answering again; decisions no longer degraded",
+		"policy", l.name, "degraded_since_last_log", l.degraded.Swap(0))
 }
 
 // report tells OnError every time and the log at most once per interval.
