@@ -398,6 +398,9 @@ func commands(cl *cell) string {
 	for i, k := range names {
 		parts[i] = fmt.Sprintf("%s %.2f", strings.ToUpper(k), float64(calls[k])/float64(dec))
 	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("**%.2f**", float64(total)/float64(dec))
+	}
 	return fmt.Sprintf("**%.2f** (%s)", float64(total)/float64(dec), strings.Join(parts, ", "))
 }
 
