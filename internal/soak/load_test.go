@@ -101,13 +101,19 @@ type load struct {
 	hotRequests atomic.Int64
 	admitted    []atomic.Int64 // per key: 200s the store decided
 	perInstance []atomic.Int64
-	// lastDegraded is, per instance, when (ns since start) the request of
-	// its last degraded answer was sent; -1 for none.
-	lastDegraded []atomic.Int64
-	firstErr     atomic.Value
+	firstErr    atomic.Value
 
 	mu        sync.Mutex
 	latencies []time.Duration
+	events    []event
+}
+
+// event is one answer: when its request was sent (since start), to which
+// instance, and whether the FailMode decided it.
+type event struct {
+	at       time.Duration
+	inst     int
+	degraded bool
 }
 
 // drive sends requests from soakWorkers clients for d, half of them on the
@@ -115,15 +121,13 @@ type load struct {
 func drive(t *testing.T, cl *cluster, hc *http.Client, d time.Duration) *load {
 	t.Helper()
 	ld := &load{
-		start:        time.Now(),
-		admitted:     make([]atomic.Int64, soakKeys+1),
-		lastDegraded: make([]atomic.Int64, len(cl.servers)),
-		perInstance:  make([]atomic.Int64, len(cl.servers)),
+		start:       time.Now(),
+		admitted:    make([]atomic.Int64, soakKeys+1),
+		perInstance: make([]atomic.Int64, len(cl.servers)),
 	}
 	urls := make([]string, len(cl.servers))
 	for i, s := range cl.servers {
 		urls[i] = s.URL + "/"
-		ld.lastDegraded[i].Store(-1)
 	}
 	var wg sync.WaitGroup
 	for w := range soakWorkers {
@@ -131,9 +135,11 @@ func drive(t *testing.T, cl *cluster, hc *http.Client, d time.Duration) *load {
 		go func() {
 			defer wg.Done()
 			var lat []time.Duration
+			var evs []event
 			defer func() {
 				ld.mu.Lock()
 				ld.latencies = append(ld.latencies, lat...)
+				ld.events = append(ld.events, evs...)
 				ld.mu.Unlock()
 			}()
 			for i := w; time.Since(ld.start) < d; i++ {
@@ -177,8 +183,8 @@ func drive(t *testing.T, cl *cluster, hc *http.Client, d time.Duration) *load {
 				}
 				if degraded {
 					ld.degraded.Add(1)
-					ld.lastDegraded[inst].Store(int64(t0.Sub(ld.start)))
 				}
+				evs = append(evs, event{t0.Sub(ld.start), inst, degraded})
 			}
 		}()
 	}
@@ -356,19 +362,48 @@ func TestSoakStall(t *testing.T) {
 	if worst := ld.quantile(1); worst > timeout+900*time.Millisecond {
 		t.Errorf("slowest request %v; want within Timeout (%v) plus slack, far under the client's 3 s read timeout", worst, timeout)
 	}
-	var recovery time.Duration
-	for i := range ld.lastDegraded {
-		last := time.Duration(ld.lastDegraded[i].Load())
-		if last > healedAt {
-			recovery = max(recovery, last-healedAt)
-		}
-		if last > 0 && last < stalledAt-time.Second {
-			t.Logf("instance %d: a degraded answer %v before the stall", i, stalledAt-last)
+	// Recovery: per instance, the first answer the store decided after
+	// Redis answered again. A loaded machine may still miss the 100 ms
+	// Timeout now and then afterwards, so those are counted, not forbidden.
+	first := make([]time.Duration, soakInstances)
+	for i := range first {
+		first[i] = -1
+	}
+	var during, duringDegraded, after, afterDegraded int
+	slices.SortFunc(ld.events, func(a, b event) int { return int(a.at - b.at) })
+	for _, e := range ld.events {
+		switch {
+		case e.at >= stalledAt+200*time.Millisecond && e.at < healedAt:
+			during++
+			if e.degraded {
+				duringDegraded++
+			}
+		case e.at >= healedAt:
+			if !e.degraded && first[e.inst] < 0 {
+				first[e.inst] = e.at - healedAt
+			}
+			if e.at >= healedAt+1500*time.Millisecond {
+				after++
+				if e.degraded {
+					afterDegraded++
+				}
+			}
 		}
 	}
-	t.Logf("stall from %v to %v; the last degraded answer came %v after Redis answered again", stalledAt.Round(time.Millisecond), healedAt.Round(time.Millisecond), recovery.Round(time.Millisecond))
-	if ld.elapsed-healedAt-recovery < time.Second {
-		t.Errorf("decisions had not recovered a second before the end: last degraded %v after healing, run ended %v after", recovery, ld.elapsed-healedAt)
+	var recovery time.Duration
+	for i, d := range first {
+		if d < 0 {
+			t.Errorf("instance %d: no store decision after Redis answered again", i)
+		}
+		recovery = max(recovery, d)
+	}
+	t.Logf("stall from %v to %v: %d of %d answers degraded during it; every instance's store decided again within %v; from 1.5 s after, %d of %d degraded",
+		stalledAt.Round(time.Millisecond), healedAt.Round(time.Millisecond), duringDegraded, during, recovery.Round(time.Millisecond), afterDegraded, after)
+	if recovery > 5*time.Second {
+		t.Errorf("decisions took %v to recover", recovery)
+	}
+	if afterDegraded*10 > after {
+		t.Errorf("%d of %d answers still degraded 1.5 s after Redis answered again", afterDegraded, after)
 	}
 	heapAfter := heapInUse()
 	cl.close()
