@@ -9,20 +9,21 @@ import (
 	ratelimit "github.com/sluicehq/ratelimit/echo"
 )
 
-// newApp returns the app, its limits kept in store: one middleware on the
+// newApp returns the app, its limiters made from base (the store and
+// anything else they share): one middleware on the
 // whole app, with overrides by echo route path.
-func newApp(store core.Store) (*echo.Echo, error) {
-	def, err := core.New(core.Config{Store: store, Limit: core.PerMinute(60), FailMode: core.FailOpen})
+func newApp(base core.Config) (*echo.Echo, error) {
+	def, err := limiter(base, core.PerMinute(60), core.FailOpen)
 	if err != nil {
 		return nil, err
 	}
 	// Strict, and closed when Redis is down: guessing passwords must not
 	// get faster during an outage.
-	login, err := core.New(core.Config{Store: store, Limit: core.PerMinute(5), FailMode: core.FailClosed})
+	login, err := limiter(base, core.PerMinute(5), core.FailClosed)
 	if err != nil {
 		return nil, err
 	}
-	api, err := core.New(core.Config{Store: store, Limit: core.PerMinute(1000), FailMode: core.FailOpen})
+	api, err := limiter(base, core.PerMinute(1000), core.FailOpen)
 	if err != nil {
 		return nil, err
 	}
@@ -40,4 +41,10 @@ func newApp(store core.Store) (*echo.Echo, error) {
 	g.GET("/items", func(c echo.Context) error { return c.String(http.StatusOK, "[]\n") })
 	g.GET("/items/:id", func(c echo.Context) error { return c.String(http.StatusOK, "item "+c.Param("id")+"\n") })
 	return e, nil
+}
+
+// limiter returns a limiter of base with its own limit and failure mode.
+func limiter(base core.Config, l core.Limit, mode core.FailMode) (*core.Limiter, error) {
+	base.Limit, base.FailMode = l, mode
+	return core.New(base)
 }

@@ -23,7 +23,10 @@ func newTestApp(t *testing.T) (*httptest.Server, *miniredis.Miniredis) {
 	m.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { client.Close() })
-	app, err := newApp(core.NewRedisStore(client))
+	// A second for each store decision, not the default 50ms: under -race
+	// on a busy machine miniredis can be slower than that, and the
+	// FailClosed login limiter would answer 503.
+	app, err := newApp(core.Config{Store: core.NewRedisStore(client), Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

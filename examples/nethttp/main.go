@@ -24,7 +24,7 @@ func main() {
 	flag.Parse()
 	client := redisClient()
 	defer client.Close()
-	app, err := newApp(core.NewRedisStore(client))
+	app, err := newApp(core.Config{Store: core.NewRedisStore(client)})
 	if err != nil {
 		log.Fatal(err)
 	}
