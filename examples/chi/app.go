@@ -11,8 +11,8 @@ import (
 )
 
 // newApp returns the app, its limiters made from base (the store and
-// anything else they share): one middleware on the
-// whole router, with overrides by chi route pattern.
+// anything else they share): one middleware on the whole router,
+// with overrides by chi route pattern.
 func newApp(base core.Config) (http.Handler, error) {
 	def, err := limiter(base, core.PerMinute(60), core.FailOpen)
 	if err != nil {

@@ -10,8 +10,8 @@ import (
 )
 
 // newApp returns the app, its limiters made from base (the store and
-// anything else they share): one middleware on the
-// whole app, with overrides by echo route path.
+// anything else they share): one middleware on the whole app,
+// with overrides by echo route path.
 func newApp(base core.Config) (*echo.Echo, error) {
 	def, err := limiter(base, core.PerMinute(60), core.FailOpen)
 	if err != nil {

@@ -9,7 +9,8 @@ import (
 )
 
 // newApp returns the app, its limiters made from base (the store and
-// anything else they share): one middleware around the whole ServeMux, with overrides by route pattern.
+// anything else they share): one middleware around the whole ServeMux,
+// with overrides by route pattern.
 func newApp(base core.Config) (http.Handler, error) {
 	def, err := limiter(base, core.PerMinute(60), core.FailOpen)
 	if err != nil {
