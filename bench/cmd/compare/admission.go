@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/ratelimit/bench"
+)
+
+func overAdmission(ctx context.Context, out io.Writer, c config, r *bench.Runner) error {
+	type key struct {
+		peer string
+		n    int
+	}
+	worst := map[key]bench.Admission{}
+	errs := map[key]int64{}
+	// ratelimit once more as configured by default: its 50ms Timeout and
+	// breaker, on a starved machine, turn stalls into FailMode decisions.
+	peers := append(slices.Clone(bench.RedisPeers), bench.Peer{
+		Name: "ratelimit, default Timeout 50ms", Redis: true,
+		New: func(env *bench.Env, lim bench.Limit, prefix string) (*bench.Instance, error) {
+			e := *env
+			e.Timeout = 0
+			return bench.RedisPeers[0].New(&e, lim, prefix)
+		},
+	})
+	for round := range c.oaRounds {
+		order := slices.Clone(peers)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, n := range c.oaInstance {
+			for _, p := range order {
+				prefix := fmt.Sprintf("oa:%d:%d:%d:%s:", time.Now().UnixNano(), round, n, sanitize(p.Name))
+				a, err := r.OverAdmission(ctx, p, tight, n, c.oaPer, c.oaWindow, prefix)
+				if err != nil {
+					return fmt.Errorf("%s × %d: %w", p.Name, n, err)
+				}
+				log.Printf("over-admission round %d %-16s ×%-2d admitted %d bound %d errors %d", round+1, p.Name, n, a.Admitted, a.Bound, a.Errors)
+				k := key{p.Name, n}
+				errs[k] += a.Errors
+				if w, ok := worst[k]; !ok || a.Over() > w.Over() || (a.Over() == w.Over() && a.Errors > w.Errors) {
+					worst[k] = a
+				}
+			}
+		}
+	}
+	fmt.Fprintf(out, "\n### Over-admission: instances hammering one key\n\n")
+	fmt.Fprintf(out, "Limit 100 per 10 s, burst 100; each instance its own client and limiter, %d goroutines each, for %v; ratelimit with FailClosed and Timeout %v unless said otherwise. ", c.oaPer, c.oaWindow, c.timeout)
+	fmt.Fprintf(out, "Cell: admitted / exact bound C + R·Δ (Δ from the first request sent to the last answer), then requests over the bound, errors (an error admits nothing), decisions asked and Redis round trips they took. Worst of %d round(s).\n\n", c.oaRounds)
+	fmt.Fprint(out, "| library |")
+	for _, n := range c.oaInstance {
+		fmt.Fprintf(out, " %d instance(s) |", n)
+	}
+	fmt.Fprint(out, "\n|---|")
+	for range c.oaInstance {
+		fmt.Fprint(out, "---|")
+	}
+	fmt.Fprintln(out)
+	var notes []string
+	for _, p := range peers {
+		fmt.Fprintf(out, "| %s |", p.Name)
+		for _, n := range c.oaInstance {
+			a := worst[key{p.Name, n}]
+			fmt.Fprintf(out, " %d / %d, over **%d**; errors %d; %d decisions, %d round trips |", a.Admitted, a.Bound, a.Over(), a.Errors, a.Decisions, a.Trips)
+			if a.FirstErr != nil && len(notes) < 12 {
+				notes = append(notes, fmt.Sprintf("%s × %d: %v", p.Name, n, a.FirstErr))
+			}
+		}
+		fmt.Fprintln(out)
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(out, "\nFirst errors seen:\n\n")
+		for _, n := range notes {
+			fmt.Fprintf(out, "- %s\n", n)
+		}
+	}
+	return nil
+}
