@@ -44,5 +44,8 @@
 //     share one limit, and a path no route matches uses the default
 //     limiter, so requests cannot create limiters. Use e.Use, not e.Pre:
 //     Pre middlewares run before routing, when c.Path() is empty.
-//   - WithLimiterFunc, a limiter chosen per request (plan tiers).
+//   - WithLimiterFunc, a limiter chosen per request (plan tiers). It sees
+//     the *http.Request, not the echo context: an authentication middleware
+//     that knows the plan puts it in the request's context
+//     (c.SetRequest(c.Request().WithContext(ctx))).
 package echo

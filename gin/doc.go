@@ -43,5 +43,8 @@
 //     ("/users/:id", the c.FullPath() of the route): /users/1 and /users/2
 //     share one limit, and a path no route matches uses the default
 //     limiter, so requests cannot create limiters.
-//   - WithLimiterFunc, a limiter chosen per request (plan tiers).
+//   - WithLimiterFunc, a limiter chosen per request (plan tiers). It sees
+//     the *http.Request, not the gin context: an authentication middleware
+//     that knows the plan puts it in the request's context
+//     (c.Request = c.Request.WithContext(ctx)).
 package gin

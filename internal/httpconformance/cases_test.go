@@ -114,6 +114,14 @@ var cases = []tcase{
 		},
 	},
 	{
+		name: "store down/FailLocal decides in-process, 429 without rate-limit fields",
+		app:  func(e *env) app { return global(e.down(core.PerMinute(1), core.FailLocal)) },
+		steps: []step{
+			{status: 200, body: body, want: noFields},
+			{status: 429, want: merge(with(noFields, "Retry-After", "60"), problemCT)},
+		},
+	},
+	{
 		name: "keys/missing API key is 400",
 		app:  func(e *env) app { return global(e.limiter(perMinute3), nethttp.WithKey(keyfuncs.Header("X-API-Key"))) },
 		steps: []step{
