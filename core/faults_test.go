@@ -466,7 +466,7 @@ func TestFaultReadOnly(t *testing.T) {
 	ls := faultLimiters(t, demoted.Addr(), limit, nil)
 	faultHealthy(t, ls, "probe")
 
-	if err := admin.SlaveOf(ctx, "127.0.0.1", strconv.Itoa(primary.Port())).Err(); err != nil {
+	if err := admin.ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(primary.Port())).Err(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 15*time.Second, "replication link up", func() bool {
@@ -482,7 +482,7 @@ func TestFaultReadOnly(t *testing.T) {
 			t.Errorf("%v: OnError got %v; want READONLY, a timeout or the open breaker", fl.mode, err)
 		}
 	}
-	if err := admin.SlaveOf(ctx, "NO", "ONE").Err(); err != nil {
+	if err := admin.ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
 	rec := faultRecovery(t, ls, "probe", time.Now())
