@@ -1,0 +1,5 @@
+//go:build !race
+
+package chi_test
+
+const raceEnabled = false

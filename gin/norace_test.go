@@ -1,0 +1,5 @@
+//go:build !race
+
+package gin_test
+
+const raceEnabled = false
