@@ -1,0 +1,106 @@
+package core_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/redistest"
+)
+
+// commandCalls reads INFO commandstats: calls per command name.
+func commandCalls(t *testing.T, c *redis.Client) map[string]int {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		calls[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return calls
+}
+
+// TestScriptIsLean counts what one decision costs Redis: one EVALSHA from
+// the client; inside it TIME, MGET and SET when allowed, TIME and MGET only
+// (no write) when denied.
+func TestScriptIsLean(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a redis-server")
+	}
+	srv := redistest.StartServer(t)
+	c := srv.Client()
+	ctx := context.Background()
+	l := mustNew(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerHour(1), FailMode: core.FailClosed, DenyCacheSize: -1, Timeout: time.Second})
+	l.Allow(ctx, "warm-up") // loads the script (NOSCRIPT, then EVAL)
+	for _, tc := range []struct {
+		name  string
+		key   string
+		allow bool
+		want  map[string]int
+	}{
+		{"allowed", "k", true, map[string]int{"evalsha": 1, "time": 1, "mget": 1, "set": 1}},
+		{"denied", "k", false, map[string]int{"evalsha": 1, "time": 1, "mget": 1}},
+	} {
+		if err := c.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		res, _ := l.Allow(ctx, tc.key)
+		if res.Allowed != tc.allow || res.Degraded {
+			t.Fatalf("%s: got %+v", tc.name, res)
+		}
+		got := commandCalls(t, c)
+		delete(got, "config|resetstat")
+		delete(got, "config")
+		delete(got, "info")
+		for cmd, n := range tc.want {
+			if got[cmd] != n {
+				t.Errorf("%s: %s called %d times, want %d (all: %v)", tc.name, cmd, got[cmd], n, got)
+			}
+			delete(got, cmd)
+		}
+		if len(got) != 0 {
+			t.Errorf("%s: unexpected commands %v", tc.name, got)
+		}
+	}
+}
+
+// TestBucketKeyExpiresWhenFull: a bucket's key lives until the bucket would
+// be full again, plus a second, and a denial neither rewrites it nor
+// extends it.
+func TestBucketKeyExpiresWhenFull(t *testing.T) {
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	s := core.NewRedisStore(c, core.WithPrefix(prefix))
+	l := mustNew(t, core.Config{Store: s, Limit: core.PerMinute(2), Name: "ttl", FailMode: core.FailClosed, DenyCacheSize: -1, Timeout: time.Second})
+	ctx := context.Background()
+	key := s.Key("ttl", "k")
+	if key != prefix+"{k}:ttl" {
+		t.Fatalf("key %q, want %q", key, prefix+"{k}:ttl")
+	}
+	l.Allow(ctx, "k")
+	l.Allow(ctx, "k")
+	v1 := c.Get(ctx, key).Val()
+	ttl1 := c.PTTL(ctx, key).Val()
+	// Empty bucket: full again in 60 s, key kept 61 s.
+	if ttl1 <= 60*time.Second || ttl1 > 61*time.Second {
+		t.Fatalf("PTTL %v after emptying a 2-per-minute bucket, want (60s, 61s]", ttl1)
+	}
+	if res, _ := l.Allow(ctx, "k"); res.Allowed {
+		t.Fatal("third request allowed")
+	}
+	if v2, ttl2 := c.Get(ctx, key).Val(), c.PTTL(ctx, key).Val(); v2 != v1 || ttl2 > ttl1 {
+		t.Fatalf("a denial wrote the bucket: %q (ttl %v) became %q (ttl %v)", v1, ttl1, v2, ttl2)
+	}
+}
