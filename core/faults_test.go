@@ -342,8 +342,7 @@ func TestFaultSlowRedis(t *testing.T) {
 		ls := faultLimiters(t, p.Addr(), limit, func(c *core.Config) { c.Timeout = timeout })
 		faultHealthy(t, ls, "probe")
 		p.SetLatency(20 * time.Millisecond)
-		// Under the limit: 4 goroutines × a decision per ~22 ms ≈ 180/s
-		// for 100/s is denied in part, which is fine; none is degraded.
+		// Redis may allow or deny; it must be Redis that decides.
 		stats := faultDuring(t, ls, "k", time.Second, false)
 		for m, st := range stats {
 			if st.degraded != 0 {
