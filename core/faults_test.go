@@ -271,6 +271,12 @@ func TestFaultKilledAndRestarted(t *testing.T) {
 				t.Fatalf("%v: spending before the kill: %+v, %v", fl.mode, res, err)
 			}
 		}
+		if res, err := fl.lim.AllowN(ctx, "exhausted", limit.Burst); err != nil || !res.Allowed {
+			t.Fatalf("%v: exhausting before the kill: %+v, %v", fl.mode, res, err)
+		}
+		if res, _ := fl.lim.Allow(ctx, "exhausted"); res.Allowed || res.Degraded {
+			t.Fatalf("%v: exhausted subject before the kill: %+v; want denied", fl.mode, res)
+		}
 	}
 
 	srv.Kill()
@@ -284,6 +290,16 @@ func TestFaultKilledAndRestarted(t *testing.T) {
 		res, err := fl.lim.Allow(ctx, "spender")
 		if err != nil || res.Degraded || !res.Allowed || res.Remaining != limit.Burst-1 {
 			t.Errorf("%v: after the restart: %+v, %v; want a full bucket again (allowed, %d left)", fl.mode, res, err, limit.Burst-1)
+		}
+		// The limiter's denial cache still denies the subject it saw
+		// exhausted, until the moment Redis said a token would be back:
+		// conservative, never an admission Redis would not have made.
+		if res, _ := fl.lim.Allow(ctx, "exhausted"); res.Allowed {
+			t.Errorf("%v: cached denial forgotten after the restart: %+v", fl.mode, res)
+		}
+		o, err := fl.store.Take(ctx, "exhausted", 1, []core.Policy{policyOf(t, fl.lim.Name(), limit)}, nil)
+		if err != nil || !o.Allowed || o.Remaining != int64(limit.Burst-1) {
+			t.Errorf("%v: exhausted subject in Redis after the restart: %+v, %v; want a full bucket", fl.mode, o, err)
 		}
 	}
 }
