@@ -100,6 +100,7 @@ type load struct {
 	degraded    atomic.Int64 // answered without RateLimit fields: FailMode decided
 	hotRequests atomic.Int64
 	admitted    []atomic.Int64 // per key: 200s the store decided
+	allowedAll  []atomic.Int64 // per key: every 200
 	perInstance []atomic.Int64
 	firstErr    atomic.Value
 
@@ -123,6 +124,7 @@ func drive(t *testing.T, cl *cluster, hc *http.Client, d time.Duration) *load {
 	ld := &load{
 		start:       time.Now(),
 		admitted:    make([]atomic.Int64, soakKeys+1),
+		allowedAll:  make([]atomic.Int64, soakKeys+1),
 		perInstance: make([]atomic.Int64, len(cl.servers)),
 	}
 	urls := make([]string, len(cl.servers))
@@ -169,6 +171,7 @@ func drive(t *testing.T, cl *cluster, hc *http.Client, d time.Duration) *load {
 				switch resp.StatusCode {
 				case http.StatusOK:
 					ld.allowed.Add(1)
+					ld.allowedAll[key].Add(1)
 					if !degraded {
 						ld.admitted[key].Add(1)
 					}
@@ -415,5 +418,41 @@ func TestSoakStall(t *testing.T) {
 	t.Logf("goroutines: %d before, %d after; heap: %.1f MB after warm-up, %.1f MB after the soak", goroutinesBefore, goroutinesAfter, mb(heapBefore), mb(heapAfter))
 	if heapAfter > heapBefore+heapBefore/2+4<<20 {
 		t.Errorf("heap grew from %.1f MB to %.1f MB over the soak", mb(heapBefore), mb(heapAfter))
+	}
+}
+
+// TestSoakFailLocalOutage: Redis refuses every connection for the whole
+// run, and the four instances fall back to FailLocal with Instances 4:
+// each holds a quarter of the limit, so behind a round-robin balancer the
+// hot key's admissions across all instances stay within the global
+// C + R·Δ, without any instance talking to another. Refusals are 429s
+// (a real, if local, limit), never 503s.
+func TestSoakFailLocalOutage(t *testing.T) {
+	skipShort(t)
+	addr := redistest.Addr(t)
+	cl := startCluster(t, addr, true, func(c *core.Config) {
+		c.FailMode = core.FailLocal
+		c.Instances = soakInstances
+		c.Timeout = core.DefaultTimeout
+		c.Logger = discard
+	})
+	for _, p := range cl.proxies {
+		p.SetMode(faultproxy.Refuse)
+	}
+	hc, tr := newHTTPClient()
+	defer tr.CloseIdleConnections()
+	ld := drive(t, cl, hc, 3*time.Second)
+	ld.log(t, "FailLocal, Redis down")
+	bound := int64(soakLimit.Capacity()) + int64(float64(soakLimit.Rate)*ld.elapsed.Seconds()/soakLimit.Period.Seconds()) + soakInstances
+	got := ld.allowedAll[0].Load()
+	t.Logf("hot key across %d instances: %d requests, %d admitted in %v (global bound C + R·Δ = %d)", soakInstances, ld.hotRequests.Load(), got, ld.elapsed.Round(time.Millisecond), bound)
+	if got > bound {
+		t.Errorf("hot key admitted %d across the instances, want ≤ %d", got, bound)
+	}
+	if ld.unavailable.Load() != 0 {
+		t.Errorf("%d 503s: FailLocal refusals should be 429s", ld.unavailable.Load())
+	}
+	if ld.limited.Load() == 0 {
+		t.Error("the hot key was never limited by the local buckets")
 	}
 }
