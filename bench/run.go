@@ -227,9 +227,10 @@ type Admission struct {
 func (a Admission) Over() int64 { return max(0, a.Admitted-int64(a.Bound)) }
 
 // OverAdmission builds n instances of peer, each with its own client, and
-// has perInstance goroutines of each ask for one key for about window.
+// has perInstance goroutines of each ask for one key for about window,
+// sleeping pause between requests (0: a closed loop, the most pressure).
 // Errors count as not admitted.
-func (r *Runner) OverAdmission(ctx context.Context, peer Peer, lim Limit, n, perInstance int, window time.Duration, prefix string) (Admission, error) {
+func (r *Runner) OverAdmission(ctx context.Context, peer Peer, lim Limit, n, perInstance int, window, pause time.Duration, prefix string) (Admission, error) {
 	insts := make([]*Instance, n)
 	for i := range insts {
 		inst, err := peer.New(r.Env, lim, prefix)
@@ -273,6 +274,9 @@ func (r *Runner) OverAdmission(ctx context.Context, peer Peer, lim Limit, n, per
 				var first error
 				for time.Now().Before(deadline) {
 					allowed, err := w(ctx, "one")
+					if pause > 0 {
+						time.Sleep(pause)
+					}
 					dec++
 					if err != nil {
 						if bad++; first == nil {

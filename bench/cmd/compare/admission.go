@@ -36,7 +36,7 @@ func overAdmission(ctx context.Context, out io.Writer, c config, r *bench.Runner
 		for _, n := range c.oaInstance {
 			for _, p := range order {
 				prefix := fmt.Sprintf("oa:%d:%d:%d:%s:", time.Now().UnixNano(), round, n, sanitize(p.Name))
-				a, err := r.OverAdmission(ctx, p, tight, n, c.oaPer, c.oaWindow, prefix)
+				a, err := r.OverAdmission(ctx, p, tight, n, c.oaPer, c.oaWindow, c.oaPause, prefix)
 				if err != nil {
 					return fmt.Errorf("%s × %d: %w", p.Name, n, err)
 				}
@@ -50,7 +50,11 @@ func overAdmission(ctx context.Context, out io.Writer, c config, r *bench.Runner
 		}
 	}
 	fmt.Fprintf(out, "\n### Over-admission: instances hammering one key\n\n")
-	fmt.Fprintf(out, "Limit 100 per 10 s, burst 100; each instance its own client and limiter, %d goroutines each, for %v; ratelimit with FailClosed and Timeout %v unless said otherwise. ", c.oaPer, c.oaWindow, c.timeout)
+	loop := "in a closed loop"
+	if c.oaPause > 0 {
+		loop = fmt.Sprintf("pausing %v between requests", c.oaPause)
+	}
+	fmt.Fprintf(out, "Limit 100 per 10 s, burst 100; each instance its own client and limiter, %d goroutines each %s, for %v; ratelimit with FailClosed and Timeout %v unless said otherwise. ", c.oaPer, loop, c.oaWindow, c.timeout)
 	fmt.Fprintf(out, "Cell: admitted / exact bound C + R·Δ (Δ from the first request sent to the last answer), then requests over the bound, errors (an error admits nothing), decisions asked and Redis round trips they took. Worst of %d round(s).\n\n", c.oaRounds)
 	fmt.Fprint(out, "| library |")
 	for _, n := range c.oaInstance {

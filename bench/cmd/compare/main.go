@@ -40,6 +40,7 @@ type config struct {
 	oaRounds   int
 	oaWindow   time.Duration
 	oaPer      int
+	oaPause    time.Duration
 	sections   string
 	timeout    time.Duration
 	apConc     []int
@@ -56,6 +57,7 @@ func main() {
 	flag.IntVar(&c.oaRounds, "oa-rounds", 0, "over-admission rounds; the worst is reported (default 2, quick 1)")
 	flag.DurationVar(&c.oaWindow, "oa-window", 0, "over-admission window (default 1.5s, quick 500ms)")
 	flag.IntVar(&c.oaPer, "oa-goroutines", 4, "goroutines per instance in the over-admission runs")
+	flag.DurationVar(&c.oaPause, "oa-pause", 0, "pause between one goroutine's requests in the over-admission runs (0: closed loop)")
 	flag.DurationVar(&c.timeout, "timeout", time.Second, "ratelimit's Config.Timeout (0: its 50ms default); over-admission also runs a row with the default")
 	flag.StringVar(&c.sections, "only", "redis,memory,admission,autopipeline", "sections to run, comma-separated")
 	flag.Parse()
