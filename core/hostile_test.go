@@ -170,7 +170,6 @@ func TestCostAboveBurst(t *testing.T) {
 // with a negative Remaining; the script denies it, but its RetryAfter comes
 // back as 0 once the microseconds pass what Redis can return as an integer.
 func TestStoreCostOverflow(t *testing.T) {
-	knownBug(t, "Store.Take with a huge cost: MemoryStore allows it (n × Unit overflows int64), RedisStore denies with RetryAfter 0")
 	ps, err := core.Policies(core.NamedLimit{Name: "p", Limit: core.PerMinute(5)})
 	if err != nil {
 		t.Fatal(err)

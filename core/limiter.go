@@ -40,6 +40,10 @@ type Config struct {
 	// with FailLocal, whose in-process buckets hold Limit / Instances (rate
 	// and burst; the burst is at least 1). Ignored otherwise.
 	Instances int
+	// LocalMaxKeys bounds FailLocal's in-process buckets (see
+	// WithMaxKeys), so a flood of new keys during an outage costs bounded
+	// memory. Default 65536 (about 10 MB).
+	LocalMaxKeys int
 	// BreakerFailures is how many consecutive store failures open the
 	// circuit breaker. Default 3.
 	BreakerFailures int
@@ -77,7 +81,7 @@ type Config struct {
 // policy at startup and share it.
 type Limiter struct {
 	store       Store
-	direct      bool // store decides without I/O: no timeout guard
+	mem         *MemoryStore // Store, when it is one: decided in place, no timeout guard
 	limit       Limit
 	name        string
 	limits      []Limit // Limit, then Extra, index-aligned with policies
@@ -158,11 +162,11 @@ func New(cfg Config) (*Limiter, error) {
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}
-	_, l.direct = cfg.Store.(interface{ nonBlocking() })
+	l.mem, _ = cfg.Store.(*MemoryStore)
 	if cfg.DenyCacheSize < -1 {
 		return nil, fmt.Errorf("%w: DenyCacheSize %d; use -1 to disable", ErrInvalidConfig, cfg.DenyCacheSize)
 	}
-	if !l.direct && cfg.DenyCacheSize != -1 {
+	if l.mem == nil && cfg.DenyCacheSize != -1 {
 		l.denials = newDenyCache(orDefault(cfg.DenyCacheSize, defaultDenyCacheSize))
 	}
 	l.minCapacity = cfg.Limit.Capacity()
@@ -175,7 +179,10 @@ func New(cfg Config) (*Limiter, error) {
 		if cfg.Instances == 0 {
 			return nil, fmt.Errorf("%w: FailLocal needs Config.Instances, the number of app instances sharing the limit", ErrInvalidConfig)
 		}
-		l.local = NewMemoryStore()
+		if cfg.LocalMaxKeys < 0 {
+			return nil, fmt.Errorf("%w: LocalMaxKeys %d is negative", ErrInvalidConfig, cfg.LocalMaxKeys)
+		}
+		l.local = NewMemoryStore(WithMaxKeys(orDefault(cfg.LocalMaxKeys, defaultLocalMaxKeys)))
 		l.localMinCap = int(^uint(0) >> 1)
 		for i, nl := range named {
 			ll, err := localLimit(nl.Limit, cfg.Instances)
@@ -189,6 +196,9 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	return l, nil
 }
+
+// defaultLocalMaxKeys bounds FailLocal's buckets unless LocalMaxKeys says.
+const defaultLocalMaxKeys = 1 << 16
 
 // localLimit is lim shared by instances: the same rate over instances times
 // the period (exact, no rounding), and the burst divided, at least 1.
@@ -267,12 +277,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 	if len(l.policies) > 1 {
 		each = make([]Outcome, len(l.policies))
 	}
-	if l.direct {
-		o, err := l.store.Take(ctx, key, n, l.policies, each)
-		if err != nil {
-			return l.degrade(key, n, err), nil
-		}
-		r := l.result(o, each, l.limits)
+	if l.mem != nil {
+		// Arguments are checked above: no I/O, no failure, no guard.
+		r := l.result(l.mem.take(key, n, l.policies, each), each, l.limits)
 		if l.observer != nil {
 			l.observer.Decision(DecisionEvent{Policy: l.name, Allowed: r.Allowed})
 		}

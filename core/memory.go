@@ -58,7 +58,8 @@ func WithClock(now func() time.Time) MemoryOption {
 }
 
 // DefaultMaxKeys is the default bound on buckets held by a MemoryStore:
-// about 100 MB at roughly 100 bytes a bucket.
+// about 160 MB at roughly 150 bytes a bucket (map entry, key strings'
+// headers and the bucket; subjects' own bytes come on top).
 const DefaultMaxKeys = 1 << 20
 
 // WithMaxKeys bounds the number of buckets (one per policy and subject);
@@ -120,8 +121,12 @@ func (s *MemoryStore) now() int64 {
 	return s.clock().Sub(s.base).Microseconds()
 }
 
-// Take implements Store. It never fails and never blocks on I/O.
+// Take implements Store. It never blocks on I/O, and fails only for a
+// malformed request (see Store).
 func (s *MemoryStore) Take(_ context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	if err := checkTake(subject, n, policies); err != nil {
+		return Outcome{}, err
+	}
 	return s.take(subject, n, policies, each), nil
 }
 
@@ -266,6 +271,3 @@ func (s *MemoryStore) Reset(_ context.Context, subject string, policies []Policy
 	return nil
 }
 
-// nonBlocking marks a store that decides without I/O: the Limiter calls it
-// directly, without the timeout guard.
-func (*MemoryStore) nonBlocking() {}

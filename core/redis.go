@@ -87,6 +87,9 @@ func hashSubject(subject string) string {
 
 // Take implements Store with one script call.
 func (s *RedisStore) Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	if err := checkTake(subject, n, policies); err != nil {
+		return Outcome{}, err
+	}
 	subj := hashSubject(subject)
 	var keys []string
 	var args []any

@@ -17,7 +17,9 @@ type Store interface {
 	// index): when denied, the denying policy with the longest RetryAfter;
 	// when allowed, the policy with the fewest tokens left. When each is not
 	// nil (len(each) == len(policies)), Take also fills in every policy's
-	// outcome. An error means the store could not decide.
+	// outcome. An error means the store could not decide, or the request
+	// was malformed: an empty subject (ErrEmptyKey), n < 1
+	// (ErrInvalidCost) or n above a policy's burst (ErrCostTooHigh).
 	Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error)
 }
 
@@ -46,6 +48,27 @@ type Outcome struct {
 	Remaining  int64         // whole tokens left after the decision
 	RetryAfter time.Duration // when denied: until n tokens exist; else 0
 	ResetAfter time.Duration // until the bucket is full
+}
+
+// checkTake rejects what no store may decide: an empty subject (one bucket
+// for everyone, and an empty Cluster hash tag), a cost below 1, or a cost
+// above a policy's burst (it could never be served, and n × Unit could
+// overflow). Limiter checks these first; this guards direct store use.
+func checkTake(subject string, n int, policies []Policy) error {
+	switch {
+	case subject == "":
+		return ErrEmptyKey
+	case n < 1:
+		return ErrInvalidCost
+	case len(policies) == 0:
+		return ErrInvalidConfig
+	}
+	for i := range policies {
+		if p := &policies[i]; p.Unit <= 0 || p.Refill <= 0 || int64(n) > p.Capacity/p.Unit {
+			return ErrCostTooHigh
+		}
+	}
+	return nil
 }
 
 // decide computes one policy's decision from its stored state. tokens is
