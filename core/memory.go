@@ -270,4 +270,3 @@ func (s *MemoryStore) Reset(_ context.Context, subject string, policies []Policy
 	sh.mu.Unlock()
 	return nil
 }
-
