@@ -23,6 +23,12 @@ import (
 // digest, so no subject can aim at another subject's bucket. Each key
 // expires a second after its bucket would be full again.
 //
+// go-redis re-sends a command whose connection failed after it was sent
+// (up to the client's MaxRetries, default 3). For this script that means a
+// decision whose reply was lost can be counted twice: never admitting more,
+// but possibly denying early. Give the store a client with MaxRetries: -1
+// to have such a failure decided by the limiter's FailMode instead.
+//
 // A RedisStore is safe for concurrent use. It never closes the client.
 type RedisStore struct {
 	client redis.UniversalClient

@@ -115,8 +115,8 @@ func TestCardinalityMemoryStore(t *testing.T) {
 
 // TestCardinalityFailLocal: the same flood while Redis is down, so every
 // decision falls to FailLocal's in-process buckets. Those are bounded by
-// DefaultMaxKeys (2^20 buckets, documented as about 100 MB): the heap
-// must stay within that, and the victim's local bucket stays exact.
+// Config.LocalMaxKeys (default 65536 buckets, about 10 MB): the heap must
+// stay within that, and the victim's local bucket stays exact.
 func TestCardinalityFailLocal(t *testing.T) {
 	skipShort(t)
 	n := attackKeys()
