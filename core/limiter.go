@@ -82,6 +82,7 @@ type Config struct {
 type Limiter struct {
 	store       Store
 	mem         *MemoryStore // Store, when it is one: decided in place, no timeout guard
+	inline      bool         // Store honours context deadlines: no worker hop
 	limit       Limit
 	name        string
 	limits      []Limit // Limit, then Extra, index-aligned with policies
@@ -163,6 +164,9 @@ func New(cfg Config) (*Limiter, error) {
 		l.logger = slog.Default()
 	}
 	l.mem, _ = cfg.Store.(*MemoryStore)
+	if dh, ok := cfg.Store.(deadlineHonoring); ok {
+		l.inline = dh.honorsDeadline()
+	}
 	if cfg.DenyCacheSize < -1 {
 		return nil, fmt.Errorf("%w: DenyCacheSize %d; use -1 to disable", ErrInvalidConfig, cfg.DenyCacheSize)
 	}
@@ -338,7 +342,14 @@ func (l *Limiter) remote(ctx context.Context, key string, n int, each []Outcome)
 	if l.observer != nil {
 		start = time.Now()
 	}
-	o, err := takeBounded(ctx, l.timeout, &l.inflight, l.store, key, n, l.policies, each)
+	var o Outcome
+	var err error
+	if l.inline {
+		o, err = takeInline(ctx, l.timeout, l.store, key, n, l.policies, each)
+		l.inflight.Add(-1)
+	} else {
+		o, err = takeBounded(ctx, l.timeout, &l.inflight, l.store, key, n, l.policies, each)
+	}
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, ErrTimeout) {
 			// The caller gave up; that says nothing about the store.
