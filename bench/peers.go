@@ -129,7 +129,10 @@ var MemoryPeers = []Peer{
 var FailMode = core.FailClosed
 
 func newRatelimitRedis(env *Env, lim Limit, prefix string) (*Instance, error) {
-	c := env.newClient(nil)
+	// The setup the README recommends: context deadlines honoured (the
+	// limiter then decides on the caller's goroutine) and no go-redis
+	// retries (a lost reply is never replayed and counted twice).
+	c := env.newClient(func(o *redis.Options) { o.ContextTimeoutEnabled, o.MaxRetries = true, -1 })
 	var client redis.UniversalClient = c
 	if env.Client != nil {
 		var err error
