@@ -12,7 +12,9 @@ import "github.com/redis/go-redis/v9"
 // capacity in units, its refill in units per µs and its units per token.
 //
 // It returns {allowed, then per policy: whole tokens left, µs until n tokens
-// exist (0 unless denied), µs until the bucket is full}. When allowed it
+// exist (0 unless denied), µs until the bucket is full}. A bucket's time
+// never moves back (a failover can turn the clock back): otherwise the
+// interval between would be refilled twice. When allowed it
 // writes each bucket with an expiry at the moment it is full again (plus a
 // second); when denied it writes nothing. Commands: TIME, MGET, and one SET
 // per policy when allowed. All numbers stay integers below 2^53, which New
@@ -23,6 +25,7 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local n = tonumber(ARGV[1])
 local vals = redis.call('MGET', unpack(KEYS))
 local tokens = {}
+local stamps = {}
 local allowed = 1
 for i = 1, #KEYS do
   local cap = tonumber(ARGV[3*i-1])
@@ -36,7 +39,7 @@ for i = 1, #KEYS do
       local ts = tonumber(string.sub(v, sep + 1))
       if units and ts then
         local el = now - ts
-        if el < 0 then el = 0 end
+        if el < 0 then el = 0; stamps[i] = ts end
         if units < cap and el < math.ceil((cap - units) / rate) then
           tok = units + el * rate
         end
@@ -64,7 +67,8 @@ for i = 1, #KEYS do
   out[3*i] = retry
   out[3*i+1] = reset
   if allowed == 1 then
-    redis.call('SET', KEYS[i], string.format('%d:%d', left, now), 'PX', math.ceil(reset / 1000) + 1000)
+    local stamp = stamps[i] or now
+    redis.call('SET', KEYS[i], string.format('%d:%d', left, stamp), 'PX', math.ceil((reset + stamp - now) / 1000) + 1000)
   end
 end
 return out

@@ -41,7 +41,7 @@ type memKey struct{ name, subject string }
 
 type memBucket struct {
 	units int64 // tokens in units at ts
-	ts    int64 // µs on the store's clock
+	ts    int64 // µs on the store's clock; never moves back, so no interval is refilled twice
 	full  int64 // µs at which the bucket is full again
 }
 
@@ -132,8 +132,11 @@ func (s *MemoryStore) Take(_ context.Context, subject string, n int, policies []
 
 func (s *MemoryStore) take(subject string, n int, policies []Policy, each []Outcome) Outcome {
 	sh := &s.shards[maphash.String(s.seed, subject)&s.mask]
-	sh.mu.Lock()
+	// The clock is read before the lock, to keep the critical section
+	// short; two callers may then reach a bucket out of clock order, so a
+	// bucket's time never moves back (see memBucket.ts).
 	now := s.now()
+	sh.mu.Lock()
 	if now >= sh.nextSweep {
 		sh.sweepExpired(now)
 		sh.nextSweep = now + s.sweep
@@ -161,10 +164,13 @@ func (sh *memShard) take1(s *MemoryStore, subject string, n int, p *Policy, now 
 	allowed := tokens >= int64(n)*p.Unit
 	o, left := p.decide(tokens, n, allowed)
 	if allowed {
+		ts := now
 		if b == nil {
 			b = sh.insert(s, memKey{p.Name, subject})
+		} else {
+			ts = max(ts, b.ts)
 		}
-		*b = memBucket{units: left, ts: now, full: now + int64(o.ResetAfter/time.Microsecond)}
+		*b = memBucket{units: left, ts: ts, full: ts + int64(o.ResetAfter/time.Microsecond)}
 	}
 	return o
 }
@@ -195,10 +201,13 @@ func (sh *memShard) takeMany(s *MemoryStore, subject string, n int, policies []P
 		if allowed {
 			k := memKey{p.Name, subject}
 			b := sh.m[k]
+			ts := now
 			if b == nil {
 				b = sh.insert(s, k)
+			} else {
+				ts = max(ts, b.ts)
 			}
-			*b = memBucket{units: left, ts: now, full: now + int64(o.ResetAfter/time.Microsecond)}
+			*b = memBucket{units: left, ts: ts, full: ts + int64(o.ResetAfter/time.Microsecond)}
 		}
 		if each != nil {
 			each[i] = o
