@@ -8,3 +8,6 @@ func SetMonoNow(f func() int64) (restore func()) {
 	monoNow = f
 	return func() { monoNow = old }
 }
+
+// ScriptSHA is the decision script's SHA-1 digest.
+func ScriptSHA() string { return tokenBucket.Hash() }

@@ -172,3 +172,19 @@ func (s *RedisStore) Reset(ctx context.Context, subject string, policies []Polic
 	}
 	return s.client.Del(ctx, keys...).Err()
 }
+
+// Preload loads the decision script into Redis — every primary of a
+// Cluster, every shard of a Ring — so the first decisions need no EVAL. It
+// also tells whether Redis answers: call it from a readiness check or at
+// startup, with a deadline. Decisions never depend on it: a script cache
+// emptied later (restart, failover, SCRIPT FLUSH) is refilled on demand.
+func (s *RedisStore) Preload(ctx context.Context) error {
+	load := func(ctx context.Context, c redis.Scripter) error { return tokenBucket.Load(ctx, c).Err() }
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, func(ctx context.Context, shard *redis.Client) error { return load(ctx, shard) })
+	case *redis.Ring:
+		return c.ForEachShard(ctx, func(ctx context.Context, shard *redis.Client) error { return load(ctx, shard) })
+	}
+	return load(ctx, s.client)
+}

@@ -104,3 +104,54 @@ func TestBucketKeyExpiresWhenFull(t *testing.T) {
 		t.Fatalf("a denial wrote the bucket: %q (ttl %v) became %q (ttl %v)", v1, ttl1, v2, ttl2)
 	}
 }
+
+func TestPreload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a redis-server")
+	}
+	srv := redistest.StartServer(t)
+	c := srv.Client()
+	ctx := context.Background()
+	s := core.NewRedisStore(c)
+	if err := s.Preload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l := mustNew(t, core.Config{Store: s, Limit: core.PerHour(1), FailMode: core.FailClosed, Timeout: time.Second})
+	if res, _ := l.Allow(ctx, "k"); !res.Allowed || res.Degraded {
+		t.Fatalf("got %+v", res)
+	}
+	if got := commandCalls(t, c); got["eval"] != 0 || got["evalsha"] != 1 {
+		t.Fatalf("after Preload, the first decision made %d EVAL and %d EVALSHA, want 0 and 1", got["eval"], got["evalsha"])
+	}
+	srv.Kill()
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := s.Preload(ctx); err == nil {
+		t.Fatal("Preload against a dead Redis: no error")
+	}
+}
+
+func TestPreloadCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	cl := redistest.StartCluster(t, 3, 0)
+	c := cl.Client()
+	ctx := context.Background()
+	if err := core.NewRedisStore(c).Preload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err := c.ForEachMaster(ctx, func(ctx context.Context, shard *redis.Client) error {
+		loaded, err := shard.ScriptExists(ctx, core.ScriptSHA()).Result()
+		if err != nil || !loaded[0] {
+			t.Errorf("primary %s: script not loaded (%v)", shard.Options().Addr, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
