@@ -1,6 +1,7 @@
 package echo
 
 import (
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -60,6 +61,10 @@ func WithErrorHandler(h ErrorHandler) Option { return nethttp.WithErrorHandler(h
 func WithObserver(f func(r *http.Request, res core.Result, err error)) Option {
 	return nethttp.WithObserver(f)
 }
+
+// WithLogger sets where requests that could not be rate limited are
+// reported, at most once per 10 s. It is nethttp.WithLogger.
+func WithLogger(l *slog.Logger) Option { return nethttp.WithLogger(l) }
 
 // WithHeaders selects the rate-limit header fields; default HeadersDraft06.
 // It is nethttp.WithHeaders.

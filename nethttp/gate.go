@@ -1,6 +1,8 @@
 package nethttp
 
 import (
+	"errors"
+	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -41,6 +43,11 @@ type Gate struct {
 	defHeaders *policyHeaders
 	known      map[*core.Limiter]*policyHeaders // routes' limiters; read-only
 
+	// Requests that could not be rate limited since the last log line, and
+	// when that line was written (monotonic ns since gateEpoch).
+	failures atomic.Int64
+	lastLog  atomic.Int64
+
 	// Limiters returned by WithLimiterFunc, up to maxDynamic of them.
 	dynamic      sync.Map // *core.Limiter → *policyHeaders
 	dynamicCount atomic.Int64
@@ -75,6 +82,9 @@ func NewGate(l *core.Limiter, opts ...Option) *Gate {
 	}
 	if g.now == nil {
 		g.now = time.Now
+	}
+	if g.logger == nil {
+		g.logger = slog.Default()
 	}
 	if len(g.routes) == 0 {
 		g.routes, g.mux = nil, nil
@@ -170,6 +180,7 @@ func (g *Gate) fail(w http.ResponseWriter, r *http.Request, err error) bool {
 	if g.observe != nil {
 		g.observe(r, core.Result{}, err)
 	}
+	g.logFailure(err)
 	if g.dryRun {
 		return true
 	}
@@ -215,4 +226,30 @@ func (g *Gate) dynamicHeaders(lim *core.Limiter) *policyHeaders {
 	}
 	v, _ := g.dynamic.LoadOrStore(lim, newPolicyHeaders(lim.Limit(), lim.Name()))
 	return v.(*policyHeaders)
+}
+
+// gateEpoch anchors the monotonic clock of failure logs.
+var gateEpoch = time.Now()
+
+// logInterval is the least time between two failure log lines of a Gate.
+const logInterval = 10 * time.Second
+
+// logFailure logs at most one line per logInterval about requests that
+// could not be rate limited. The error's kind is logged, never its text
+// when it could carry client input: keyfuncs errors name what was missing
+// (header names, reasons), not what the client sent.
+func (g *Gate) logFailure(err error) {
+	n := g.failures.Add(1)
+	now := int64(time.Since(gateEpoch))
+	last := g.lastLog.Load()
+	if (last != 0 && now-last < int64(logInterval)) || !g.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	g.failures.Add(-n)
+	kind := "key"
+	if !errors.Is(err, ErrKey) {
+		kind = "cost"
+	}
+	g.logger.Warn("ratelimit: requests could not be rate limited",
+		"kind", kind, "count", n, "error", err.Error())
 }

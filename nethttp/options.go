@@ -1,6 +1,7 @@
 package nethttp
 
 import (
+	"log/slog"
 	"maps"
 	"net/http"
 	"time"
@@ -32,6 +33,7 @@ type config struct {
 	mux     *http.ServeMux
 	now     func() time.Time
 	adapter map[any]any // WithAdapterOption
+	logger  *slog.Logger
 }
 
 // WithKey sets how a request is turned into the key of its bucket. Default
@@ -185,4 +187,16 @@ func mustNotBeNil(isNil bool, name string) {
 	if isNil {
 		panic("nethttp: " + name + "(nil)")
 	}
+}
+
+// WithLogger sets where requests that could not be rate limited are
+// reported: a key error (e.g. a trusted proxy sending no forwarding header,
+// an API-key header missing) or a cost the limiter refuses. At most one
+// warning per 10 seconds is logged, with how many such requests there were;
+// no client-supplied text is logged. Default slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	if l == nil {
+		panic("nethttp: WithLogger(nil)")
+	}
+	return func(c *config) { c.logger = l }
 }

@@ -1,0 +1,58 @@
+package nethttp
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/keyfuncs"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestKeyErrorsAreLoggedOnce: a misconfiguration that fails every request's
+// key is reported, once per interval, without the client's input.
+func TestKeyErrorsAreLoggedOnce(t *testing.T) {
+	var buf syncBuffer
+	l, err := core.New(core.Config{Store: core.NewMemoryStore(), Limit: core.PerMinute(10), FailMode: core.FailOpen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Middleware(l, WithKey(keyfuncs.Header("X-API-Key")), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))(
+		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	for i := 0; i < 100; i++ {
+		r := httptest.NewRequest("GET", "/?secret=attacker-text", nil)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusBadRequest {
+			t.Fatalf("status %d, want 400", w.Code)
+		}
+	}
+	out := buf.String()
+	if n := strings.Count(out, "could not be rate limited"); n != 1 {
+		t.Fatalf("%d log lines for 100 key errors, want 1:\n%s", n, out)
+	}
+	if !strings.Contains(out, "kind=key") || strings.Contains(out, "attacker-text") {
+		t.Errorf("log line %q: want kind=key and no client input", out)
+	}
+}
