@@ -20,6 +20,15 @@ func TestExactnessAcrossInstances(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-Redis load test")
 	}
+	// Every decision through the script, then with the local denial cache.
+	for _, cache := range []int{-1, 0} {
+		t.Run(map[int]string{-1: "script-only", 0: "denial-cache"}[cache], func(t *testing.T) {
+			exactness(t, cache)
+		})
+	}
+}
+
+func exactness(t *testing.T, denyCache int) {
 	addr := redistest.Addr(t)
 	prefix := redistest.Prefix(t)
 	const (
@@ -34,7 +43,7 @@ func TestExactnessAcrossInstances(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		limiters[i] = mustNew(t, core.Config{
 			Store: core.NewRedisStore(c, core.WithPrefix(prefix)), Limit: lim,
-			FailMode: core.FailClosed, Timeout: 2 * time.Second, Logger: discard,
+			FailMode: core.FailClosed, Timeout: 2 * time.Second, Logger: discard, DenyCacheSize: denyCache,
 		})
 	}
 	var degraded atomic.Int64
