@@ -109,6 +109,7 @@ func shared(w Worker) func() Worker { return func() Worker { return w } }
 // library first.
 var RedisPeers = []Peer{
 	{Name: "ratelimit", Redis: true, New: newRatelimitRedis},
+	{Name: "ratelimit (WithBatching)", Redis: true, New: newRatelimitBatching},
 	{Name: "redis_rate", Redis: true, New: newRedisRate},
 	{Name: "ulule/limiter", Redis: true, New: newUlule},
 	{Name: "throttled", Redis: true, New: newThrottled},
@@ -129,6 +130,17 @@ var MemoryPeers = []Peer{
 var FailMode = core.FailClosed
 
 func newRatelimitRedis(env *Env, lim Limit, prefix string) (*Instance, error) {
+	return newRatelimitStore(env, lim, prefix)
+}
+
+// newRatelimitBatching is ratelimit with natural batching
+// (core.WithBatching): decisions arriving while one is in flight leave
+// together in one pipeline.
+func newRatelimitBatching(env *Env, lim Limit, prefix string) (*Instance, error) {
+	return newRatelimitStore(env, lim, prefix, core.WithBatching())
+}
+
+func newRatelimitStore(env *Env, lim Limit, prefix string, opts ...core.RedisOption) (*Instance, error) {
 	// The setup the README recommends: context deadlines honoured (the
 	// limiter then decides on the caller's goroutine) and no go-redis
 	// retries (a lost reply is never replayed and counted twice).
@@ -143,7 +155,7 @@ func newRatelimitRedis(env *Env, lim Limit, prefix string) (*Instance, error) {
 	}
 	var cause atomic.Pointer[error]
 	l, err := core.New(core.Config{
-		Store:    core.NewRedisStore(client, core.WithPrefix(prefix)),
+		Store:    core.NewRedisStore(client, append([]core.RedisOption{core.WithPrefix(prefix)}, opts...)...),
 		Limit:    core.Limit{Rate: lim.Rate, Period: lim.Period, Burst: lim.Burst},
 		FailMode: FailMode,
 		Timeout:  env.Timeout,

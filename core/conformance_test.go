@@ -94,6 +94,7 @@ func stores(t *testing.T) map[string]func(t *testing.T) clockStore {
 				},
 			}
 		},
+		"redis-batching": batchingStore,
 		"redis": func(t *testing.T) clockStore {
 			c := redistest.Client(t)
 			prefix := redistest.Prefix(t)

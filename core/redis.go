@@ -33,6 +33,7 @@ import (
 type RedisStore struct {
 	client redis.UniversalClient
 	prefix string
+	batch  *batcher // WithBatching; nil: every decision sent on its own
 }
 
 // RedisOption configures a RedisStore.
@@ -97,6 +98,9 @@ func (s *RedisStore) Take(ctx context.Context, subject string, n int, policies [
 		return Outcome{}, err
 	}
 	subj := hashSubject(subject)
+	if s.batch != nil {
+		return s.takeBatched(ctx, subj, n, policies, each)
+	}
 	var keys []string
 	var args []any
 	if len(policies) == 1 {

@@ -1,0 +1,686 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/faultproxy"
+	"github.com/sluicehq/ratelimit/internal/redistest"
+)
+
+// batchingStore is the conformance suite's "redis-batching" store: the
+// shared Redis, one key prefix per case, WithBatching. The suite decides
+// one step at a time, so its decisions go alone; TestBatchingConformance
+// adds concurrent traffic so that they travel in pipelines.
+func batchingStore(t *testing.T) clockStore {
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	return clockStore{
+		store:    core.NewRedisStore(c, core.WithPrefix(prefix), core.WithBatching()),
+		advance:  func(d time.Duration) { backdate(t, c, prefix, d) },
+		realTime: true,
+	}
+}
+
+// pipeCounter counts the pipelines a client sends and the commands in them.
+type pipeCounter struct {
+	pipes, cmds, most atomic.Int64
+}
+
+func (*pipeCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*pipeCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return next
+}
+
+func (p *pipeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		p.pipes.Add(1)
+		p.cmds.Add(int64(len(cmds)))
+		for {
+			m := p.most.Load()
+			if int64(len(cmds)) <= m || p.most.CompareAndSwap(m, int64(len(cmds))) {
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// noise keeps g goroutines deciding other subjects through s until the
+// returned stop is called, so that s's decisions travel in batches.
+func noise(t *testing.T, s core.Store, g int) (stop func()) {
+	t.Helper()
+	p := []core.Policy{policyOf(t, "noise", core.PerSecond(1<<30))}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; ; j++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, err := s.Take(context.Background(), fmt.Sprintf("noise-%d-%d", i, j%50), 1, p, nil); err != nil {
+					t.Errorf("noise decision: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	return func() { close(done); wg.Wait() }
+}
+
+// TestBatchingConformance runs the conformance cases (one policy and
+// several) against a batching store on a Redis of the test's own, while
+// other goroutines keep deciding through the same store: every step of a
+// case then waits for a batch in flight and travels in a pipeline.
+func TestBatchingConformance(t *testing.T) {
+	srv := redistest.StartServer(t)
+	pc := &pipeCounter{}
+	c := srv.Client()
+	c.AddHook(pc)
+	t.Cleanup(func() { c.Close() })
+	for _, tc := range conformance {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := redistest.Prefix(t)
+			s := core.NewRedisStore(c, core.WithPrefix(prefix), core.WithBatching())
+			stop := noise(t, s, 4)
+			defer stop()
+			// Backdate the case's buckets, not the noise's ("{noise-…}").
+			advance := func(d time.Duration) { backdate(t, c, prefix+"{[^n]", d) }
+			runLoose(t, clockStore{store: s, advance: advance, realTime: true}, tc.limit, tc.steps)
+		})
+	}
+	t.Run("multi-policy", func(t *testing.T) {
+		s := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)), core.WithBatching())
+		stop := noise(t, s, 6)
+		defer stop()
+		ps, err := core.Policies(
+			core.NamedLimit{Name: "second", Limit: core.PerSecond(2)},
+			core.NamedLimit{Name: "hour", Limit: core.PerHour(3)},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		each := make([]core.Outcome, 2)
+		ctx := context.Background()
+		for i, wantRem := range []int64{1, 0} {
+			got, err := s.Take(ctx, "k", 1, ps, each)
+			if err != nil || !got.Allowed || got.Remaining != wantRem || each[1].Remaining != int64(2-i) {
+				t.Fatalf("call %d: got %+v each %+v %v", i, got, each, err)
+			}
+		}
+		got, err := s.Take(ctx, "k", 1, ps, each)
+		if err != nil || got.Allowed || got.Policy != 0 || each[1].Remaining != 1 {
+			t.Fatalf("third call: got %+v each %+v %v", got, each, err)
+		}
+	})
+	if pc.pipes.Load() == 0 {
+		t.Fatal("no pipeline sent: the cases never ran batched")
+	}
+	t.Logf("%d pipelines, %.1f decisions each", pc.pipes.Load(), float64(pc.cmds.Load())/float64(pc.pipes.Load()))
+}
+
+// batchingLimiters returns n limiters sharing prefix on addr, each with
+// its own client (an app instance) and WithBatching.
+func batchingLimiters(t *testing.T, addr, prefix string, n int, pc *pipeCounter, cfg core.Config) []*core.Limiter {
+	t.Helper()
+	ls := make([]*core.Limiter, n)
+	for i := range ls {
+		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 8, ContextTimeoutEnabled: i%2 == 0, MaxRetries: -1})
+		c.AddHook(pc)
+		t.Cleanup(func() { c.Close() })
+		cfg := cfg
+		cfg.Store = core.NewRedisStore(c, core.WithPrefix(prefix), core.WithBatching())
+		ls[i] = mustNew(t, cfg)
+	}
+	return ls
+}
+
+// TestBatchingExactness: 16 batching instances (half deciding inline under
+// a deadline context, half through the worker hand-off) race thousands of
+// decisions on one key: the admitted count never exceeds C + R·Δ and a
+// burst is always served; and a bucket never exhausted never denies.
+func TestBatchingExactness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-Redis load test")
+	}
+	srv := redistest.StartServer(t)
+	const instances, goroutines, perG = 16, 8, 40
+	for _, cache := range []int{-1, 0} {
+		t.Run(map[int]string{-1: "script-only", 0: "denial-cache"}[cache], func(t *testing.T) {
+			pc := &pipeCounter{}
+			lim := core.Limit{Rate: 200, Period: time.Second, Burst: 50}
+			ls := batchingLimiters(t, srv.Addr(), redistest.Prefix(t), instances, pc, core.Config{
+				Limit: lim, FailMode: core.FailClosed, Timeout: 2 * time.Second, Logger: discard, DenyCacheSize: cache,
+			})
+			var admitted, denied, degraded atomic.Int64
+			start := time.Now()
+			var wg sync.WaitGroup
+			for _, l := range ls {
+				for range goroutines {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range perG {
+							res, err := l.Allow(context.Background(), "hot")
+							switch {
+							case err != nil:
+								t.Error(err)
+								return
+							case res.Degraded:
+								degraded.Add(1)
+							case res.Allowed:
+								admitted.Add(1)
+							default:
+								denied.Add(1)
+							}
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			bound := int64(lim.Capacity()) + int64(float64(lim.Rate)*elapsed.Seconds()/lim.Period.Seconds()) + 1
+			t.Logf("%d decisions in %v: admitted %d, denied %d, degraded %d; bound %d; %d pipelines of %.1f decisions",
+				instances*goroutines*perG, elapsed.Round(time.Millisecond), admitted.Load(), denied.Load(), degraded.Load(), bound,
+				pc.pipes.Load(), float64(pc.cmds.Load())/max(1, float64(pc.pipes.Load())))
+			if degraded.Load() != 0 {
+				t.Fatalf("%d degraded decisions against a healthy Redis", degraded.Load())
+			}
+			if admitted.Load() > bound {
+				t.Fatalf("admitted %d > bound %d: over-admission", admitted.Load(), bound)
+			}
+			if admitted.Load() < int64(lim.Capacity()) {
+				t.Fatalf("admitted %d < burst %d: false denials", admitted.Load(), lim.Capacity())
+			}
+			if cache == -1 && pc.pipes.Load() == 0 {
+				t.Fatal("no pipeline sent: nothing was batched")
+			}
+		})
+	}
+	t.Run("never-exhausted", func(t *testing.T) {
+		pc := &pipeCounter{}
+		ls := batchingLimiters(t, srv.Addr(), redistest.Prefix(t), instances, pc, core.Config{
+			Limit: core.PerHour(instances * goroutines * perG), FailMode: core.FailClosed, Timeout: 2 * time.Second, Logger: discard,
+		})
+		var denied, degraded atomic.Int64
+		var wg sync.WaitGroup
+		for _, l := range ls {
+			for range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range perG {
+						res, _ := l.Allow(context.Background(), "k")
+						if res.Degraded {
+							degraded.Add(1)
+						} else if !res.Allowed {
+							denied.Add(1)
+						}
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		if denied.Load() != 0 || degraded.Load() != 0 {
+			t.Fatalf("%d denied, %d degraded from a bucket never exhausted", denied.Load(), degraded.Load())
+		}
+		if pc.pipes.Load() == 0 {
+			t.Fatal("no pipeline sent: nothing was batched")
+		}
+	})
+}
+
+// TestBatchingScriptFlush: SCRIPT FLUSH racing batched decisions. Commands
+// refused with NOSCRIPT are re-sent with EVAL, and only those: the bucket
+// ends holding exactly the tokens never admitted.
+func TestBatchingScriptFlush(t *testing.T) {
+	srv := redistest.StartServer(t)
+	admin := srv.Client()
+	t.Cleanup(func() { admin.Close() })
+	ctx := context.Background()
+	limit := core.Limit{Rate: 1, Period: time.Hour, Burst: 100000} // refill never shows in whole tokens
+	pc := &pipeCounter{}
+	prefix := redistest.Prefix(t)
+	ls := batchingLimiters(t, srv.Addr(), prefix, 2, pc, core.Config{
+		Limit: limit, FailMode: core.FailClosed, Timeout: 5 * time.Second, Logger: discard,
+	})
+	key := core.NewRedisStore(admin, core.WithPrefix(prefix)).Key(ls[0].Name(), "subject")
+	if err := admin.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	flushed := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				flushed <- n
+				return
+			default:
+			}
+			admin.ScriptFlush(ctx)
+			n++
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	var admitted, degraded atomic.Int64
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		for range 12 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 150 {
+					res, err := l.Allow(ctx, "subject")
+					switch {
+					case err != nil:
+						t.Error(err)
+						return
+					case res.Degraded:
+						degraded.Add(1)
+					case res.Allowed:
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(stop)
+	n := <-flushed
+	if degraded.Load() != 0 {
+		t.Errorf("%d degraded decisions: NOSCRIPT must be handled, not degrade", degraded.Load())
+	}
+	want := int64(limit.Burst) - admitted.Load()
+	if got := bucketTokens(t, admin, key, limit); got != want {
+		t.Errorf("after %d admitted decisions and %d flushes the bucket holds %d, want %d", admitted.Load(), n, got, want)
+	}
+	t.Logf("%d decisions raced %d SCRIPT FLUSHes: %d admitted, bucket exact; %d pipelines of %.1f commands",
+		2*12*150, n, admitted.Load(), pc.pipes.Load(), float64(pc.cmds.Load())/max(1, float64(pc.pipes.Load())))
+	if pc.pipes.Load() == 0 {
+		t.Fatal("no pipeline sent: nothing was batched")
+	}
+}
+
+// TestBatchingStalled: a server that stops answering (faultproxy Stall).
+// No caller — leader of a batch, queued, or in a batch in flight — waits
+// past Timeout plus scheduling slack; every decision degrades per
+// FailMode; after the stall the store decides again and no goroutine is
+// left behind. Both limiter paths: inline under a deadline context
+// (ContextTimeoutEnabled) and the worker hand-off.
+func TestBatchingStalled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault test")
+	}
+	srv := redistest.StartServer(t)
+	const timeout = 100 * time.Millisecond
+	for _, inline := range []bool{true, false} {
+		t.Run(map[bool]string{true: "inline", false: "worker"}[inline], func(t *testing.T) {
+			p := faultproxy.Start(t, srv.Addr())
+			before := runtime.NumGoroutine()
+			type modeLimiter struct {
+				mode core.FailMode
+				l    *core.Limiter
+				c    *redis.Client
+			}
+			var ls []modeLimiter
+			prefix := redistest.Prefix(t)
+			for _, mode := range faultModes {
+				c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: inline, MaxRetries: -1,
+					ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
+				l := mustNew(t, core.Config{
+					Store: core.NewRedisStore(c, core.WithPrefix(prefix+mode.String()+":"), core.WithBatching()),
+					Limit: core.PerSecond(1000), FailMode: mode, Instances: faultInstances, Timeout: timeout,
+					Logger: discard, DenyCacheSize: -1,
+				})
+				ls = append(ls, modeLimiter{mode, l, c})
+				waitFor(t, faultRecMax, mode.String()+" healthy", func() bool {
+					res, err := l.Allow(context.Background(), "probe")
+					return err == nil && !res.Degraded
+				})
+			}
+
+			p.SetMode(faultproxy.Stall)
+			var worst atomic.Int64
+			var decisions, degradedN atomic.Int64
+			var wg sync.WaitGroup
+			start := time.Now()
+			for _, ml := range ls {
+				for range 16 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for time.Since(start) < 800*time.Millisecond {
+							t0 := time.Now()
+							res, err := ml.l.Allow(context.Background(), "k")
+							lat := time.Since(t0)
+							for {
+								w := worst.Load()
+								if int64(lat) <= w || worst.CompareAndSwap(w, int64(lat)) {
+									break
+								}
+							}
+							if err != nil {
+								t.Errorf("%v: %v", ml.mode, err)
+								return
+							}
+							decisions.Add(1)
+							if !res.Degraded {
+								t.Errorf("%v: store decision %+v during the stall", ml.mode, res)
+								return
+							}
+							degradedN.Add(1)
+							checkDegraded(t, ml.mode, res)
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			slack := 300 * time.Millisecond // a loaded 2-CPU machine, maybe -race
+			t.Logf("stalled: %d decisions, all degraded; slowest %v (Timeout %v)", decisions.Load(), time.Duration(worst.Load()), timeout)
+			if time.Duration(worst.Load()) > timeout+slack {
+				t.Errorf("slowest decision %v; want ≤ Timeout %v + %v", time.Duration(worst.Load()), timeout, slack)
+			}
+
+			p.SetMode(faultproxy.Forward)
+			for _, ml := range ls {
+				waitFor(t, faultRecMax, ml.mode.String()+" deciding again", func() bool {
+					res, err := ml.l.Allow(context.Background(), "probe2")
+					return err == nil && !res.Degraded
+				})
+			}
+			// Concurrent decisions after recovery: batched and healthy.
+			var wg2 sync.WaitGroup
+			for _, ml := range ls {
+				for range 8 {
+					wg2.Add(1)
+					go func() {
+						defer wg2.Done()
+						for range 20 {
+							res, _ := ml.l.Allow(context.Background(), "after")
+							if res.Degraded {
+								// A breaker probe still in its cooldown is fine; retry.
+								time.Sleep(10 * time.Millisecond)
+							}
+						}
+					}()
+				}
+			}
+			wg2.Wait()
+			for _, ml := range ls {
+				ml.c.Close()
+			}
+			p.Close()
+			// Workers leave after 2 s idle; proxy and client goroutines at once.
+			waitFor(t, 10*time.Second, "goroutines back to their count before the stall", func() bool {
+				return runtime.NumGoroutine() <= before+2
+			})
+		})
+	}
+}
+
+// TestBatchingQueuedCallersBounded: callers of Take itself (no limiter)
+// queued behind a batch that never returns each leave at their own
+// deadline, and the store serves again afterwards.
+func TestBatchingQueuedCallersBounded(t *testing.T) {
+	srv := redistest.StartServer(t)
+	p := faultproxy.Start(t, srv.Addr())
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	s := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)), core.WithBatching())
+	pol := []core.Policy{policyOf(t, "q", core.PerSecond(1000))}
+	if _, err := s.Take(context.Background(), "warm", 1, pol, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.SetMode(faultproxy.Stall)
+	var wg sync.WaitGroup
+	var worst atomic.Int64
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Staggered deadlines: later callers queue behind earlier ones.
+			d := time.Duration(50+5*i) * time.Millisecond
+			ctx, cancel := context.WithTimeout(context.Background(), d)
+			defer cancel()
+			t0 := time.Now()
+			_, err := s.Take(ctx, fmt.Sprintf("k%d", i), 1, pol, nil)
+			over := time.Since(t0) - d
+			for {
+				w := worst.Load()
+				if int64(over) <= w || worst.CompareAndSwap(w, int64(over)) {
+					break
+				}
+			}
+			if err == nil {
+				t.Errorf("caller %d: a decision from a stalled server", i)
+			}
+		}()
+		time.Sleep(time.Millisecond)
+	}
+	wg.Wait()
+	slack := 200 * time.Millisecond // a loaded 2-CPU machine, maybe -race
+	if time.Duration(worst.Load()) > slack {
+		t.Errorf("a caller waited %v past its deadline", time.Duration(worst.Load()))
+	}
+	p.SetMode(faultproxy.Forward)
+	waitFor(t, faultRecMax, "store deciding again", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := s.Take(ctx, "after", 1, pol, nil)
+		return err == nil
+	})
+}
+
+// TestBatchingLargeQueue: with hundreds of callers queued behind a slow
+// batch, pipelines stay within their size bound and every decision is made
+// once.
+func TestBatchingLargeQueue(t *testing.T) {
+	srv := redistest.StartServer(t)
+	p := faultproxy.Start(t, srv.Addr())
+	p.SetLatency(20 * time.Millisecond)
+	pc := &pipeCounter{}
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
+	c.AddHook(pc)
+	t.Cleanup(func() { c.Close() })
+	prefix := redistest.Prefix(t)
+	s := core.NewRedisStore(c, core.WithPrefix(prefix), core.WithBatching())
+	limit := core.Limit{Rate: 1, Period: time.Hour, Burst: 100000}
+	pol := []core.Policy{policyOf(t, "big", limit)}
+	const callers, each = 700, 3
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				if o, err := s.Take(context.Background(), "k", 1, pol, nil); err != nil || !o.Allowed {
+					t.Errorf("got %+v %v", o, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d pipelines, largest %d, %.1f decisions each", pc.pipes.Load(), pc.most.Load(), float64(pc.cmds.Load())/max(1, float64(pc.pipes.Load())))
+	if m := pc.most.Load(); m > 256 || m < 100 {
+		t.Errorf("largest pipeline %d decisions; want batches filled up to 256", m)
+	}
+	admin := srv.Client()
+	t.Cleanup(func() { admin.Close() })
+	if got, want := bucketTokens(t, admin, s.Key("big", "k"), limit), int64(limit.Burst-callers*each); got != want {
+		t.Errorf("bucket holds %d, want %d", got, want)
+	}
+}
+
+// panickyClient blocks its first EVALSHA until released, and has no
+// Pipeline (calling it panics): a client bug in the middle of a batch.
+type panickyClient struct {
+	redis.UniversalClient
+	entered, release chan struct{}
+	calls            atomic.Int64
+}
+
+func (c *panickyClient) EvalSha(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	if c.calls.Add(1) == 1 {
+		close(c.entered)
+		<-c.release
+	}
+	cmd := redis.NewCmd(ctx)
+	cmd.SetVal([]any{int64(1), int64(9), int64(0), int64(1000)})
+	return cmd
+}
+
+// TestBatchingClientPanic: a panic while a batch is sent reaches its
+// sender; the batch's other callers get an error instead of waiting
+// forever, and the store decides again afterwards.
+func TestBatchingClientPanic(t *testing.T) {
+	c := &panickyClient{entered: make(chan struct{}), release: make(chan struct{})}
+	s := core.NewRedisStore(c, core.WithBatching())
+	pol := []core.Policy{policyOf(t, "p", core.PerSecond(10))}
+	go s.Take(context.Background(), "first", 1, pol, nil)
+	<-c.entered
+	type outcome struct {
+		panicked bool
+		err      error
+	}
+	res := make(chan outcome, 2)
+	for range 2 {
+		go func() {
+			defer func() {
+				if r := recover(); r != nil {
+					res <- outcome{panicked: true}
+				}
+			}()
+			_, err := s.Take(context.Background(), "queued", 1, pol, nil)
+			res <- outcome{err: err}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // both queue behind "first"
+	close(c.release)
+	var panics, errs int
+	for range 2 {
+		select {
+		case o := <-res:
+			if o.panicked {
+				panics++
+			} else if o.err != nil {
+				errs++
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a queued caller is still waiting after its batch's sender panicked")
+		}
+	}
+	if panics != 1 || errs != 1 {
+		t.Fatalf("%d panics, %d errors; want the sender to panic and the other to get an error", panics, errs)
+	}
+	if o, err := s.Take(context.Background(), "after", 1, pol, nil); err != nil || !o.Allowed {
+		t.Fatalf("after the panic: %+v %v", o, err)
+	}
+}
+
+// TestBatchingCluster: batches on a ClusterClient span slots on three
+// primaries (go-redis splits a pipeline by node); each subject, decided by
+// one goroutine only, loses exactly one token per decision.
+func TestBatchingCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Redis Cluster: skipped with -short")
+	}
+	c := redistest.StartCluster(t, 3, 0).Client()
+	t.Cleanup(func() { c.Close() })
+	pc := &pipeCounter{}
+	c.AddHook(pc)
+	s := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)), core.WithBatching())
+	pol := []core.Policy{policyOf(t, "cl", core.PerHour(1000))}
+	var wg sync.WaitGroup
+	for g := range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			subject := fmt.Sprintf("subject-%d", g)
+			for i := range 40 {
+				o, err := s.Take(context.Background(), subject, 1, pol, nil)
+				if err != nil || !o.Allowed || o.Remaining != int64(999-i) {
+					t.Errorf("%s decision %d: %+v %v; want allowed with %d left", subject, i, o, err, 999-i)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if pc.pipes.Load() == 0 {
+		t.Fatal("no pipeline sent: nothing was batched")
+	}
+	t.Logf("%d pipelines, %.1f decisions each", pc.pipes.Load(), float64(pc.cmds.Load())/float64(pc.pipes.Load()))
+}
+
+// TestRedisPathAllocsBatching: WithBatching adds no allocation to a
+// decision sent alone (a lone caller's path).
+func TestRedisPathAllocsBatching(t *testing.T) {
+	reply := redis.NewCmd(context.Background())
+	reply.SetVal([]any{int64(1), int64(99), int64(0), int64(10000)})
+	c := &scriptedClient{reply: reply}
+	l := mustNew(t, core.Config{Store: core.NewRedisStore(c, core.WithBatching()), Limit: core.PerSecond(100), FailMode: core.FailOpen})
+	ctx := context.Background()
+	if res, err := l.Allow(ctx, "user-1"); err != nil || !res.Allowed || res.Remaining != 99 {
+		t.Fatalf("got %+v %v", res, err)
+	}
+	n := testing.AllocsPerRun(2000, func() { l.Allow(ctx, "user-1") })
+	t.Logf("limiter's own allocations per Redis decision, WithBatching: %v", n)
+	if n > 3 {
+		t.Fatalf("%v allocs per Redis decision in the limiter, want ≤ 3", n)
+	}
+}
+
+// BenchmarkRedisBatching: decisions on 10k keys through a Redis of the
+// benchmark's own, plain and WithBatching, on one goroutine and on many,
+// with the client options the README recommends (inline decisions).
+func BenchmarkRedisBatching(b *testing.B) {
+	srv := redistest.StartServer(b)
+	ks := keys(10000)
+	ctx := context.Background()
+	for _, batching := range []bool{false, true} {
+		name := map[bool]string{false: "plain", true: "batching"}[batching]
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+		opts := []core.RedisOption{core.WithPrefix(redistest.Prefix(b))}
+		if batching {
+			opts = append(opts, core.WithBatching())
+		}
+		l := mustNew(b, core.Config{Store: core.NewRedisStore(c, opts...),
+			Limit: core.PerSecond(1 << 30), FailMode: core.FailOpen, Timeout: time.Second})
+		b.Run(name+"/serial", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				l.Allow(ctx, ks[i%len(ks)])
+				i++
+			}
+		})
+		b.Run(name+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					l.Allow(ctx, ks[i%len(ks)])
+					i += 7
+				}
+			})
+		})
+		c.Close()
+	}
+}
