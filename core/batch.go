@@ -92,16 +92,13 @@ func WithBatching() RedisOption {
 func (s *RedisStore) takeBatched(ctx context.Context, subj string, n int, policies []Policy, each []Outcome) (Outcome, error) {
 	p := pendingPool.Get().(*pending)
 	if len(policies) == 1 {
-		p.keyBuf[0] = s.prefix + "{" + subj + "}:" + policies[0].Name
+		p.keyBuf[0] = s.key(subj, policies[0].Name)
 		p.keys = p.keyBuf[:]
 		if n == 1 && policies[0].argv1 != nil {
 			p.args = policies[0].argv1
 		}
 	} else {
-		p.keys = make([]string, len(policies))
-		for i := range policies {
-			p.keys[i] = s.prefix + "{" + subj + "}:" + policies[i].Name
-		}
+		p.keys = s.keys(subj, policies)
 	}
 	if p.args == nil {
 		p.args = scriptArgs(n, policies)

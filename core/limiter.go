@@ -464,9 +464,7 @@ func (l *Limiter) recovered() {
 	if l.observer != nil {
 		l.observer.BreakerChange(l.name, false)
 	}
-	now := monoNow()
-	last := l.lastRecoveryLog.Load()
-	if (last != 0 && now-last < l.logInterval) || !l.lastRecoveryLog.CompareAndSwap(last, now) {
+	if !due(&l.lastRecoveryLog, l.logInterval) {
 		return
 	}
 	l.logger.Info("ratelimit: store answering again; decisions no longer degraded",
@@ -479,11 +477,17 @@ func (l *Limiter) report(cause error) {
 		l.onError(fmt.Errorf("core: limiter %q: store unavailable, FailMode %v decided: %w", l.name, l.mode, cause))
 	}
 	l.degraded.Add(1)
-	now := monoNow()
-	last := l.lastLog.Load()
-	if (last != 0 && now-last < l.logInterval) || !l.lastLog.CompareAndSwap(last, now) {
+	if !due(&l.lastLog, l.logInterval) {
 		return
 	}
 	l.logger.Warn("ratelimit: store unavailable; decisions degraded",
 		"policy", l.name, "fail_mode", l.mode.String(), "degraded", l.degraded.Swap(0), "cause", cause.Error())
+}
+
+// due reports whether a line rate-limited to one per interval (ns) may be
+// logged now, and if so claims the slot: exactly one caller wins it.
+func due(last *atomic.Int64, interval int64) bool {
+	now := monoNow()
+	prev := last.Load()
+	return (prev == 0 || now-prev >= interval) && last.CompareAndSwap(prev, now)
 }

@@ -212,7 +212,7 @@ func (sh *memShard) takeMany(s *MemoryStore, subject string, n int, policies []P
 		if each != nil {
 			each[i] = o
 		}
-		if i == 0 || (allowed && o.Remaining < best.Remaining) || (!allowed && o.RetryAfter > best.RetryAfter) {
+		if i == 0 || binds(o, best) {
 			best = o
 		}
 	}

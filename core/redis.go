@@ -75,7 +75,21 @@ func (s *RedisStore) Client() redis.UniversalClient { return s.client }
 
 // Key returns the Redis key of subject's bucket under the named policy.
 func (s *RedisStore) Key(name, subject string) string {
-	return s.prefix + "{" + hashSubject(subject) + "}:" + name
+	return s.key(hashSubject(subject), name)
+}
+
+// key lays out the key of a subject already passed through hashSubject.
+func (s *RedisStore) key(subj, name string) string {
+	return s.prefix + "{" + subj + "}:" + name
+}
+
+// keys returns the keys of subj's buckets under every policy, in order.
+func (s *RedisStore) keys(subj string, policies []Policy) []string {
+	keys := make([]string, len(policies))
+	for i := range policies {
+		keys[i] = s.key(subj, policies[i].Name)
+	}
+	return keys
 }
 
 // maxRawSubject is the longest subject used in a key as it is.
@@ -104,15 +118,12 @@ func (s *RedisStore) Take(ctx context.Context, subject string, n int, policies [
 	var keys []string
 	var args []any
 	if len(policies) == 1 {
-		keys = []string{s.prefix + "{" + subj + "}:" + policies[0].Name}
+		keys = []string{s.key(subj, policies[0].Name)}
 		if n == 1 && policies[0].argv1 != nil {
 			args = policies[0].argv1
 		}
 	} else {
-		keys = make([]string, len(policies))
-		for i := range policies {
-			keys[i] = s.prefix + "{" + subj + "}:" + policies[i].Name
-		}
+		keys = s.keys(subj, policies)
 	}
 	if args == nil {
 		args = scriptArgs(n, policies)
@@ -160,7 +171,7 @@ func parseReply(reply []any, each []Outcome) (Outcome, error) {
 		if each != nil {
 			each[i] = o
 		}
-		if i == 0 || (o.Allowed && o.Remaining < best.Remaining) || (!o.Allowed && o.RetryAfter > best.RetryAfter) {
+		if i == 0 || binds(o, best) {
 			best = o
 		}
 	}
@@ -169,12 +180,7 @@ func parseReply(reply []any, each []Outcome) (Outcome, error) {
 
 // Reset implements Resetter: it deletes subject's buckets, which are then full.
 func (s *RedisStore) Reset(ctx context.Context, subject string, policies []Policy) error {
-	subj := hashSubject(subject)
-	keys := make([]string, len(policies))
-	for i := range policies {
-		keys[i] = s.prefix + "{" + subj + "}:" + policies[i].Name
-	}
-	return s.client.Del(ctx, keys...).Err()
+	return s.client.Del(ctx, s.keys(hashSubject(subject), policies)...).Err()
 }
 
 // Preload loads the decision script into Redis — every primary of a

@@ -71,6 +71,16 @@ func checkTake(subject string, n int, policies []Policy) error {
 	return nil
 }
 
+// binds reports whether outcome o binds rather than best, among the
+// outcomes of one decision (all allowed or all denied): when denied, the
+// longest RetryAfter; when allowed, the fewest tokens left.
+func binds(o, best Outcome) bool {
+	if o.Allowed {
+		return o.Remaining < best.Remaining
+	}
+	return o.RetryAfter > best.RetryAfter
+}
+
 // decide computes one policy's decision from its stored state. tokens is
 // the unit count refilled to now; it returns the outcome and the units
 // left if the request is taken.
