@@ -31,13 +31,11 @@ type MemoryStore struct {
 }
 
 type memShard struct {
-	mu        sync.Mutex
-	m         map[memKey]*memBucket
+	mu sync.Mutex
+	memTable
 	nextSweep int64
-	_         [40]byte // keep shards on separate cache lines
+	_         [16]byte // keep shards on separate cache lines
 }
-
-type memKey struct{ name, subject string }
 
 type memBucket struct {
 	units int64 // tokens in units at ts
@@ -58,8 +56,8 @@ func WithClock(now func() time.Time) MemoryOption {
 }
 
 // DefaultMaxKeys is the default bound on buckets held by a MemoryStore:
-// about 160 MB at roughly 150 bytes a bucket (map entry, key strings'
-// headers and the bucket; subjects' own bytes come on top).
+// about 130 MB at 128 bytes a bucket (a 64-byte slot in tables kept at
+// most 3/4 full; subjects' own bytes come on top).
 const DefaultMaxKeys = 1 << 20
 
 // WithMaxKeys bounds the number of buckets (one per policy and subject);
@@ -103,7 +101,6 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 		s.base = time.Now()
 	}
 	for i := range s.shards {
-		s.shards[i].m = make(map[memKey]*memBucket)
 		s.shards[i].nextSweep = s.sweep
 	}
 	return s
@@ -130,33 +127,42 @@ func (s *MemoryStore) Take(_ context.Context, subject string, n int, policies []
 	return s.take(subject, n, policies, each), nil
 }
 
+// hash returns the hash of key (name, subject) in the shard tables, never
+// 0. hs is subject's hash, whose low bits pick the shard: all policies of a
+// subject share one shard, so they are decided under one lock.
+func (s *MemoryStore) hash(hs uint64, name string) uint64 {
+	return (hs ^ maphash.String(s.seed, name)) | 1
+}
+
 func (s *MemoryStore) take(subject string, n int, policies []Policy, each []Outcome) Outcome {
-	sh := &s.shards[maphash.String(s.seed, subject)&s.mask]
+	hs := maphash.String(s.seed, subject)
+	sh := &s.shards[hs&s.mask]
 	// The clock is read before the lock, to keep the critical section
 	// short; two callers may then reach a bucket out of clock order, so a
 	// bucket's time never moves back (see memBucket.ts).
 	now := s.now()
 	sh.mu.Lock()
 	if now >= sh.nextSweep {
-		sh.sweepExpired(now)
+		sh.sweep(now)
 		sh.nextSweep = now + s.sweep
 	}
 	if len(policies) == 1 {
-		o := sh.take1(s, subject, n, &policies[0], now)
+		o := sh.take1(s, hs, subject, n, &policies[0], now)
 		sh.mu.Unlock()
 		if each != nil {
 			each[0] = o
 		}
 		return o
 	}
-	o := sh.takeMany(s, subject, n, policies, each, now)
+	o := sh.takeMany(s, hs, subject, n, policies, each, now)
 	sh.mu.Unlock()
 	return o
 }
 
-func (sh *memShard) take1(s *MemoryStore, subject string, n int, p *Policy, now int64) Outcome {
-	// One map lookup on the hot path: buckets are updated in place.
-	b := sh.m[memKey{p.Name, subject}]
+func (sh *memShard) take1(s *MemoryStore, hs uint64, subject string, n int, p *Policy, now int64) Outcome {
+	// One lookup on the hot path: buckets are updated in place.
+	h := s.hash(hs, p.Name)
+	b := sh.lookup(h, p.Name, subject)
 	tokens := p.Capacity
 	if b != nil {
 		tokens = p.refill(b.units, b.ts, now)
@@ -166,7 +172,7 @@ func (sh *memShard) take1(s *MemoryStore, subject string, n int, p *Policy, now 
 	if allowed {
 		ts := now
 		if b == nil {
-			b = sh.insert(s, memKey{p.Name, subject})
+			b = sh.insert(h, p.Name, subject, s.perShard)
 		} else {
 			ts = max(ts, b.ts)
 		}
@@ -175,7 +181,7 @@ func (sh *memShard) take1(s *MemoryStore, subject string, n int, p *Policy, now 
 	return o
 }
 
-func (sh *memShard) takeMany(s *MemoryStore, subject string, n int, policies []Policy, each []Outcome, now int64) Outcome {
+func (sh *memShard) takeMany(s *MemoryStore, hs uint64, subject string, n int, policies []Policy, each []Outcome, now int64) Outcome {
 	var small [4]int64
 	tokens := small[:0]
 	if len(policies) > len(small) {
@@ -185,7 +191,7 @@ func (sh *memShard) takeMany(s *MemoryStore, subject string, n int, policies []P
 	for i := range policies {
 		p := &policies[i]
 		t := p.Capacity
-		if b := sh.m[memKey{p.Name, subject}]; b != nil {
+		if b := sh.lookup(s.hash(hs, p.Name), p.Name, subject); b != nil {
 			t = p.refill(b.units, b.ts, now)
 		}
 		tokens = append(tokens, t)
@@ -199,11 +205,13 @@ func (sh *memShard) takeMany(s *MemoryStore, subject string, n int, policies []P
 		o, left := p.decide(tokens[i], n, allowed)
 		o.Policy = i
 		if allowed {
-			k := memKey{p.Name, subject}
-			b := sh.m[k]
+			// Looked up again: an insert for an earlier policy may have
+			// moved this bucket.
+			h := s.hash(hs, p.Name)
+			b := sh.lookup(h, p.Name, subject)
 			ts := now
 			if b == nil {
-				b = sh.insert(s, k)
+				b = sh.insert(h, p.Name, subject, s.perShard)
 			} else {
 				ts = max(ts, b.ts)
 			}
@@ -219,51 +227,13 @@ func (sh *memShard) takeMany(s *MemoryStore, subject string, n int, policies []P
 	return best
 }
 
-// insert adds an empty bucket under k, evicting one first when the shard
-// is full. No sweep here: under a flood of new subjects that would scan the
-// shard on every insert. Eviction samples; the periodic sweep cleans.
-func (sh *memShard) insert(s *MemoryStore, k memKey) *memBucket {
-	if len(sh.m) >= s.perShard {
-		sh.evictOne()
-	}
-	b := new(memBucket)
-	sh.m[k] = b
-	return b
-}
-
-// sweepExpired drops buckets that are full again: they hold no information.
-func (sh *memShard) sweepExpired(now int64) {
-	for k, b := range sh.m {
-		if b.full <= now {
-			delete(sh.m, k)
-		}
-	}
-}
-
-// evictOne drops, among a few buckets sampled by map order, the one that
-// will be full soonest: forgetting it over-admits that subject the least.
-func (sh *memShard) evictOne() {
-	var victim memKey
-	var soonest int64
-	i := 0
-	for k, b := range sh.m {
-		if i == 0 || b.full < soonest {
-			victim, soonest = k, b.full
-		}
-		if i++; i == 8 {
-			break
-		}
-	}
-	delete(sh.m, victim)
-}
-
 // Len returns the number of buckets held, for tests and metrics.
 func (s *MemoryStore) Len() int {
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.m)
+		n += sh.used
 		sh.mu.Unlock()
 	}
 	return n
@@ -271,10 +241,17 @@ func (s *MemoryStore) Len() int {
 
 // Reset implements Resetter: subject's buckets become full again.
 func (s *MemoryStore) Reset(_ context.Context, subject string, policies []Policy) error {
-	sh := &s.shards[maphash.String(s.seed, subject)&s.mask]
+	hs := maphash.String(s.seed, subject)
+	sh := &s.shards[hs&s.mask]
 	sh.mu.Lock()
 	for i := range policies {
-		delete(sh.m, memKey{policies[i].Name, subject})
+		name := policies[i].Name
+		if len(sh.slots) == 0 {
+			break
+		}
+		if j, ok := sh.find(s.hash(hs, name), name, subject); ok {
+			sh.remove(j)
+		}
 	}
 	sh.mu.Unlock()
 	return nil
