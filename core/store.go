@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"math/bits"
 	"time"
 )
 
@@ -102,11 +103,13 @@ func (p *Policy) decide(tokens int64, n int, allowed bool) (o Outcome, left int6
 // Elapsed time is clamped at zero (clocks can move back on failover).
 func (p *Policy) refill(units, ts, now int64) int64 {
 	el := now - ts
-	if el < 0 {
-		el = 0
+	if el <= 0 || units >= p.Capacity {
+		return min(units, p.Capacity)
 	}
-	if units >= p.Capacity || el >= ceilDiv(p.Capacity-units, p.Refill) {
+	// el × Refill, in 128 bits: it overflows for a long idle bucket.
+	hi, lo := bits.Mul64(uint64(el), uint64(p.Refill))
+	if hi != 0 || lo >= uint64(p.Capacity-units) {
 		return p.Capacity
 	}
-	return units + el*p.Refill
+	return units + int64(lo)
 }
