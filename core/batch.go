@@ -3,22 +3,27 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Natural batching (WithBatching). Every decision stays its own EVALSHA of
-// the same script, atomic on its own; what changes is how decisions travel.
+// Natural batching (WithBatching). Every decision stays atomic, decided by
+// the same Lua function as without batching; what changes is how decisions
+// travel.
 // While no batch of a store is in flight, a decision is sent at once, alone,
 // exactly as without batching: a lone caller never waits for company. While
 // one is in flight, arriving decisions queue; when it returns, the caller
 // that sent it hands the lead to the first one queued, which sends the whole
-// queue as one go-redis pipeline with its own context. No timer, no added
-// delay: the batch size follows the concurrency. Redis then reads, parses
-// and answers many commands per read and write, and the client makes one
-// round trip (one pool checkout, one write and one read syscall) for them
-// all: on a CPU-bound machine that is most of the cost of a decision.
+// queue at once: to a standalone Redis as one script call deciding them in
+// turn (tokenBuckets), to a Cluster or Ring as one go-redis pipeline. No
+// timer, no added delay: the batch size follows the concurrency. Redis then
+// parses one command and runs one script for many decisions, and the client
+// makes one round trip (one pool checkout, one write and one read syscall)
+// for them all: on a CPU-bound machine that is most of the cost of a
+// decision.
 //
 // Bounds: a queued caller waits on its own context (the limiter's deadline
 // context for a client with ContextTimeoutEnabled; otherwise its worker is
@@ -34,6 +39,8 @@ type batcher struct {
 	busy  bool       // a leader is sending or about to send a batch
 	queue []*pending // decisions waiting for the next batch, in arrival order
 	spare []*pending // the last batch's slice, reused for the next queue
+
+	oneScript bool // a standalone Redis: a batch is one tokenBuckets call
 }
 
 // Pending states; changed only under batcher.mu.
@@ -49,6 +56,8 @@ const (
 type pending struct {
 	keys   []string
 	args   []any
+	reply  []any // the script's answer for this decision, or
+	err    error // why there is none
 	cmd    *redis.Cmd
 	state  int
 	wake   chan struct{} // buffered 1: pendDone or pendLead was set
@@ -62,7 +71,7 @@ var pendingPool = sync.Pool{New: func() any { return &pending{wake: make(chan st
 
 func (p *pending) recycle() {
 	p.keyBuf[0] = ""
-	p.keys, p.args, p.cmd = nil, nil, nil
+	p.keys, p.args, p.reply, p.err, p.cmd = nil, nil, nil, nil, nil
 	select { // a wake-up never received (the caller gave up as it came)
 	case <-p.wake:
 	default:
@@ -71,12 +80,14 @@ func (p *pending) recycle() {
 }
 
 // WithBatching makes the store send decisions that arrive while another of
-// its decisions is in flight together, in one pipeline, as soon as that one
-// returns. A decision made with nothing in flight is sent at once, alone, as
-// without this option, so a lone caller pays nothing; under concurrency
-// Redis and the client spend much less CPU per decision. Each decision is
-// still one atomic EVALSHA of the same script; limits are exactly as
-// enforced as without batching. Default off.
+// its decisions is in flight together, in one round trip, as soon as that
+// one returns: to a standalone Redis one script call decides them all in
+// turn, to a Cluster or Ring one pipeline carries a script call for each. A
+// decision made with nothing in flight is sent at once, alone, as without
+// this option, so a lone caller pays nothing; under concurrency Redis and
+// the client spend much less CPU per decision. Each decision is still
+// atomic, decided by the same Lua code; limits are exactly as enforced as
+// without batching. Default off.
 //
 // Batches are per store: limiters sharing a store share its batches. Every
 // caller still waits at most Config.Timeout; a batch is sent under the
@@ -85,7 +96,10 @@ func (p *pending) recycle() {
 // while its decision is in flight drops the answer, which may have counted:
 // as for any timed-out decision, that can deny early, never admit more.
 func WithBatching() RedisOption {
-	return func(s *RedisStore) { s.batch = &batcher{} }
+	return func(s *RedisStore) {
+		_, standalone := s.client.(*redis.Client)
+		s.batch = &batcher{oneScript: standalone}
+	}
 }
 
 // takeBatched is Take in batching mode; arguments are checked.
@@ -117,7 +131,7 @@ func (s *RedisStore) takeBatched(ctx context.Context, subj string, n int, polici
 				b.finish(nil, p)
 			}
 		}()
-		p.cmd = tokenBucket.Run(ctx, s.client, p.keys, p.args...)
+		p.reply, p.err = tokenBucket.Run(ctx, s.client, p.keys, p.args...).Slice()
 		sent = true
 		b.finish(nil, p)
 		return p.result(each)
@@ -158,10 +172,7 @@ func (s *RedisStore) takeBatched(ctx context.Context, subj string, n int, polici
 	b.mu.Unlock()
 	sent := false
 	defer func() {
-		if !sent { // the client panicked: fail the batch, free the lead, re-panic
-			for _, q := range batch {
-				q.cmd = nil
-			}
+		if !sent { // the client panicked: the batch failed; free the lead, re-panic
 			b.finish(batch, p)
 		}
 	}()
@@ -212,15 +223,99 @@ func sendContext(ctx context.Context) context.Context {
 	return context.WithoutCancel(ctx)
 }
 
-// send runs batch as one pipeline (a lone decision as one call), then
-// re-sends with EVAL, once, only the commands Redis refused with NOSCRIPT:
-// those were not run, so nothing is counted twice.
+// send decides batch and leaves each decision's answer (or error) in it.
+// A lone decision is one script call. To a standalone Redis (a Client,
+// Sentinel's included) a batch is one call of tokenBuckets, which decides
+// them all in turn: Redis parses one command and runs one script for them
+// all. Elsewhere (Cluster, Ring: the keys live in different slots and
+// shards) it is one pipeline of EVALSHAs, and then EVALs, once, for only
+// the commands Redis refused with NOSCRIPT: those were not run, so nothing
+// is counted twice.
 func (s *RedisStore) send(ctx context.Context, batch []*pending) {
-	if len(batch) == 1 {
-		p := batch[0]
-		p.cmd = tokenBucket.Run(ctx, s.client, p.keys, p.args...)
-		return
+	for _, p := range batch {
+		p.err = errBatchFailed // until answered: the client may panic
 	}
+	switch {
+	case len(batch) == 1:
+		p := batch[0]
+		p.reply, p.err = tokenBucket.Run(ctx, s.client, p.keys, p.args...).Slice()
+	case s.batch.oneScript && batchKeys(batch) <= maxScriptKeys:
+		s.sendScript(ctx, batch)
+	default:
+		s.sendPipeline(ctx, batch)
+	}
+}
+
+// maxScriptKeys bounds the keys of one tokenBuckets call (Lua's unpack
+// takes at most about 8000); a batch of requests with many policies each
+// goes as a pipeline instead.
+const maxScriptKeys = 4096
+
+func batchKeys(batch []*pending) int {
+	n := 0
+	for _, p := range batch {
+		n += len(p.keys)
+	}
+	return n
+}
+
+// sendScript decides batch with one call of tokenBuckets, or, when its
+// requests have more than maxScriptPolicies distinct policies between them,
+// with a pipeline.
+func (s *RedisStore) sendScript(ctx context.Context, batch []*pending) {
+	nk := batchKeys(batch)
+	keys := make([]string, 0, nk)
+	idx := make([]int, 0, nk)
+	args := make([]any, 2, 2+3*2+2*len(batch)+nk)
+	np := 0
+	for _, p := range batch {
+		keys = append(keys, p.keys...)
+		for i := range p.keys {
+			pol := p.args[1+3*i : 4+3*i]
+			j := 0
+			for j < np && !slices.Equal(args[2+3*j:5+3*j], pol) {
+				j++
+			}
+			if j == np {
+				if np == maxScriptPolicies {
+					s.sendPipeline(ctx, batch)
+					return
+				}
+				args = append(args, pol...)
+				np++
+			}
+			idx = append(idx, j+1)
+		}
+	}
+	args[0], args[1] = len(batch), np
+	for _, p := range batch {
+		args = append(args, len(p.keys), p.args[0])
+		for _, j := range idx[:len(p.keys)] {
+			args = append(args, j)
+		}
+		idx = idx[len(p.keys):]
+	}
+	reply, err := tokenBuckets.Run(ctx, s.client, keys, args...).Slice()
+	off := 0
+	for _, p := range batch {
+		w := 1 + 3*len(p.keys)
+		switch {
+		case err != nil:
+			p.reply, p.err = nil, err
+		case off+w > len(reply):
+			p.reply, p.err = nil, fmt.Errorf("%w: %d values for %d decisions", ErrBadReply, len(reply), len(batch))
+		default:
+			p.reply, p.err = reply[off:off+w:off+w], nil
+		}
+		off += w
+	}
+}
+
+// maxScriptPolicies bounds the distinct policies of one tokenBuckets call.
+const maxScriptPolicies = 32
+
+// sendPipeline decides batch with one pipeline of EVALSHAs.
+func (s *RedisStore) sendPipeline(ctx context.Context, batch []*pending) {
 	pipe := s.client.Pipeline()
 	for _, p := range batch {
 		p.cmd = tokenBucket.EvalSha(ctx, pipe, p.keys, p.args...)
@@ -237,6 +332,10 @@ func (s *RedisStore) send(ctx context.Context, batch []*pending) {
 	}
 	if retry != nil {
 		_, _ = retry.Exec(ctx)
+	}
+	for _, p := range batch {
+		p.reply, p.err = p.cmd.Slice()
+		p.cmd = nil
 	}
 }
 
@@ -294,11 +393,7 @@ func (b *batcher) remove(p *pending) {
 
 // result reads p's answer and recycles p.
 func (p *pending) result(each []Outcome) (Outcome, error) {
-	if p.cmd == nil {
-		p.recycle()
-		return Outcome{}, errBatchFailed
-	}
-	reply, err := p.cmd.Slice()
+	reply, err := p.reply, p.err
 	p.recycle()
 	if err != nil {
 		return Outcome{}, err

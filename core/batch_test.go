@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"crypto/sha1"
 	"fmt"
 	"runtime"
 	"sync"
@@ -30,28 +31,66 @@ func batchingStore(t *testing.T) clockStore {
 	}
 }
 
-// pipeCounter counts the pipelines a client sends and the commands in them.
+// pipeCounter counts the batches a client sends (pipelines, and calls of
+// the batch script deciding several requests) and the decisions in them.
 type pipeCounter struct {
 	pipes, cmds, most atomic.Int64
 }
 
+func (p *pipeCounter) count(n int64) {
+	p.pipes.Add(1)
+	p.cmds.Add(n)
+	for {
+		m := p.most.Load()
+		if n <= m || p.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+}
+
 func (*pipeCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (*pipeCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return next
+func (p *pipeCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := batchScriptDecisions(cmd); n > 1 {
+			p.count(n)
+		}
+		return next(ctx, cmd)
+	}
 }
 
 func (p *pipeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		p.pipes.Add(1)
-		p.cmds.Add(int64(len(cmds)))
-		for {
-			m := p.most.Load()
-			if int64(len(cmds)) <= m || p.most.CompareAndSwap(m, int64(len(cmds))) {
-				break
-			}
-		}
+		p.count(int64(len(cmds)))
 		return next(ctx, cmds)
 	}
+}
+
+// batchScriptDecisions returns how many requests cmd decides if it calls
+// the batch script, or 0.
+func batchScriptDecisions(cmd redis.Cmder) int64 {
+	a := cmd.Args()
+	if len(a) < 4 {
+		return 0
+	}
+	switch name, _ := a[0].(string); name {
+	case "evalsha":
+		if a[1] != core.BatchScriptSHA() {
+			return 0
+		}
+	case "eval":
+		body, _ := a[1].(string)
+		if fmt.Sprintf("%x", sha1.Sum([]byte(body))) != core.BatchScriptSHA() {
+			return 0
+		}
+	default:
+		return 0
+	}
+	nk, _ := a[2].(int)
+	if len(a) <= 3+nk {
+		return 0
+	}
+	n, _ := a[3+nk].(int)
+	return int64(n)
 }
 
 // noise keeps g goroutines deciding other subjects through s until the
@@ -683,4 +722,24 @@ func BenchmarkRedisBatching(b *testing.B) {
 		})
 		c.Close()
 	}
+}
+
+// BenchmarkRedisDecisionBatching: 10k keys through one store WithBatching,
+// 32 goroutines (a client with ContextTimeoutEnabled: decisions inline).
+func BenchmarkRedisDecisionBatching(b *testing.B) {
+	c := redis.NewClient(&redis.Options{Addr: redistest.Addr(b), ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	ctx := context.Background()
+	l := mustNew(b, core.Config{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(b)), core.WithBatching()),
+		Limit: core.PerSecond(1 << 30), FailMode: core.FailOpen, Timeout: time.Second})
+	ks := keys(10000)
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			l.Allow(ctx, ks[i%len(ks)])
+			i += 7
+		}
+	})
 }

@@ -11,3 +11,6 @@ func SetMonoNow(f func() int64) (restore func()) {
 
 // ScriptSHA is the decision script's SHA-1 digest.
 func ScriptSHA() string { return tokenBucket.Hash() }
+
+// BatchScriptSHA is the batch decision script's SHA-1 digest.
+func BatchScriptSHA() string { return tokenBuckets.Hash() }

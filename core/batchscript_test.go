@@ -1,0 +1,253 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/internal/redistest"
+)
+
+// Tests of tokenBuckets, the script deciding a whole batch for a standalone
+// Redis, called directly with batches of a known make-up (through the
+// store, which requests travel together depends on timing).
+
+type batchReq struct {
+	subj string
+	n    int
+	ps   []Policy
+}
+
+type batchAns struct {
+	o    Outcome
+	each []Outcome
+	err  error
+}
+
+// scriptServers returns the real Redis and a miniredis, each as a client.
+func scriptServers(t *testing.T) map[string]*redis.Client {
+	m := miniredis.RunT(t)
+	mc := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { mc.Close() })
+	return map[string]*redis.Client{"redis": redistest.Client(t), "miniredis": mc}
+}
+
+// sendBatch decides reqs as one batch through s, as takeBatched would
+// queue them, and returns each one's answer.
+func sendBatch(t *testing.T, s *RedisStore, reqs []batchReq) []batchAns {
+	t.Helper()
+	batch := make([]*pending, len(reqs))
+	for i, r := range reqs {
+		if err := checkTake(r.subj, r.n, r.ps); err != nil {
+			t.Fatal(err)
+		}
+		batch[i] = &pending{keys: s.keys(hashSubject(r.subj), r.ps), args: scriptArgs(r.n, r.ps), wake: make(chan struct{}, 1)}
+	}
+	s.send(context.Background(), batch)
+	out := make([]batchAns, len(reqs))
+	for i, p := range batch {
+		out[i].each = make([]Outcome, len(reqs[i].ps))
+		out[i].o, out[i].err = p.result(out[i].each)
+	}
+	return out
+}
+
+func mustPolicies(t *testing.T, limits ...NamedLimit) []Policy {
+	t.Helper()
+	ps, err := Policies(limits...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// slow is a limit whose refill adds far less than a token while a test
+// runs, so that what a bucket holds is known to the token.
+var slow = Limit{Rate: 1, Period: time.Hour, Burst: 5}
+
+func TestBatchScriptInOrder(t *testing.T) {
+	for name, c := range scriptServers(t) {
+		t.Run(name, func(t *testing.T) {
+			s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)), WithBatching())
+			if !s.batch.oneScript {
+				t.Fatal("a standalone client does not batch in one script")
+			}
+			ps := mustPolicies(t, NamedLimit{Name: "a", Limit: slow})
+			var reqs []batchReq
+			for range 7 {
+				reqs = append(reqs, batchReq{"hot", 1, ps})
+			}
+			reqs = append(reqs, batchReq{"other", 2, ps})
+			got := sendBatch(t, s, reqs)
+			for i, a := range got[:7] {
+				wantOK, wantRem := i < 5, int64(4-i)
+				if i >= 5 {
+					wantRem = 0
+				}
+				if a.err != nil || a.o.Allowed != wantOK || a.o.Remaining != wantRem || (a.o.RetryAfter > 0) == wantOK {
+					t.Errorf("hot #%d: %+v %v; want allowed %v remaining %d", i, a.o, a.err, wantOK, wantRem)
+				}
+			}
+			if a := got[7]; a.err != nil || !a.o.Allowed || a.o.Remaining != 3 {
+				t.Errorf("other: %+v %v; want allowed, 3 left", a.o, a.err)
+			}
+
+			// The script wrote what the single-decision path reads.
+			plain := NewRedisStore(c, WithPrefix(s.prefix))
+			if o, err := plain.Take(context.Background(), "hot", 1, ps, nil); err != nil || o.Allowed {
+				t.Errorf("hot after the batch: %+v %v; want denied", o, err)
+			}
+			if o, err := plain.Take(context.Background(), "other", 1, ps, nil); err != nil || !o.Allowed || o.Remaining != 2 {
+				t.Errorf("other after the batch: %+v %v; want allowed, 2 left", o, err)
+			}
+
+			// A batch of denials writes nothing.
+			key := s.key("hot", "a")
+			before := c.Get(context.Background(), key).Val()
+			for _, a := range sendBatch(t, s, []batchReq{{"hot", 1, ps}, {"hot", 2, ps}}) {
+				if a.err != nil || a.o.Allowed {
+					t.Errorf("denied batch: %+v %v", a.o, a.err)
+				}
+			}
+			if after := c.Get(context.Background(), key).Val(); after != before {
+				t.Errorf("a denied batch rewrote the bucket: %q → %q", before, after)
+			}
+		})
+	}
+}
+
+// TestBatchScriptExpiry: a bucket written by the batch script expires a
+// second after it would be full again, as with the single script.
+func TestBatchScriptExpiry(t *testing.T) {
+	c := redistest.Client(t)
+	s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)), WithBatching())
+	ps := mustPolicies(t, NamedLimit{Name: "m", Limit: Limit{Rate: 10, Period: time.Minute, Burst: 10}})
+	got := sendBatch(t, s, []batchReq{{"a", 3, ps}, {"b", 1, ps}, {"a", 1, ps}})
+	for _, tc := range []struct {
+		subj  string
+		reset time.Duration // after the batch's last request on it
+	}{{"a", 4 * 6 * time.Second}, {"b", 6 * time.Second}} {
+		pttl := c.PTTL(context.Background(), s.key(tc.subj, "m")).Val()
+		want := tc.reset + time.Second
+		if pttl > want || pttl < want-500*time.Millisecond {
+			t.Errorf("%s: PTTL %v, want about %v", tc.subj, pttl, want)
+		}
+	}
+	if got[2].o.Remaining != 6 || got[2].o.ResetAfter != 4*6*time.Second {
+		t.Errorf("a's second request: %+v, want 6 left, full in 24s", got[2].o)
+	}
+}
+
+func TestBatchScriptMultiPolicy(t *testing.T) {
+	for name, c := range scriptServers(t) {
+		t.Run(name, func(t *testing.T) {
+			s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)), WithBatching())
+			ps := mustPolicies(t,
+				NamedLimit{Name: "second", Limit: PerSecond(5)},
+				NamedLimit{Name: "hour", Limit: PerHour(3)},
+			)
+			one := mustPolicies(t, NamedLimit{Name: "hour", Limit: PerHour(3)})
+			// "k" three times under both policies, with a request under
+			// "hour" alone (the same bucket as the pair's second) between.
+			got := sendBatch(t, s, []batchReq{{"k", 1, ps}, {"k", 1, one}, {"k", 1, ps}, {"k", 1, ps}})
+			want := []struct {
+				allowed bool
+				policy  int
+				rem     int64
+				hour    int64
+			}{{true, 1, 2, 2}, {true, 0, 1, 1}, {true, 1, 0, 0}, {false, 1, 0, 0}}
+			for i, w := range want {
+				a := got[i]
+				hour := a.each[len(a.each)-1].Remaining
+				if a.err != nil || a.o.Allowed != w.allowed || a.o.Policy != w.policy || a.o.Remaining != w.rem || hour != w.hour {
+					t.Errorf("request %d: %+v each %+v %v; want allowed %v policy %d remaining %d, hour %d",
+						i, a.o, a.each, a.err, w.allowed, w.policy, w.rem, w.hour)
+				}
+			}
+			// The denial by "hour" took nothing from "second".
+			if o := got[3].each[0]; o.Remaining != 3 {
+				t.Errorf("second after the denial: %+v, want 3 left", o)
+			}
+		})
+	}
+}
+
+// TestBatchScriptManyPolicies: a batch with more distinct policies than one
+// script call takes goes as a pipeline, with the same answers.
+func TestBatchScriptManyPolicies(t *testing.T) {
+	c := redistest.Client(t)
+	s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)), WithBatching())
+	var reqs []batchReq
+	for i := range maxScriptPolicies + 3 {
+		ps := mustPolicies(t, NamedLimit{Name: fmt.Sprint("p", i), Limit: Limit{Rate: 1, Period: time.Hour, Burst: 1 + i}})
+		reqs = append(reqs, batchReq{"k", 1, ps}, batchReq{"k", 1, ps})
+	}
+	for i, a := range sendBatch(t, s, reqs) {
+		burst := int64(1 + i/2)
+		wantOK := i%2 == 0 || burst > 1
+		wantRem := burst - 1 - int64(i%2)
+		if !wantOK {
+			wantRem = 0
+		}
+		if a.err != nil || a.o.Allowed != wantOK || a.o.Remaining != wantRem {
+			t.Errorf("request %d: %+v %v; want allowed %v remaining %d", i, a.o, a.err, wantOK, wantRem)
+		}
+	}
+}
+
+// TestBatchScriptMatchesSingle: random batches over a few subjects and
+// policy sets get, request by request, the answers the single-decision
+// script gives the same requests one after the other.
+func TestBatchScriptMatchesSingle(t *testing.T) {
+	for name, c := range scriptServers(t) {
+		t.Run(name, func(t *testing.T) {
+			prefix := redistest.Prefix(t)
+			batched := NewRedisStore(c, WithPrefix(prefix+"b:"), WithBatching())
+			single := NewRedisStore(c, WithPrefix(prefix+"s:"))
+			sets := [][]Policy{
+				mustPolicies(t, NamedLimit{Name: "x", Limit: slow}),
+				mustPolicies(t, NamedLimit{Name: "y", Limit: Limit{Rate: 2, Period: time.Hour, Burst: 9}}),
+				mustPolicies(t, NamedLimit{Name: "x", Limit: slow}, NamedLimit{Name: "z", Limit: Limit{Rate: 1, Period: time.Hour, Burst: 3}}),
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			allowed, denied := 0, 0
+			for range 60 {
+				reqs := make([]batchReq, 1+rng.IntN(12))
+				for i := range reqs {
+					set := sets[rng.IntN(len(sets))]
+					reqs[i] = batchReq{fmt.Sprint("s", rng.IntN(4)), 1 + rng.IntN(3), set}
+				}
+				got := sendBatch(t, batched, reqs)
+				for i, r := range reqs {
+					each := make([]Outcome, len(r.ps))
+					want, err := single.Take(context.Background(), r.subj, r.n, r.ps, each)
+					if err != nil {
+						t.Fatal(err)
+					}
+					g := got[i]
+					if g.err != nil || g.o.Allowed != want.Allowed || g.o.Policy != want.Policy || g.o.Remaining != want.Remaining {
+						t.Fatalf("request %+v: batched %+v %v, single %+v", r, g.o, g.err, want)
+					}
+					for j := range each {
+						if g.each[j].Remaining != each[j].Remaining {
+							t.Fatalf("request %+v policy %d: batched %+v, single %+v", r, j, g.each[j], each[j])
+						}
+					}
+					if want.Allowed {
+						allowed++
+					} else {
+						denied++
+					}
+				}
+			}
+			if allowed < 20 || denied < 20 {
+				t.Fatalf("allowed %d, denied %d: the batches did not exercise both", allowed, denied)
+			}
+		})
+	}
+}
