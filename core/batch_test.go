@@ -724,22 +724,3 @@ func BenchmarkRedisBatching(b *testing.B) {
 	}
 }
 
-// BenchmarkRedisDecisionBatching: 10k keys through one store WithBatching,
-// 32 goroutines (a client with ContextTimeoutEnabled: decisions inline).
-func BenchmarkRedisDecisionBatching(b *testing.B) {
-	c := redis.NewClient(&redis.Options{Addr: redistest.Addr(b), ContextTimeoutEnabled: true, MaxRetries: -1})
-	defer c.Close()
-	ctx := context.Background()
-	l := mustNew(b, core.Config{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(b)), core.WithBatching()),
-		Limit: core.PerSecond(1 << 30), FailMode: core.FailOpen, Timeout: time.Second})
-	ks := keys(10000)
-	b.ReportAllocs()
-	b.SetParallelism(16)
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			l.Allow(ctx, ks[i%len(ks)])
-			i += 7
-		}
-	})
-}
