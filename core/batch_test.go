@@ -723,4 +723,3 @@ func BenchmarkRedisBatching(b *testing.B) {
 		c.Close()
 	}
 }
-
