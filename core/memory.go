@@ -34,7 +34,11 @@ type memShard struct {
 	mu sync.Mutex
 	memTable
 	nextSweep int64
-	_         [16]byte // keep shards on separate cache lines
+	// The policy name last decided here and its hash: a store mostly
+	// serves one limiter, so its name is hashed once, not per decision.
+	name     string
+	nameHash uint64
+	_        [56]byte // keep shards on separate cache lines
 }
 
 type memBucket struct {
@@ -101,6 +105,7 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 		s.base = time.Now()
 	}
 	for i := range s.shards {
+		s.shards[i].slots = make([]memSlot, minSlots)
 		s.shards[i].nextSweep = s.sweep
 	}
 	return s
@@ -127,48 +132,62 @@ func (s *MemoryStore) Take(_ context.Context, subject string, n int, policies []
 	return s.take(subject, n, policies, each), nil
 }
 
-// hash returns the hash of key (name, subject) in the shard tables, never
-// 0. hs is subject's hash, whose low bits pick the shard: all policies of a
-// subject share one shard, so they are decided under one lock.
-func (s *MemoryStore) hash(hs uint64, name string) uint64 {
-	return (hs ^ maphash.String(s.seed, name)) | 1
+// hash returns the hash of key (name, subject) in the shard's table, never
+// 0. hs is subject's hash, whose low bits picked the shard: all policies
+// of a subject share one shard, so they are decided under one lock.
+func (sh *memShard) hash(s *MemoryStore, hs uint64, name string) uint64 {
+	if name != sh.name {
+		sh.name, sh.nameHash = name, maphash.String(s.seed, name)
+	}
+	return (hs ^ sh.nameHash) | 1
 }
 
 func (s *MemoryStore) take(subject string, n int, policies []Policy, each []Outcome) Outcome {
-	hs := maphash.String(s.seed, subject)
-	sh := &s.shards[hs&s.mask]
-	// The clock is read before the lock, to keep the critical section
-	// short; two callers may then reach a bucket out of clock order, so a
-	// bucket's time never moves back (see memBucket.ts).
-	now := s.now()
-	sh.mu.Lock()
-	if now >= sh.nextSweep {
-		sh.sweep(now)
-		sh.nextSweep = now + s.sweep
-	}
 	if len(policies) == 1 {
-		o := sh.take1(s, hs, subject, n, &policies[0], now)
-		sh.mu.Unlock()
+		o := s.take1(subject, n, &policies[0]).outcome(0)
 		if each != nil {
 			each[0] = o
 		}
 		return o
 	}
+	sh, hs, now := s.lock(subject)
 	o := sh.takeMany(s, hs, subject, n, policies, each, now)
 	sh.mu.Unlock()
 	return o
 }
 
-func (sh *memShard) take1(s *MemoryStore, hs uint64, subject string, n int, p *Policy, now int64) Outcome {
-	// One lookup on the hot path: buckets are updated in place.
-	h := s.hash(hs, p.Name)
-	b := sh.lookup(h, p.Name, subject)
+// lock locks subject's shard, sweeping it when due, and returns it with
+// subject's hash and the time.
+func (s *MemoryStore) lock(subject string) (sh *memShard, hs uint64, now int64) {
+	hs = maphash.String(s.seed, subject)
+	sh = &s.shards[hs&s.mask]
+	// The clock is read before the lock, to keep the critical section
+	// short; two callers may then reach a bucket out of clock order, so a
+	// bucket's time never moves back (see memBucket.ts).
+	now = s.now()
+	sh.mu.Lock()
+	if now >= sh.nextSweep {
+		sh.sweep(now)
+		sh.nextSweep = now + s.sweep
+	}
+	return sh, hs, now
+}
+
+// take1 is take for one policy, the Limiter's hot path.
+func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
+	sh, hs, now := s.lock(subject)
+	// One lookup: buckets are updated in place.
+	h := sh.hash(s, hs, p.Name)
+	var b *memBucket
+	if i, ok := sh.find(h, p.Name, subject); ok {
+		b = &sh.slots[i].memBucket
+	}
 	tokens := p.Capacity
 	if b != nil {
 		tokens = p.refill(b.units, b.ts, now)
 	}
 	allowed := tokens >= int64(n)*p.Unit
-	o, left := p.decide(tokens, n, allowed)
+	d, left := p.decide(tokens, n, allowed)
 	if allowed {
 		ts := now
 		if b == nil {
@@ -176,9 +195,10 @@ func (sh *memShard) take1(s *MemoryStore, hs uint64, subject string, n int, p *P
 		} else {
 			ts = max(ts, b.ts)
 		}
-		*b = memBucket{units: left, ts: ts, full: ts + int64(o.ResetAfter/time.Microsecond)}
+		*b = memBucket{units: left, ts: ts, full: ts + int64(d.resetAfter/time.Microsecond)}
 	}
-	return o
+	sh.mu.Unlock()
+	return d
 }
 
 func (sh *memShard) takeMany(s *MemoryStore, hs uint64, subject string, n int, policies []Policy, each []Outcome, now int64) Outcome {
@@ -191,7 +211,7 @@ func (sh *memShard) takeMany(s *MemoryStore, hs uint64, subject string, n int, p
 	for i := range policies {
 		p := &policies[i]
 		t := p.Capacity
-		if b := sh.lookup(s.hash(hs, p.Name), p.Name, subject); b != nil {
+		if b := sh.lookup(sh.hash(s, hs, p.Name), p.Name, subject); b != nil {
 			t = p.refill(b.units, b.ts, now)
 		}
 		tokens = append(tokens, t)
@@ -202,12 +222,12 @@ func (sh *memShard) takeMany(s *MemoryStore, hs uint64, subject string, n int, p
 	var best Outcome
 	for i := range policies {
 		p := &policies[i]
-		o, left := p.decide(tokens[i], n, allowed)
-		o.Policy = i
+		d, left := p.decide(tokens[i], n, allowed)
+		o := d.outcome(i)
 		if allowed {
 			// Looked up again: an insert for an earlier policy may have
 			// moved this bucket.
-			h := s.hash(hs, p.Name)
+			h := sh.hash(s, hs, p.Name)
 			b := sh.lookup(h, p.Name, subject)
 			ts := now
 			if b == nil {
@@ -246,10 +266,7 @@ func (s *MemoryStore) Reset(_ context.Context, subject string, policies []Policy
 	sh.mu.Lock()
 	for i := range policies {
 		name := policies[i].Name
-		if len(sh.slots) == 0 {
-			break
-		}
-		if j, ok := sh.find(s.hash(hs, name), name, subject); ok {
+		if j, ok := sh.find(sh.hash(s, hs, name), name, subject); ok {
 			sh.remove(j)
 		}
 	}

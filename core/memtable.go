@@ -7,9 +7,11 @@ package core
 // buckets sit in the slots themselves, with no pointer to follow. It is
 // not safe for concurrent use: its shard's mutex guards it.
 type memTable struct {
-	slots []memSlot // len is 0 or a power of two; at most 3/4 used
+	slots []memSlot // len is a power of two, at least minSlots; at most 3/4 used
 	used  int
 }
+
+const minSlots = 8
 
 // memSlot is one bucket and its key, in one 64-byte cache line.
 type memSlot struct {
@@ -25,7 +27,6 @@ func home(h uint64, mask int) int { return int(h>>32) & mask }
 
 // find returns the index of key (name, subject)'s slot and true, or, when
 // the key is absent, the index of the empty slot where it would go and false.
-// The table must have slots.
 func (t *memTable) find(h uint64, name, subject string) (int, bool) {
 	mask := len(t.slots) - 1
 	for i := home(h, mask); ; i = (i + 1) & mask {
@@ -41,9 +42,6 @@ func (t *memTable) find(h uint64, name, subject string) (int, bool) {
 
 // lookup returns key (name, subject)'s bucket, or nil.
 func (t *memTable) lookup(h uint64, name, subject string) *memBucket {
-	if len(t.slots) == 0 {
-		return nil
-	}
 	if i, ok := t.find(h, name, subject); ok {
 		return &t.slots[i].memBucket
 	}
@@ -59,7 +57,7 @@ func (t *memTable) insert(h uint64, name, subject string, limit int) *memBucket 
 		t.evictOne(h)
 	}
 	if 4*(t.used+1) > 3*len(t.slots) {
-		t.resize(max(8, 2*len(t.slots)))
+		t.resize(2 * len(t.slots))
 	}
 	i, _ := t.find(h, name, subject)
 	t.slots[i] = memSlot{hash: h, name: name, subject: subject}
@@ -109,8 +107,8 @@ func (t *memTable) sweep(now int64) {
 		}
 		i++
 	}
-	if len(t.slots) > 8 && 8*t.used < len(t.slots) {
-		n := 8
+	if len(t.slots) > minSlots && 8*t.used < len(t.slots) {
+		n := minSlots
 		for 2*t.used >= n {
 			n <<= 1
 		}

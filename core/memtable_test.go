@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+	"unsafe"
 )
 
 // TestMemTableModel runs random inserts, removals, sweeps and evictions
@@ -19,7 +20,7 @@ func TestMemTableModel(t *testing.T) {
 		hashOf := func(k key) uint64 {
 			return homes[int(k.subject[len(k.subject)-1])%len(homes)]<<32 | uint64(k.subject[0])<<1 | 1
 		}
-		var tab memTable
+		tab := memTable{slots: make([]memSlot, minSlots)}
 		model := map[key]int64{} // key → full
 		const limit = 100
 		for step := 0; step < 5000; step++ {
@@ -52,9 +53,6 @@ func TestMemTableModel(t *testing.T) {
 				}
 				model[k] = b.full
 			case op < 9:
-				if len(tab.slots) == 0 {
-					break
-				}
 				if i, ok := tab.find(h, k.name, k.subject); ok {
 					tab.remove(i)
 				}
@@ -81,5 +79,11 @@ func TestMemTableModel(t *testing.T) {
 				t.Fatalf("seed %d step %d: %d used of %d slots, limit %d", seed, step, tab.used, len(tab.slots), limit)
 			}
 		}
+	}
+}
+
+func TestMemShardSize(t *testing.T) {
+	if size := unsafe.Sizeof(memShard{}); size%64 != 0 {
+		t.Fatalf("memShard is %d bytes: shards would share cache lines; adjust its padding", size)
 	}
 }
