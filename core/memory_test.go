@@ -112,3 +112,25 @@ func TestLimiterReset(t *testing.T) {
 		t.Fatal("after Reset: denied")
 	}
 }
+
+// TestMemoryManyPoliciesOneSubject: limiters sharing a store keep one
+// bucket each for the same subject, whatever order they decide in.
+func TestMemoryManyPoliciesOneSubject(t *testing.T) {
+	s := core.NewMemoryStore()
+	ps := make([][]core.Policy, 40)
+	for i := range ps {
+		ps[i] = []core.Policy{policyOf(t, "p"+strconv.Itoa(i), core.PerHour(3))}
+	}
+	ctx := context.Background()
+	for round := 0; round < 4; round++ {
+		for i := range ps {
+			o, err := s.Take(ctx, "k", 1, ps[(i*7+round)%len(ps)], nil)
+			if wantAllowed := round < 3; err != nil || o.Allowed != wantAllowed || (wantAllowed && o.Remaining != int64(2-round)) {
+				t.Fatalf("round %d, policy %d: got %+v %v", round, i, o, err)
+			}
+		}
+	}
+	if got := s.Len(); got != len(ps) {
+		t.Fatalf("Len = %d, want %d", got, len(ps))
+	}
+}

@@ -1,11 +1,12 @@
 package core
 
 // memTable is one MemoryStore shard's buckets: an open-addressing hash
-// table with linear probing, keyed by (policy name, subject). The store
-// hashes a key once (see MemoryStore.hash) and the table keeps that hash,
-// so a lookup costs one hash, usually one probe and a string comparison;
-// buckets sit in the slots themselves, with no pointer to follow. It is
-// not safe for concurrent use: its shard's mutex guards it.
+// table with linear probing, keyed by (policy name, subject). A decision
+// hashes its subject once, for the shard and the table alike (see
+// memShard.hash), and slots keep their key's hash, so a lookup costs that
+// one hash, usually one or two probes and two string comparisons; buckets
+// sit in the slots themselves, with no pointer to follow. It is not safe
+// for concurrent use: its shard's mutex guards it.
 type memTable struct {
 	slots []memSlot // len is a power of two, at least minSlots; at most 3/4 used
 	used  int
@@ -22,7 +23,7 @@ type memSlot struct {
 }
 
 // home is the slot where a key hashed to h is first looked for. The low
-// bits of h pick the shard, so the table uses the high ones.
+// bits of the subject's hash picked the shard, so the table uses high ones.
 func home(h uint64, mask int) int { return int(h>>32) & mask }
 
 // find returns the index of key (name, subject)'s slot and true, or, when
