@@ -60,8 +60,8 @@ func WithClock(now func() time.Time) MemoryOption {
 }
 
 // DefaultMaxKeys is the default bound on buckets held by a MemoryStore:
-// about 130 MB at 128 bytes a bucket (a 64-byte slot in tables kept at
-// most 3/4 full; subjects' own bytes come on top).
+// at most about 130 MB, 128 bytes a bucket (a 64-byte slot in tables kept
+// at most 3/4 full; subjects' own bytes come on top).
 const DefaultMaxKeys = 1 << 20
 
 // WithMaxKeys bounds the number of buckets (one per policy and subject);
