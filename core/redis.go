@@ -12,7 +12,8 @@ import (
 )
 
 // RedisStore keeps token buckets in Redis and decides with one Lua script
-// per decision (EVALSHA; EVAL only after a NOSCRIPT reply), so concurrent
+// call per decision (EVALSHA; EVAL only after a NOSCRIPT reply), or, with
+// WithBatching, one per batch of concurrent decisions, so concurrent
 // instances share one exact limit. It works with every redis.UniversalClient:
 // a standalone client, Sentinel (failover) client, Cluster or Ring.
 //
