@@ -104,9 +104,14 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 	} else {
 		s.base = time.Now()
 	}
+	// The memoized name starts as "", so its hash must be the hash of ""
+	// (not 0): a policy named "" would otherwise hash one way or the
+	// other depending on which names the shard saw before.
+	empty := maphash.String(s.seed, "")
 	for i := range s.shards {
 		s.shards[i].slots = make([]memSlot, minSlots)
 		s.shards[i].nextSweep = s.sweep
+		s.shards[i].nameHash = empty
 	}
 	return s
 }

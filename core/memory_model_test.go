@@ -1,0 +1,738 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// This file checks the memory store against a plain reference model of
+// DESIGN §3 (a Go map of buckets, big-integer arithmetic), driven by the
+// same random operations and an injected clock, and checks the open-
+// addressing table's invariants directly, with hashes chosen to collide.
+
+// refillRef is Policy.refill in exact arithmetic: units plus max(0, now-ts)
+// × Refill, capped at Capacity.
+func refillRef(p *Policy, units, ts, now int64) int64 {
+	el := new(big.Int).Sub(big.NewInt(now), big.NewInt(ts))
+	if el.Sign() < 0 {
+		el.SetInt64(0)
+	}
+	v := el.Mul(el, big.NewInt(p.Refill))
+	v.Add(v, big.NewInt(units))
+	if v.Cmp(big.NewInt(p.Capacity)) >= 0 {
+		return p.Capacity
+	}
+	return v.Int64()
+}
+
+// refillDiv is Policy.refill as it was before the 128-bit comparison, for
+// the inputs where its arithmetic cannot overflow.
+func refillDiv(p *Policy, units, ts, now int64) int64 {
+	el := now - ts
+	if el < 0 {
+		el = 0
+	}
+	if units >= p.Capacity || el >= ceilDiv(p.Capacity-units, p.Refill) {
+		return p.Capacity
+	}
+	return units + el*p.Refill
+}
+
+func TestRefillExact(t *testing.T) {
+	const maxNew = 1<<53 - 1 // the largest Refill (and Capacity) New accepts
+	refills := []int64{1, 2, 3, 7, 1000, 1 << 31, 1<<32 + 1, 1 << 52, maxNew, 1 << 62, math.MaxInt64}
+	caps := []int64{1, 2, 999, 1 << 32, 1<<53 - 1, 1 << 53, 1 << 62, math.MaxInt64}
+	els := []int64{math.MinInt64 + 1, -1 << 53, -1, 0, 1, 2, 3, 1 << 20, 1 << 31, 1 << 32, 1<<32 + 1, 1 << 53, 9_223_372_036_854_775, 1 << 62, math.MaxInt64}
+	rng := rand.New(rand.NewPCG(1, 2))
+	check := func(p Policy, units, el int64) {
+		t.Helper()
+		// ts and now chosen so that now - ts = el without overflow.
+		var ts, now int64
+		if el >= 0 {
+			ts, now = -1, el-1
+		} else {
+			ts, now = 0, el
+		}
+		got := p.refill(units, ts, now)
+		want := refillRef(&p, units, ts, now)
+		if got != want {
+			t.Fatalf("refill(units %d, el %d) with Capacity %d, Refill %d = %d, want %d", units, el, p.Capacity, p.Refill, got, want)
+		}
+		// Where the old division cannot overflow, it agrees too.
+		if p.Capacity-units-1 <= math.MaxInt64-p.Refill {
+			if old := refillDiv(&p, units, ts, now); old != got {
+				t.Fatalf("refill(units %d, el %d) with Capacity %d, Refill %d = %d, the division gave %d", units, el, p.Capacity, p.Refill, got, old)
+			}
+		}
+	}
+	for _, r := range refills {
+		for _, c := range caps {
+			p := Policy{Capacity: c, Refill: r, Unit: 1}
+			units := []int64{0, 1, c / 2, c - 1, c, c - r, c - 2*r}
+			for range 8 {
+				units = append(units, rng.Int64N(c))
+			}
+			for _, u := range units {
+				if u < 0 || u > c {
+					continue
+				}
+				// Elapsed times around the exact point where the bucket fills.
+				exact := []int64{}
+				if need := c - u; need > 0 {
+					q := need / r
+					exact = append(exact, q-1, q, q+1, q+2)
+				}
+				for _, el := range append(exact, els...) {
+					check(p, u, el)
+				}
+				for range 8 {
+					check(p, u, rng.Int64()>>rng.IntN(63))
+				}
+			}
+		}
+	}
+}
+
+// refKey is a bucket's key in the reference model.
+type refKey struct{ name, subject string }
+
+type refBucket struct{ units, ts int64 }
+
+// refStore is DESIGN §3's token bucket with one Go map and big integers.
+type refStore map[refKey]refBucket
+
+func ceilDivRef(a, b int64) int64 {
+	q, m := new(big.Int).DivMod(big.NewInt(a), big.NewInt(b), new(big.Int))
+	if m.Sign() != 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	return q.Int64()
+}
+
+func (m refStore) take(now int64, subject string, n int, ps []Policy, each []Outcome) Outcome {
+	tokens := make([]int64, len(ps))
+	allowed := true
+	for i := range ps {
+		p := &ps[i]
+		tokens[i] = p.Capacity
+		if b, ok := m[refKey{p.Name, subject}]; ok {
+			tokens[i] = refillRef(p, b.units, b.ts, now)
+		}
+		if tokens[i] < int64(n)*p.Unit {
+			allowed = false
+		}
+	}
+	var best Outcome
+	for i := range ps {
+		p := &ps[i]
+		need := int64(n) * p.Unit
+		left := tokens[i]
+		o := Outcome{Allowed: allowed, Policy: i}
+		if allowed {
+			left -= need
+			k := refKey{p.Name, subject}
+			ts := now
+			if b, ok := m[k]; ok {
+				ts = max(ts, b.ts)
+			}
+			m[k] = refBucket{left, ts}
+		} else if left < need {
+			o.RetryAfter = time.Duration(ceilDivRef(need-left, p.Refill)) * time.Microsecond
+		}
+		o.Remaining = left / p.Unit
+		o.ResetAfter = time.Duration(ceilDivRef(p.Capacity-left, p.Refill)) * time.Microsecond
+		if each != nil {
+			each[i] = o
+		}
+		switch {
+		case i == 0:
+			best = o
+		case allowed && o.Remaining < best.Remaining:
+			best = o
+		case !allowed && o.RetryAfter > best.RetryAfter:
+			best = o
+		}
+	}
+	return best
+}
+
+// full reports whether key k's bucket is full at now (or absent).
+func (m refStore) full(k refKey, p *Policy, now int64) bool {
+	b, ok := m[k]
+	return !ok || refillRef(p, b.units, b.ts, now) == p.Capacity
+}
+
+// modelPolicies returns policies with distinct names (one of them empty,
+// and two that differ only in their last byte), from the smallest limits
+// to the largest New accepts.
+func modelPolicies(t *testing.T) []Policy {
+	limits := []NamedLimit{
+		{"", PerHour(3)},
+		{"a", PerSecond(2)},
+		{"b", Limit{Rate: 1, Period: time.Microsecond, Burst: 5}},
+		{"p-1", PerMinute(7).WithBurst(11)},
+		{"p-2", Limit{Rate: 3, Period: 1700 * time.Microsecond, Burst: 4}},
+		{"huge-refill", Limit{Rate: 1<<53 - 2, Period: time.Microsecond, Burst: 1}},
+		{"huge-burst", Limit{Rate: 1, Period: time.Microsecond, Burst: 1<<53 - 1}},
+		{"slow", Limit{Rate: 1, Period: 100 * 365 * 24 * time.Hour, Burst: 2}},
+	}
+	var ps []Policy
+	for _, nl := range limits {
+		one, err := Policies(nl)
+		if err != nil {
+			t.Fatalf("%v: %v", nl, err)
+		}
+		one[0].Name = nl.Name // keep the empty name: direct store users may send it
+		ps = append(ps, one[0])
+	}
+	return ps
+}
+
+// modelSubjects returns subjects that collide in their bytes as much as
+// possible: binary, one byte apart, prefixes of each other, long.
+func modelSubjects(rng *rand.Rand, n int) []string {
+	subjects := []string{"\x00", "\x00\x00", "\xff", "k", "k\x00", "kk", strings.Repeat("x", 1<<16), strings.Repeat("x", 1<<16-1) + "y"}
+	for len(subjects) < n {
+		b := make([]byte, 1+rng.IntN(12))
+		for i := range b {
+			b[i] = byte(rng.IntN(4)) // few distinct bytes: many near-equal subjects
+		}
+		subjects = append(subjects, string(b))
+	}
+	return subjects
+}
+
+// µsClock is a clock for WithClock that tests move in microseconds.
+type µsClock struct {
+	mu   sync.Mutex
+	base time.Time
+	us   int64
+}
+
+func (c *µsClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.base.Add(time.Duration(c.us) * time.Microsecond)
+}
+
+func (c *µsClock) set(us int64) {
+	c.mu.Lock()
+	c.us = us
+	c.mu.Unlock()
+}
+
+// TestMemoryStoreModel drives the memory store and the reference model with
+// the same random decisions, resets and clock moves (forward, backward,
+// by years) and requires identical outcomes and bucket counts. Sweeps are
+// disabled so that Len is exact: a swept bucket is full, and with a clock
+// that moves back a full bucket and a missing one can differ (TestMemory-
+// StoreModelSweeps covers sweeps).
+func TestMemoryStoreModel(t *testing.T) {
+	for seed := uint64(0); seed < 12; seed++ {
+		runMemoryModel(t, seed, false)
+	}
+}
+
+// TestMemoryStoreModelSweeps is TestMemoryStoreModel with a clock that
+// never moves back and frequent sweeps: then a swept bucket and a full one
+// decide alike, and every bucket not yet full must be kept.
+func TestMemoryStoreModelSweeps(t *testing.T) {
+	for seed := uint64(100); seed < 112; seed++ {
+		runMemoryModel(t, seed, true)
+	}
+}
+
+func runMemoryModel(t *testing.T, seed uint64, sweeps bool) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	pool := modelPolicies(t)
+	subjects := modelSubjects(rng, 300)
+	clk := &µsClock{base: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	opts := []MemoryOption{WithClock(clk.Now), WithMaxKeys(1 << 30)}
+	if sweeps {
+		opts = append(opts, WithSweepInterval(time.Duration(1+rng.IntN(3000))*time.Microsecond))
+	} else {
+		opts = append(opts, WithSweepInterval(math.MaxInt64))
+	}
+	s := NewMemoryStore(opts...)
+	model := refStore{}
+	ctx := context.Background()
+	var now int64
+	const year = 365 * 24 * 3600 * 1e6
+	for step := 0; step < 4000; step++ {
+		switch op := rng.IntN(100); {
+		case op < 15: // move the clock
+			switch r := rng.IntN(20); {
+			case r < 12:
+				now += rng.Int64N(2000)
+			case r < 15:
+				now += rng.Int64N(3600e6)
+			case r < 16:
+				// Years: el × Refill passes 2^64. The store's clock
+				// (time.Time.Sub) saturates at ±292 years: stay within 200.
+				if now < 150*year {
+					now += rng.Int64N(50 * year)
+				}
+			case sweeps:
+			case r < 19:
+				now -= rng.Int64N(5000)
+			default:
+				if now > -150*year {
+					now -= rng.Int64N(50 * year)
+				}
+			}
+			clk.set(now)
+		case op < 20: // reset some policies of a subject
+			subject := subjects[rng.IntN(len(subjects))]
+			ps := pickPolicies(rng, pool)
+			if err := s.Reset(ctx, subject, ps); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range ps {
+				delete(model, refKey{p.Name, subject})
+			}
+		default: // decide
+			subject := subjects[rng.IntN(len(subjects))]
+			ps := pickPolicies(rng, pool)
+			minCap := int64(math.MaxInt64)
+			for _, p := range ps {
+				minCap = min(minCap, p.Capacity/p.Unit)
+			}
+			n := 1
+			if rng.IntN(3) == 0 {
+				n = 1 + int(rng.Int64N(min(minCap, 20)))
+			}
+			want := make([]Outcome, len(ps))
+			wantBest := model.take(now, subject, n, ps, want)
+			got := make([]Outcome, len(ps))
+			var gotBest Outcome
+			if len(ps) == 1 && rng.IntN(2) == 0 {
+				// The Limiter's hot path.
+				gotBest = s.take1(subject, n, &ps[0]).outcome(0)
+				got[0] = gotBest
+			} else {
+				var err error
+				gotBest, err = s.Take(ctx, subject, n, ps, got)
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if gotBest != wantBest || !slices.Equal(got, want) {
+				t.Fatalf("seed %d step %d: Take(%.20q, %d, %v) at %d µs:\n got %+v %+v\nwant %+v %+v", seed, step, subject, n, names(ps), now, gotBest, got, wantBest, want)
+			}
+		}
+		if step%50 == 0 || step == 3999 {
+			checkStoreTables(t, s)
+			if got := s.Len(); !sweeps && got != len(model) {
+				t.Fatalf("seed %d step %d: Len = %d, model holds %d", seed, step, got, len(model))
+			} else if sweeps {
+				notFull := 0
+				for k := range model {
+					for i := range pool {
+						if pool[i].Name == k.name && !model.full(k, &pool[i], now) {
+							notFull++
+						}
+					}
+				}
+				if got < notFull || got > len(model) {
+					t.Fatalf("seed %d step %d: Len = %d; the model holds %d buckets, %d not full", seed, step, got, len(model), notFull)
+				}
+			}
+		}
+	}
+}
+
+// pickPolicies returns 1–4 distinct policies of pool, in a random order.
+func pickPolicies(rng *rand.Rand, pool []Policy) []Policy {
+	k := 1
+	if rng.IntN(3) == 0 {
+		k = 2 + rng.IntN(3)
+	}
+	idx := rng.Perm(len(pool))[:k]
+	ps := make([]Policy, k)
+	for i, j := range idx {
+		ps[i] = pool[j]
+	}
+	return ps
+}
+
+func names(ps []Policy) []string {
+	var ns []string
+	for _, p := range ps {
+		ns = append(ns, strconv.Quote(p.Name))
+	}
+	return ns
+}
+
+// checkStoreTables checks every shard's table (see checkTable).
+func checkStoreTables(t *testing.T, s *MemoryStore) {
+	t.Helper()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		err := checkTable(&sh.memTable, s.perShard)
+		sh.mu.Unlock()
+		if err != nil {
+			t.Fatalf("shard %d: %v", i, err)
+		}
+	}
+}
+
+// checkTable checks a memTable's invariants: a power-of-two size of at
+// least minSlots, at most 3/4 and limit used, used counting the entries,
+// no key twice, and every entry reachable from its home without crossing
+// an empty slot (what a lookup after backward-shift deletion relies on).
+func checkTable(t *memTable, limit int) error {
+	n := len(t.slots)
+	if n < minSlots || n&(n-1) != 0 {
+		return fmt.Errorf("%d slots", n)
+	}
+	if t.used > limit || 4*t.used > 3*n {
+		return fmt.Errorf("%d used of %d slots, limit %d", t.used, n, limit)
+	}
+	mask := n - 1
+	used := 0
+	seen := map[refKey]bool{}
+	for i := range t.slots {
+		sl := &t.slots[i]
+		if sl.hash == 0 {
+			if sl.name != "" || sl.subject != "" || sl.memBucket != (memBucket{}) {
+				return fmt.Errorf("empty slot %d holds %q %q %+v", i, sl.name, sl.subject, sl.memBucket)
+			}
+			continue
+		}
+		used++
+		k := refKey{sl.name, sl.subject}
+		if seen[k] {
+			return fmt.Errorf("key %q twice", k)
+		}
+		seen[k] = true
+		for j := home(sl.hash, mask); j != i; j = (j + 1) & mask {
+			if t.slots[j].hash == 0 {
+				return fmt.Errorf("slot %d (home %d) is past empty slot %d", i, home(sl.hash, mask), j)
+			}
+		}
+		if j, ok := t.find(sl.hash, sl.name, sl.subject); !ok || j != i {
+			return fmt.Errorf("find(%q) = %d, %v; it is at %d", k, j, ok, i)
+		}
+	}
+	if used != t.used {
+		return fmt.Errorf("used = %d, %d slots hold entries", t.used, used)
+	}
+	return nil
+}
+
+// TestMemTableCollisions drives one table with keys whose hashes are all
+// equal, or whose homes are all the last slot (every cluster wraps around
+// the end), and checks the invariants and a model after every operation:
+// only the full key, never the hash, may identify a bucket.
+func TestMemTableCollisions(t *testing.T) {
+	type hasher func(k refKey, mask int) uint64
+	hashers := map[string]hasher{
+		"one hash": func(refKey, int) uint64 { return 0xdead_beef_0000_0001 },
+		"last home": func(k refKey, mask int) uint64 {
+			// Distinct hashes, same home: the last slot of the current size.
+			return uint64(mask)<<32 | uint64(len(k.subject))<<1 | 1
+		},
+		"two ends": func(k refKey, mask int) uint64 {
+			if len(k.name)%2 == 0 {
+				return uint64(mask)<<32 | 1
+			}
+			return 1
+		},
+	}
+	for name, hf := range hashers {
+		t.Run(name, func(t *testing.T) {
+			for seed := uint64(0); seed < 10; seed++ {
+				rng := rand.New(rand.NewPCG(seed, 3))
+				tab := memTable{slots: make([]memSlot, minSlots)}
+				// A key's hash must not change with the table's size: fix it
+				// at insertion, as the store does.
+				hashes := map[refKey]uint64{}
+				model := map[refKey]int64{}
+				limit := 1 + rng.IntN(40)
+				for step := 0; step < 1500; step++ {
+					k := refKey{strings.Repeat("n", rng.IntN(3)), strings.Repeat("s", 1+rng.IntN(30))}
+					h, ok := hashes[k]
+					if !ok {
+						h = hf(k, len(tab.slots)-1)
+					}
+					switch op := rng.IntN(10); {
+					case op < 6:
+						if b := tab.lookup(h, k.name, k.subject); b != nil {
+							if _, in := model[k]; !in {
+								t.Fatalf("step %d: %q found, not in the model", step, k)
+							}
+							break
+						}
+						if _, in := model[k]; in {
+							t.Fatalf("step %d: %q lost", step, k)
+						}
+						before := tab.used
+						b := tab.insert(h, k.name, k.subject, limit)
+						b.full = rng.Int64N(100)
+						hashes[k] = h
+						if before == limit {
+							for mk := range model {
+								if tab.lookup(hashes[mk], mk.name, mk.subject) == nil {
+									delete(model, mk)
+									delete(hashes, mk)
+									break
+								}
+							}
+						}
+						model[k] = b.full
+					case op < 9:
+						if i, found := tab.find(h, k.name, k.subject); found {
+							tab.remove(i)
+							delete(hashes, k)
+						}
+						delete(model, k)
+					default:
+						now := rng.Int64N(100)
+						tab.sweep(now)
+						for mk, full := range model {
+							if full <= now {
+								delete(model, mk)
+								delete(hashes, mk)
+							}
+						}
+					}
+					if err := checkTable(&tab, limit); err != nil {
+						t.Fatalf("seed %d step %d: %v", seed, step, err)
+					}
+					if tab.used != len(model) {
+						t.Fatalf("seed %d step %d: used %d, model %d", seed, step, tab.used, len(model))
+					}
+					for mk, full := range model {
+						if b := tab.lookup(hashes[mk], mk.name, mk.subject); b == nil || b.full != full {
+							t.Fatalf("seed %d step %d: %q: %v, want full %d", seed, step, mk, b, full)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestMemTableWrapRemove: a cluster that wraps around the end of the
+// table, emptied in every order, keeps every other entry findable.
+func TestMemTableWrapRemove(t *testing.T) {
+	// Homes 6, 6, 7, 7, 0: slots 6, 7, 0, 1, 2.
+	homes := []uint64{6, 6, 7, 7, 0}
+	var perm func([]int, int)
+	perm = func(order []int, k int) {
+		if k == len(order) {
+			tab := memTable{slots: make([]memSlot, minSlots)}
+			for i, hm := range homes {
+				tab.insert(hm<<32|uint64(i)<<1|1, "n", strconv.Itoa(i), 100)
+			}
+			left := map[int]bool{0: true, 1: true, 2: true, 3: true, 4: true}
+			for _, r := range order {
+				j, ok := tab.find(homes[r]<<32|uint64(r)<<1|1, "n", strconv.Itoa(r))
+				if !ok {
+					t.Fatalf("order %v: %d lost", order, r)
+				}
+				tab.remove(j)
+				delete(left, r)
+				if err := checkTable(&tab, 100); err != nil {
+					t.Fatalf("order %v, after removing %d: %v", order, r, err)
+				}
+				for i := range left {
+					if _, ok := tab.find(homes[i]<<32|uint64(i)<<1|1, "n", strconv.Itoa(i)); !ok {
+						t.Fatalf("order %v, after removing %d: %d lost", order, r, i)
+					}
+				}
+			}
+			return
+		}
+		for i := k; i < len(order); i++ {
+			order[k], order[i] = order[i], order[k]
+			perm(order, k+1)
+			order[k], order[i] = order[i], order[k]
+		}
+	}
+	perm([]int{0, 1, 2, 3, 4}, 0)
+}
+
+// TestMemoryEmptyPolicyName: a policy named "" (a direct store user may
+// send one) keeps its bucket whatever policy the shard decided last. The
+// shard's memoized name hash once started as ("", 0) while "" hashes to
+// something else: the bucket's hash then depended on the shard's history.
+func TestMemoryEmptyPolicyName(t *testing.T) {
+	ps, err := Policies(NamedLimit{Name: "a", Limit: PerHour(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, empty := ps[0], ps[0]
+	empty.Name = ""
+	s := NewMemoryStore()
+	ctx := context.Background()
+	for i, step := range []struct {
+		p       Policy
+		allowed bool
+	}{{empty, true}, {named, true}, {empty, false}, {named, false}} {
+		o, err := s.Take(ctx, "k", 1, []Policy{step.p}, nil)
+		if err != nil || o.Allowed != step.allowed {
+			t.Fatalf("decision %d (policy %q): allowed %v, %v; want %v", i, step.p.Name, o.Allowed, err, step.allowed)
+		}
+	}
+	if got := s.Len(); got != 2 {
+		t.Fatalf("Len = %d, want 2", got)
+	}
+}
+
+// TestMemoryKeyCapBounds floods stores of every cap (zero, negative, one,
+// below and around the shard count, odd, huge) with unique subjects under
+// two policies: the buckets stay within the cap (raised to the shard
+// count), the tables within twice 4/3 of it, and once everything refills a
+// sweep gives the memory back.
+func TestMemoryKeyCapBounds(t *testing.T) {
+	ps, err := Policies(NamedLimit{Name: "s", Limit: PerSecond(5)}, NamedLimit{Name: "h", Limit: PerHour(100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, maxKeys := range []int{math.MinInt, -1, 0, 1, 15, 16, 17, 1000, 4097, math.MaxInt} {
+		clk := &µsClock{base: time.Now()}
+		s := NewMemoryStore(WithClock(clk.Now), WithMaxKeys(maxKeys), WithSweepInterval(time.Minute))
+		bound := max(maxKeys, len(s.shards))
+		if maxKeys == math.MaxInt {
+			bound = math.MaxInt
+		}
+		var now int64
+		for i := 0; i < 20000; i++ {
+			now += 10
+			clk.set(now)
+			sub := "flood-" + strconv.Itoa(i)
+			if i%2 == 0 {
+				s.Take(ctx, sub, 1, ps, nil)
+			} else {
+				s.take1(sub, 1, &ps[i%4/2])
+			}
+			if i%1000 == 999 {
+				if got := s.Len(); got > bound {
+					t.Fatalf("WithMaxKeys(%d): Len = %d after %d unique subjects, bound %d", maxKeys, got, i+1, bound)
+				}
+			}
+		}
+		checkStoreTables(t, s)
+		slots := 0
+		for i := range s.shards {
+			slots += len(s.shards[i].slots)
+		}
+		if used := s.Len(); slots > max(minSlots*len(s.shards), 8*used/3+minSlots*len(s.shards)) {
+			t.Fatalf("WithMaxKeys(%d): %d slots for %d buckets", maxKeys, slots, used)
+		}
+		// Everything refills; touching every shard sweeps it.
+		now += 2 * 3600e6
+		clk.set(now)
+		for i := 0; i < 50*len(s.shards); i++ {
+			s.take1("touch-"+strconv.Itoa(i), 1, &ps[0]) // locks the shard: sweeps it when due
+		}
+		slots = 0
+		for i := range s.shards {
+			slots += len(s.shards[i].slots)
+		}
+		if used := s.Len(); used > 50*len(s.shards) || slots > 8*minSlots*len(s.shards)+8*used {
+			t.Fatalf("WithMaxKeys(%d): after a sweep of full buckets, %d buckets in %d slots", maxKeys, used, slots)
+		}
+	}
+}
+
+// TestMemoryConcurrentPolicies: limiters with different policy names share
+// one store and one set of subjects across goroutines, with resets of
+// other subjects and Len calls racing them (run with -race). Each limiter
+// admits exactly its burst per subject: no decision used another name's
+// memoized hash.
+func TestMemoryConcurrentPolicies(t *testing.T) {
+	clk := &µsClock{base: time.Now()}
+	s := NewMemoryStore(WithClock(clk.Now), WithMaxKeys(1<<20))
+	const (
+		nLimiters = 6
+		burst     = 20
+		subjects  = 30
+	)
+	var lims []*Limiter
+	for i := range nLimiters {
+		lim := Limit{Rate: 1, Period: time.Hour, Burst: burst}
+		cfg := Config{Store: s, Limit: lim, FailMode: FailClosed, Name: "lim-" + strconv.Itoa(i)}
+		if i%3 == 2 {
+			cfg.Extra = []NamedLimit{{Name: "extra-" + strconv.Itoa(i), Limit: PerHour(1000)}}
+		}
+		l, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims = append(lims, l)
+	}
+	ctx := context.Background()
+	var allowed [nLimiters][subjects]int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 9))
+			var local [nLimiters][subjects]int64
+			for range 3000 {
+				li, si := rng.IntN(nLimiters), rng.IntN(subjects)
+				r, err := lims[li].Allow(ctx, "subject-"+strconv.Itoa(si))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Allowed {
+					local[li][si]++
+				}
+			}
+			mu.Lock()
+			for i := range local {
+				for j := range local[i] {
+					allowed[i][j] += local[i][j]
+				}
+			}
+			mu.Unlock()
+		}()
+	}
+	var churn sync.WaitGroup
+	churn.Add(1)
+	go func() {
+		defer churn.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			sub := "other-" + strconv.Itoa(i%50)
+			lims[i%nLimiters].Allow(ctx, sub)
+			if err := lims[(i+1)%nLimiters].Reset(ctx, sub); err != nil {
+				t.Error(err)
+			}
+			_ = s.Len()
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	churn.Wait()
+	for i := range allowed {
+		for j := range allowed[i] {
+			if allowed[i][j] != burst {
+				t.Errorf("limiter %d, subject %d: %d admitted, want exactly %d", i, j, allowed[i][j], burst)
+			}
+		}
+	}
+	checkStoreTables(t, s)
+}
