@@ -17,7 +17,8 @@ import (
 // buckets that have refilled completely are swept (a full bucket and a
 // missing one are the same), and each shard holds at most its share of
 // WithMaxKeys. A new subject arriving at a full shard evicts the sampled
-// bucket closest to full, whose subject then starts again from a full bucket.
+// bucket closest to full (another subject's, unless every sample is its
+// own), whose subject then starts again from a full bucket.
 //
 // A MemoryStore is safe for concurrent use and needs no Close.
 type MemoryStore struct {

@@ -736,3 +736,40 @@ func TestMemoryConcurrentPolicies(t *testing.T) {
 	}
 	checkStoreTables(t, s)
 }
+
+// TestMemoryEvictionSparesTheDecision: at the key cap, a multi-policy
+// decision on a new subject never evicts the bucket it has just written
+// for another of its policies (which would forget the limit it just
+// counted), as long as the shard can hold them both.
+func TestMemoryEvictionSparesTheDecision(t *testing.T) {
+	ps, err := Policies(
+		NamedLimit{Name: "second", Limit: PerSecond(5)},
+		NamedLimit{Name: "hour", Limit: PerHour(100)},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, maxKeys := range []int{64, 1024} {
+		s := NewMemoryStore(WithMaxKeys(maxKeys))
+		ctx := context.Background()
+		each := make([]Outcome, 2)
+		lost := 0
+		const subjects = 20000
+		for i := range subjects {
+			subj := fmt.Sprint("flood-", i)
+			if o, err := s.Take(ctx, subj, 1, ps, nil); err != nil || !o.Allowed {
+				t.Fatalf("%s: %+v %v", subj, o, err)
+			}
+			// Both buckets must still hold the first request.
+			if _, err := s.Take(ctx, subj, 1, ps, each); err != nil {
+				t.Fatal(err)
+			}
+			if each[0].Remaining != 3 || each[1].Remaining != 98 {
+				lost++
+			}
+		}
+		if lost != 0 {
+			t.Errorf("WithMaxKeys(%d): %d of %d decisions found a bucket of their own evicted", maxKeys, lost, subjects)
+		}
+	}
+}

@@ -51,11 +51,12 @@ func (t *memTable) lookup(h uint64, name, subject string) *memBucket {
 
 // insert adds key (name, subject), absent from the table, with an empty
 // bucket, and returns that bucket. When the table already holds limit
-// buckets, it first evicts one (see evictOne). The pointer is valid until
-// the table next changes.
+// buckets, it first evicts one (see evictOne), never one of subject's own
+// while another is sampled. The pointer is valid until the table next
+// changes.
 func (t *memTable) insert(h uint64, name, subject string, limit int) *memBucket {
 	if t.used >= limit {
-		t.evictOne(h)
+		t.evictOne(h, subject)
 	}
 	if 4*(t.used+1) > 3*len(t.slots) {
 		t.resize(2 * len(t.slots))
@@ -119,17 +120,27 @@ func (t *memTable) sweep(now int64) {
 
 // evictOne drops, among a few buckets sampled from around the home of a
 // key hashed to h (a random place), the one that will be full soonest:
-// forgetting it over-admits that subject the least.
-func (t *memTable) evictOne(h uint64) {
+// forgetting it over-admits that subject the least. Buckets of subject (the
+// decision making room, which may have just written one for another of its
+// policies) are dropped only when every sample is one: dropping the bucket a
+// decision has just counted in would forget that limit at once.
+func (t *memTable) evictOne(h uint64, subject string) {
 	mask := len(t.slots) - 1
-	victim, n := -1, min(8, t.used)
+	victim, own, n := -1, -1, min(8, t.used)
 	for i, sampled := home(h, mask), 0; sampled < n; i = (i + 1) & mask {
 		if sl := &t.slots[i]; sl.hash != 0 {
-			if victim < 0 || sl.full < t.slots[victim].full {
+			if sl.subject == subject {
+				if own < 0 || sl.full < t.slots[own].full {
+					own = i
+				}
+			} else if victim < 0 || sl.full < t.slots[victim].full {
 				victim = i
 			}
 			sampled++
 		}
+	}
+	if victim < 0 {
+		victim = own
 	}
 	if victim >= 0 {
 		t.remove(victim)
