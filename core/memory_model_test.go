@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // This file checks the memory store against a plain reference model of
@@ -770,6 +773,37 @@ func TestMemoryEvictionSparesTheDecision(t *testing.T) {
 		}
 		if lost != 0 {
 			t.Errorf("WithMaxKeys(%d): %d of %d decisions found a bucket of their own evicted", maxKeys, lost, subjects)
+		}
+	}
+}
+
+// TestTakeRejectsPoliciesNewRefuses: a Policy built by hand with numbers
+// New would refuse (beyond 2^53, where the arithmetic stops being exact and
+// can overflow) is refused by both stores before any arithmetic.
+func TestTakeRejectsPoliciesNewRefuses(t *testing.T) {
+	stores := map[string]Store{
+		"memory": NewMemoryStore(),
+		// Never dialed: the request is refused first.
+		"redis": NewRedisStore(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})),
+	}
+	bad := []Policy{
+		{Name: "p", Capacity: math.MaxInt64 / 2, Refill: math.MaxInt64 / 4, Unit: 1},
+		{Name: "p", Capacity: 10, Refill: math.MaxInt64, Unit: 1},
+		{Name: "p", Capacity: maxExact, Refill: 1, Unit: 1},
+		{Name: "p", Capacity: 10, Refill: 0, Unit: 1},
+		{Name: "p", Capacity: 10, Refill: 1, Unit: 0},
+	}
+	good := Policy{Name: "p", Capacity: maxExact - 1, Refill: 1, Unit: 1}
+	for name, s := range stores {
+		for _, p := range bad {
+			if _, err := s.Take(context.Background(), "k", 1, []Policy{p}, nil); !errors.Is(err, ErrInvalidLimit) {
+				t.Errorf("%s: %+v: got %v, want ErrInvalidLimit", name, p, err)
+			}
+		}
+		if name == "memory" {
+			if o, err := s.Take(context.Background(), "k", 1, []Policy{good}, nil); err != nil || !o.Allowed {
+				t.Errorf("%s: %+v: got %+v %v, want allowed", name, good, o, err)
+			}
 		}
 	}
 }

@@ -20,7 +20,8 @@ type Store interface {
 	// nil (len(each) == len(policies)), Take also fills in every policy's
 	// outcome. An error means the store could not decide, or the request
 	// was malformed: an empty subject (ErrEmptyKey), n < 1
-	// (ErrInvalidCost) or n above a policy's burst (ErrCostTooHigh).
+	// (ErrInvalidCost), n above a policy's burst (ErrCostTooHigh), or a
+	// policy New would refuse (ErrInvalidLimit).
 	Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error)
 }
 
@@ -52,9 +53,11 @@ type Outcome struct {
 }
 
 // checkTake rejects what no store may decide: an empty subject (one bucket
-// for everyone, and an empty Cluster hash tag), a cost below 1, or a cost
+// for everyone, and an empty Cluster hash tag), a cost below 1, a cost
 // above a policy's burst (it could never be served, and n × Unit could
-// overflow). Limiter checks these first; this guards direct store use.
+// overflow), or a policy New would refuse (ErrInvalidLimit: its numbers must
+// stay below 2^53, where the arithmetic is exact and cannot overflow).
+// Limiter checks these first; this guards direct store use.
 func checkTake(subject string, n int, policies []Policy) error {
 	switch {
 	case subject == "":
@@ -65,7 +68,11 @@ func checkTake(subject string, n int, policies []Policy) error {
 		return ErrInvalidConfig
 	}
 	for i := range policies {
-		if p := &policies[i]; p.Unit <= 0 || p.Refill <= 0 || int64(n) > p.Capacity/p.Unit {
+		p := &policies[i]
+		if p.Unit <= 0 || p.Refill <= 0 || p.Capacity > maxExact-p.Refill {
+			return ErrInvalidLimit
+		}
+		if int64(n) > p.Capacity/p.Unit {
 			return ErrCostTooHigh
 		}
 	}
