@@ -182,7 +182,7 @@ func (s *RedisStore) takeBatched(ctx context.Context, subj string, n int, polici
 	return p.result(each)
 }
 
-// maxBatch bounds the decisions in one pipeline; more wait for the next.
+// maxBatch bounds the decisions in one batch; more wait for the next.
 const maxBatch = 256
 
 // take moves the first maxBatch queued decisions into a batch (the leader's

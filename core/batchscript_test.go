@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -249,5 +250,50 @@ func TestBatchScriptMatchesSingle(t *testing.T) {
 				t.Fatalf("allowed %d, denied %d: the batches did not exercise both", allowed, denied)
 			}
 		})
+	}
+}
+
+// TestBatchScriptManyKeys: a batch holding more keys than one script call
+// takes goes as a pipeline, with the same answers.
+func TestBatchScriptManyKeys(t *testing.T) {
+	c := redistest.Client(t)
+	var pipes atomic.Int64
+	c.AddHook(pipelineCounter{&pipes})
+	s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)), WithBatching())
+	var limits []NamedLimit
+	for i := range maxScriptPolicies {
+		limits = append(limits, NamedLimit{Name: fmt.Sprint("p", i), Limit: Limit{Rate: 1, Period: time.Hour, Burst: 2 + i%3}})
+	}
+	ps := mustPolicies(t, limits...)
+	var reqs []batchReq
+	for i := 0; len(reqs)*len(ps) <= maxScriptKeys; i++ {
+		reqs = append(reqs, batchReq{fmt.Sprint("k", i%64), 1, ps})
+	}
+	for i, a := range sendBatch(t, s, reqs) {
+		// Subject k(i%64) is on its (i/64+1)th request; the burst-2
+		// policies bind, and deny the third.
+		nth := int64(i/64 + 1)
+		wantOK := nth <= 2
+		wantRem := 2 - nth
+		if !wantOK {
+			wantRem = 0
+		}
+		if a.err != nil || a.o.Allowed != wantOK || a.o.Remaining != wantRem {
+			t.Fatalf("request %d: %+v %v; want allowed %v remaining %d", i, a.o, a.err, wantOK, wantRem)
+		}
+	}
+	if pipes.Load() == 0 {
+		t.Fatalf("%d requests × %d policies went in one script call", len(reqs), len(ps))
+	}
+}
+
+type pipelineCounter struct{ n *atomic.Int64 }
+
+func (pipelineCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
 	}
 }
