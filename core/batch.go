@@ -11,8 +11,8 @@ import (
 )
 
 // Natural batching (WithBatching). Every decision stays atomic, decided by
-// the same Lua function as without batching; what changes is how decisions
-// travel.
+// the same bucket arithmetic as without batching; what changes is how
+// decisions travel.
 // While no batch of a store is in flight, a decision is sent at once, alone,
 // exactly as without batching: a lone caller never waits for company. While
 // one is in flight, arriving decisions queue; when it returns, the caller
@@ -86,8 +86,8 @@ func (p *pending) recycle() {
 // decision made with nothing in flight is sent at once, alone, as without
 // this option, so a lone caller pays nothing; under concurrency Redis and
 // the client spend much less CPU per decision. Each decision is still
-// atomic, decided by the same Lua code; limits are exactly as enforced as
-// without batching. Default off.
+// atomic, decided by the same bucket arithmetic; limits are exactly as
+// enforced as without batching. Default off.
 //
 // Batches are per store: limiters sharing a store share its batches. Every
 // caller still waits at most Config.Timeout; a batch is sent under the

@@ -195,6 +195,7 @@ func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
 	allowed := tokens >= int64(n)*p.Unit
 	d, left := p.decide(tokens, n, allowed)
 	if allowed {
+		// put, written out: this is the hot path, and put does not inline.
 		ts := now
 		if b == nil {
 			b = sh.insert(h, p.Name, subject, s.perShard)
@@ -207,20 +208,35 @@ func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
 	return d
 }
 
+// put writes a bucket that was taken from: b, or, when nil, a bucket
+// inserted for key (name, subject), holds left units at now, or at its own
+// later time (a bucket's time never moves back).
+func (sh *memShard) put(s *MemoryStore, b *memBucket, h uint64, name, subject string, left, now int64, resetAfter time.Duration) {
+	ts := now
+	if b == nil {
+		b = sh.insert(h, name, subject, s.perShard)
+	} else {
+		ts = max(ts, b.ts)
+	}
+	*b = memBucket{units: left, ts: ts, full: ts + int64(resetAfter/time.Microsecond)}
+}
+
 func (sh *memShard) takeMany(s *MemoryStore, hs uint64, subject string, n int, policies []Policy, each []Outcome, now int64) Outcome {
 	var small [4]int64
-	tokens := small[:0]
+	var smallH [4]uint64
+	tokens, hashes := small[:0], smallH[:0]
 	if len(policies) > len(small) {
-		tokens = make([]int64, 0, len(policies))
+		tokens, hashes = make([]int64, 0, len(policies)), make([]uint64, 0, len(policies))
 	}
 	allowed := true
 	for i := range policies {
 		p := &policies[i]
+		h := sh.hash(s, hs, p.Name)
 		t := p.Capacity
-		if b := sh.lookup(sh.hash(s, hs, p.Name), p.Name, subject); b != nil {
+		if b := sh.lookup(h, p.Name, subject); b != nil {
 			t = p.refill(b.units, b.ts, now)
 		}
-		tokens = append(tokens, t)
+		tokens, hashes = append(tokens, t), append(hashes, h)
 		if t < int64(n)*p.Unit {
 			allowed = false
 		}
@@ -233,15 +249,8 @@ func (sh *memShard) takeMany(s *MemoryStore, hs uint64, subject string, n int, p
 		if allowed {
 			// Looked up again: an insert for an earlier policy may have
 			// moved this bucket.
-			h := sh.hash(s, hs, p.Name)
-			b := sh.lookup(h, p.Name, subject)
-			ts := now
-			if b == nil {
-				b = sh.insert(h, p.Name, subject, s.perShard)
-			} else {
-				ts = max(ts, b.ts)
-			}
-			*b = memBucket{units: left, ts: ts, full: ts + int64(o.ResetAfter/time.Microsecond)}
+			h := hashes[i]
+			sh.put(s, sh.lookup(h, p.Name, subject), h, p.Name, subject, left, now, o.ResetAfter)
 		}
 		if each != nil {
 			each[i] = o
