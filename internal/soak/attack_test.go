@@ -44,34 +44,28 @@ func knownBug(t *testing.T, what string) {
 // attackLimit is the limit every attack tries to get past.
 var attackLimit = core.PerMinute(3)
 
-// attackStores are the Redis set-ups the attacks run against: go-redis's
-// default client (which ignores context deadlines), the README's
-// recommended one, and batching.
-var attackStores = []struct {
-	name     string
-	opts     redis.Options
-	batching bool
+// attackClients are the Redis clients the attacks run against: go-redis's
+// default (which ignores context deadlines) and the README's recommended
+// one.
+var attackClients = []struct {
+	name string
+	opts redis.Options
 }{
-	{name: "default client"},
-	{name: "ContextTimeoutEnabled", opts: redis.Options{ContextTimeoutEnabled: true}},
-	{name: "WithBatching", batching: true},
+	{"default client", redis.Options{}},
+	{"ContextTimeoutEnabled", redis.Options{ContextTimeoutEnabled: true}},
 }
 
 // attackLimiter returns a limiter of attackLimit on a RedisStore of its own
 // (a fresh prefix) with the client options opts, and the count of its
 // OnError calls: one for every degraded decision.
-func attackLimiter(t *testing.T, opts redis.Options, batching bool, mode core.FailMode) (*core.Limiter, *atomic.Int64) {
+func attackLimiter(t *testing.T, opts redis.Options, mode core.FailMode) (*core.Limiter, *atomic.Int64) {
 	t.Helper()
 	opts.Addr = redistest.Addr(t)
 	c := redis.NewClient(&opts)
 	t.Cleanup(func() { c.Close() })
-	ropts := []core.RedisOption{core.WithPrefix(redistest.Prefix(t))}
-	if batching {
-		ropts = append(ropts, core.WithBatching())
-	}
 	var errs atomic.Int64
 	lim, err := core.New(core.Config{
-		Store:    core.NewRedisStore(c, ropts...),
+		Store:    core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))),
 		Limit:    attackLimit,
 		FailMode: mode,
 		OnError:  func(error) { errs.Add(1) },
@@ -117,15 +111,15 @@ var attackAdapters = []struct {
 const attackSent = 30
 
 // runConnectionAttack sends attackSent requests through every adapter and
-// store, each on a connection of its own that send ends as the attack
+// client, each on a connection of its own that send ends as the attack
 // does, and checks that the handler ran at most the limit's burst and that
 // no decision was degraded.
 func runConnectionAttack(t *testing.T, send func(t *testing.T, addr string)) {
 	t.Helper()
-	for _, st := range attackStores {
+	for _, cl := range attackClients {
 		for _, ad := range attackAdapters {
-			t.Run(st.name+"/"+ad.name, func(t *testing.T) {
-				lim, errs := attackLimiter(t, st.opts, st.batching, core.FailOpen)
+			t.Run(cl.name+"/"+ad.name, func(t *testing.T) {
+				lim, errs := attackLimiter(t, cl.opts, core.FailOpen)
 				var calls atomic.Int64
 				srv := httptest.NewServer(ad.wrap(lim, func(w http.ResponseWriter, _ *http.Request) {
 					calls.Add(1)
@@ -195,10 +189,10 @@ func TestAttackClosedConnection(t *testing.T) {
 func runDeadlineAttack(t *testing.T, spoil func() (context.Context, context.CancelFunc)) {
 	t.Helper()
 	const sent = 50
-	for _, st := range attackStores {
+	for _, cl := range attackClients {
 		for _, mode := range []core.FailMode{core.FailClosed, core.FailOpen} {
-			t.Run(fmt.Sprintf("%s/fail %s", st.name, mode), func(t *testing.T) {
-				lim, errs := attackLimiter(t, st.opts, st.batching, mode)
+			t.Run(fmt.Sprintf("%s/fail %s", cl.name, mode), func(t *testing.T) {
+				lim, errs := attackLimiter(t, cl.opts, mode)
 				allowed, degraded := 0, 0
 				for range sent {
 					ctx, cancel := spoil()
