@@ -21,6 +21,12 @@
 // request context by an authentication middleware is a key through
 // keyfuncs.ContextUser or keyfuncs.ContextValue.
 //
+// The default key is keyfuncs.IP(), RemoteAddr only. Do not put chi's
+// middleware.RealIP in front of the limiter: it sets RemoteAddr from
+// True-Client-IP, X-Real-IP or X-Forwarded-For, whoever sent them, so every
+// client chooses its own key. Behind proxies use keyfuncs.IP with
+// keyfuncs.TrustedProxies instead.
+//
 // # Per-route limits
 //
 // Three ways, as in nethttp:
