@@ -15,9 +15,13 @@ import "net/http"
 // kilobytes into a key. The canonical name is part of the hash, so the same
 // value in two headers makes two keys.
 //
-// Header does not authenticate: any value gets its own bucket, so put it
-// after authentication or combine it with an IP key (First, Join) when
-// unauthenticated clients could rotate values. It panics on an empty name.
+// Header does not authenticate: any value gets its own bucket, so a client
+// that sends a fresh value with each request is never limited. Put it after
+// authentication, so that only issued keys reach it; where clients can
+// invent values, also pass every request through a second limiter keyed by
+// IP() with a coarser limit, in front of this one (two middlewares in a
+// row). Combining the value with the address (First, Join) does not help:
+// each new value is still a new key. It panics on an empty name.
 func Header(name string) KeyFunc {
 	if name == "" {
 		panic("keyfuncs: Header: empty header name")

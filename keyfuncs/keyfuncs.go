@@ -32,7 +32,8 @@ const (
 // error joins theirs (errors.Join), so errors.Is finds each.
 //
 // First(Header("X-API-Key"), IP()) keys API clients by key and everyone else
-// by address. Do not chain IP KeyFuncs with different trust options this way:
+// by address; a client that invents keys still gets a bucket per key (see
+// Header). Do not chain IP KeyFuncs with different trust options this way:
 // that is the fall-through between forwarding headers that IP refuses.
 // First panics if fns is empty or holds nil.
 func First(fns ...KeyFunc) KeyFunc {
@@ -54,9 +55,11 @@ func First(fns ...KeyFunc) KeyFunc {
 }
 
 // Join returns a KeyFunc whose key combines the keys of all fns, in order:
-// one bucket per combination, such as an API key on one route (Join(IP(),
-// Header("X-API-Key"))). If any fn fails (or returns ""), Join returns that
-// error.
+// one bucket per combination, such as a user at one address
+// (Join(ContextUser(), IP())). Each bucket is narrower than either part's,
+// so Join does not hold a client that can change one of the parts, such as
+// an unauthenticated Header value (see Header). If any fn fails (or returns
+// ""), Join returns that error.
 //
 // The key is "join:" followed by the parts separated by "|" when the parts
 // are printable ASCII without "|", "{", "}" or spaces, and at most 128 bytes
