@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/keyfuncs"
 	ratelimit "github.com/sluicehq/ratelimit/nethttp"
 )
 
@@ -46,6 +47,34 @@ func Example() {
 	// 429 Remaining=0 Reset=20 Policy=3;w=60 Retry-After="20"
 	// application/problem+json
 	// {"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in 20 seconds"}
+}
+
+// A limit per API key does not hold a client that invents keys: each new
+// key is a new bucket, alone or joined with the address (keyfuncs.First,
+// keyfuncs.Join). A second limiter keyed by address, which every request
+// passes first, bounds what one client gets whatever keys it sends.
+func ExampleMiddleware_perAddressAndPerKey() {
+	store := core.NewMemoryStore(core.WithClock(fixed))
+	perIP, err := core.New(core.Config{Store: store, Name: "per-ip", Limit: core.PerMinute(10), FailMode: core.FailOpen})
+	if err != nil {
+		panic(err)
+	}
+	perKey, err := core.New(core.Config{Store: store, Name: "per-key", Limit: core.PerMinute(3), FailMode: core.FailOpen})
+	if err != nil {
+		panic(err)
+	}
+	byIP := ratelimit.Middleware(perIP) // keyfuncs.IP(), the default
+	byKey := ratelimit.Middleware(perKey, ratelimit.WithKey(keyfuncs.Header("X-API-Key")))
+
+	reached := 0
+	handler := byIP(byKey(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached++ })))
+	for i := range 50 {
+		r := httptest.NewRequest("GET", "/", nil) // from 192.0.2.1 every time
+		r.Header.Set("X-API-Key", fmt.Sprint("invented-", i))
+		handler.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	fmt.Println(reached, "of 50 reached the handler")
+	// Output: 10 of 50 reached the handler
 }
 
 // Per-route limits by pattern: /users/1 and /users/2 share the limit of
