@@ -38,9 +38,13 @@ func IPv4Prefix(bits int) IPOption {
 }
 
 // IPv6Prefix sets the length of the network that IPv6 clients are grouped
-// by; the default is 64, the subnet a single host or household usually gets,
-// so a client cannot escape its limit by rotating through its own /64.
-// It panics unless 1 <= bits <= 128.
+// by; the default is 64, the smallest allocation one subscriber gets, so a
+// client cannot escape its limit by rotating through its own /64. It is not
+// the largest: households commonly get a /56 (256 /64s) and tunnel brokers
+// hand out /48s for free, so a /64 limit does not stop one client rotating
+// through its /56 or /48. Where that matters, key by IPv6Prefix(56), or
+// pass every request also through a second limiter with a coarser limit
+// keyed by IPv6Prefix(48). It panics unless 1 <= bits <= 128.
 func IPv6Prefix(bits int) IPOption {
 	if bits < 1 || bits > 128 {
 		panic("keyfuncs: IPv6Prefix: bits out of range [1,128]: " + strconv.Itoa(bits))
@@ -123,7 +127,8 @@ func TrustedHeader(name string, cidrs ...string) IPOption {
 // Addresses are normalised: ports and zones dropped, IPv4-mapped IPv6
 // (::ffff:203.0.113.7) unmapped to IPv4 before anything else, then grouped
 // into a network, /32 for IPv4 and /64 for IPv6 unless IPv4Prefix or
-// IPv6Prefix say otherwise. The key is "ip:" followed by the address when the
+// IPv6Prefix say otherwise (a /64 does not hold a client that owns a /56 or
+// a /48: see IPv6Prefix). The key is "ip:" followed by the address when the
 // network is a single address, or by the network in CIDR notation otherwise:
 //
 //	ip:203.0.113.7            IPv4, default /32
