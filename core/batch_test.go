@@ -25,7 +25,7 @@ func batchingStore(t *testing.T) clockStore {
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t)
 	return clockStore{
-		store:    core.NewRedisStore(c, core.WithPrefix(prefix), core.WithBatching()),
+		store:    core.NewRedisStore(c, core.WithPrefix(prefix)),
 		advance:  func(d time.Duration) { backdate(t, c, prefix, d) },
 		realTime: true,
 	}
@@ -74,22 +74,22 @@ func batchScriptDecisions(cmd redis.Cmder) int64 {
 	}
 	switch name, _ := a[0].(string); name {
 	case "evalsha":
-		if a[1] != core.BatchScriptSHA() {
+		if a[1] != core.ScriptSHA() {
 			return 0
 		}
 	case "eval":
 		body, _ := a[1].(string)
-		if fmt.Sprintf("%x", sha1.Sum([]byte(body))) != core.BatchScriptSHA() {
+		if fmt.Sprintf("%x", sha1.Sum([]byte(body))) != core.ScriptSHA() {
 			return 0
 		}
 	default:
 		return 0
 	}
 	nk, _ := a[2].(int)
-	if len(a) <= 3+nk {
+	if len(a) <= 4+nk {
 		return 0
 	}
-	n, _ := a[3+nk].(int)
+	n, _ := a[4+nk].(int)
 	return int64(n)
 }
 
@@ -133,7 +133,7 @@ func TestBatchingConformance(t *testing.T) {
 	for _, tc := range conformance {
 		t.Run(tc.name, func(t *testing.T) {
 			prefix := redistest.Prefix(t)
-			s := core.NewRedisStore(c, core.WithPrefix(prefix), core.WithBatching())
+			s := core.NewRedisStore(c, core.WithPrefix(prefix))
 			stop := noise(t, s, 4)
 			defer stop()
 			// Backdate the case's buckets, not the noise's ("{noise-…}").
@@ -142,7 +142,7 @@ func TestBatchingConformance(t *testing.T) {
 		})
 	}
 	t.Run("multi-policy", func(t *testing.T) {
-		s := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)), core.WithBatching())
+		s := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))
 		stop := noise(t, s, 6)
 		defer stop()
 		ps, err := core.Policies(
@@ -181,7 +181,7 @@ func batchingLimiters(t *testing.T, addr, prefix string, n int, pc *pipeCounter,
 		c.AddHook(pc)
 		t.Cleanup(func() { c.Close() })
 		cfg := cfg
-		cfg.Store = core.NewRedisStore(c, core.WithPrefix(prefix), core.WithBatching())
+		cfg.Store = core.NewRedisStore(c, core.WithPrefix(prefix))
 		ls[i] = mustNew(t, cfg)
 	}
 	return ls
@@ -382,7 +382,7 @@ func TestBatchingStalled(t *testing.T) {
 				c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: inline, MaxRetries: -1,
 					ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 				l := mustNew(t, core.Config{
-					Store: core.NewRedisStore(c, core.WithPrefix(prefix+mode.String()+":"), core.WithBatching()),
+					Store: core.NewRedisStore(c, core.WithPrefix(prefix+mode.String()+":")),
 					Limit: core.PerSecond(1000), FailMode: mode, Instances: faultInstances, Timeout: timeout,
 					Logger: discard, DenyCacheSize: -1,
 				})
@@ -480,7 +480,7 @@ func TestBatchingQueuedCallersBounded(t *testing.T) {
 	p := faultproxy.Start(t, srv.Addr())
 	c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
-	s := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)), core.WithBatching())
+	s := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))
 	pol := []core.Policy{policyOf(t, "q", core.PerSecond(1000))}
 	if _, err := s.Take(context.Background(), "warm", 1, pol, nil); err != nil {
 		t.Fatal(err)
@@ -537,7 +537,7 @@ func TestBatchingLargeQueue(t *testing.T) {
 	c.AddHook(pc)
 	t.Cleanup(func() { c.Close() })
 	prefix := redistest.Prefix(t)
-	s := core.NewRedisStore(c, core.WithPrefix(prefix), core.WithBatching())
+	s := core.NewRedisStore(c, core.WithPrefix(prefix))
 	limit := core.Limit{Rate: 1, Period: time.Hour, Burst: 100000}
 	pol := []core.Policy{policyOf(t, "big", limit)}
 	const callers, each = 700, 3
@@ -566,8 +566,9 @@ func TestBatchingLargeQueue(t *testing.T) {
 	}
 }
 
-// panickyClient blocks its first EVALSHA until released, and has no
-// Pipeline (calling it panics): a client bug in the middle of a batch.
+// panickyClient answers its first script call when released, panics in
+// its second (a client bug in the middle of a batch), and answers again
+// after that.
 type panickyClient struct {
 	redis.UniversalClient
 	entered, release chan struct{}
@@ -575,66 +576,54 @@ type panickyClient struct {
 }
 
 func (c *panickyClient) EvalSha(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
-	if c.calls.Add(1) == 1 {
+	switch c.calls.Add(1) {
+	case 1:
 		close(c.entered)
 		<-c.release
+	case 2:
+		panic("client bug")
 	}
 	cmd := redis.NewCmd(ctx)
 	cmd.SetVal([]any{int64(1), int64(9), int64(0), int64(1000)})
 	return cmd
 }
 
-// TestBatchingClientPanic: a panic while a batch is sent reaches its
-// sender; the batch's other callers get an error instead of waiting
-// forever, and the store decides again afterwards.
+// TestBatchingClientPanic: a panic while a batch is sent fails that
+// batch's decisions with an error instead of leaving their callers waiting
+// or crashing the process, and the store decides again afterwards.
 func TestBatchingClientPanic(t *testing.T) {
 	c := &panickyClient{entered: make(chan struct{}), release: make(chan struct{})}
-	s := core.NewRedisStore(c, core.WithBatching())
+	s := core.NewRedisStore(c)
 	pol := []core.Policy{policyOf(t, "p", core.PerSecond(10))}
 	go s.Take(context.Background(), "first", 1, pol, nil)
 	<-c.entered
-	type outcome struct {
-		panicked bool
-		err      error
-	}
-	res := make(chan outcome, 2)
+	errs := make(chan error, 2)
 	for range 2 {
 		go func() {
-			defer func() {
-				if r := recover(); r != nil {
-					res <- outcome{panicked: true}
-				}
-			}()
 			_, err := s.Take(context.Background(), "queued", 1, pol, nil)
-			res <- outcome{err: err}
+			errs <- err
 		}()
 	}
 	time.Sleep(50 * time.Millisecond) // both queue behind "first"
 	close(c.release)
-	var panics, errs int
 	for range 2 {
 		select {
-		case o := <-res:
-			if o.panicked {
-				panics++
-			} else if o.err != nil {
-				errs++
+		case err := <-errs:
+			if err == nil {
+				t.Error("a decision of the panicking batch got no error")
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatal("a queued caller is still waiting after its batch's sender panicked")
+			t.Fatal("a queued caller is still waiting after its batch's client panicked")
 		}
-	}
-	if panics != 1 || errs != 1 {
-		t.Fatalf("%d panics, %d errors; want the sender to panic and the other to get an error", panics, errs)
 	}
 	if o, err := s.Take(context.Background(), "after", 1, pol, nil); err != nil || !o.Allowed {
 		t.Fatalf("after the panic: %+v %v", o, err)
 	}
 }
 
-// TestBatchingCluster: batches on a ClusterClient span slots on three
-// primaries (go-redis splits a pipeline by node); each subject, decided by
-// one goroutine only, loses exactly one token per decision.
+// TestBatchingCluster: on a ClusterClient decisions queue per subject, so
+// each batch is one script call to one slot; each subject, decided by one
+// goroutine only, loses exactly one token per decision.
 func TestBatchingCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Redis Cluster: skipped with -short")
@@ -643,7 +632,7 @@ func TestBatchingCluster(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	pc := &pipeCounter{}
 	c.AddHook(pc)
-	s := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)), core.WithBatching())
+	s := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))
 	pol := []core.Policy{policyOf(t, "cl", core.PerHour(1000))}
 	var wg sync.WaitGroup
 	for g := range 24 {
@@ -661,65 +650,39 @@ func TestBatchingCluster(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if pc.pipes.Load() == 0 {
-		t.Fatal("no pipeline sent: nothing was batched")
-	}
-	t.Logf("%d pipelines, %.1f decisions each", pc.pipes.Load(), float64(pc.cmds.Load())/float64(pc.pipes.Load()))
-}
-
-// TestRedisPathAllocsBatching: WithBatching adds no allocation to a
-// decision sent alone (a lone caller's path).
-func TestRedisPathAllocsBatching(t *testing.T) {
-	reply := redis.NewCmd(context.Background())
-	reply.SetVal([]any{int64(1), int64(99), int64(0), int64(10000)})
-	c := &scriptedClient{reply: reply}
-	l := mustNew(t, core.Config{Store: core.NewRedisStore(c, core.WithBatching()), Limit: core.PerSecond(100), FailMode: core.FailOpen})
-	ctx := context.Background()
-	if res, err := l.Allow(ctx, "user-1"); err != nil || !res.Allowed || res.Remaining != 99 {
-		t.Fatalf("got %+v %v", res, err)
-	}
-	n := testing.AllocsPerRun(2000, func() { l.Allow(ctx, "user-1") })
-	t.Logf("limiter's own allocations per Redis decision, WithBatching: %v", n)
-	if n > 3 {
-		t.Fatalf("%v allocs per Redis decision in the limiter, want ≤ 3", n)
+	if pc.pipes.Load() != 0 {
+		t.Fatalf("%d pipelines sent; want one script call per batch", pc.pipes.Load())
 	}
 }
 
-// BenchmarkRedisBatching: decisions on 10k keys through a Redis of the
-// benchmark's own, plain and WithBatching, on one goroutine and on many,
-// with the client options the README recommends (inline decisions).
-func BenchmarkRedisBatching(b *testing.B) {
+// BenchmarkRedis: decisions on 10k keys through a Redis of the benchmark's
+// own, on one goroutine and on many, with the client options the README
+// recommends.
+func BenchmarkRedis(b *testing.B) {
 	srv := redistest.StartServer(b)
 	ks := keys(10000)
 	ctx := context.Background()
-	for _, batching := range []bool{false, true} {
-		name := map[bool]string{false: "plain", true: "batching"}[batching]
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
-		opts := []core.RedisOption{core.WithPrefix(redistest.Prefix(b))}
-		if batching {
-			opts = append(opts, core.WithBatching())
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer c.Close()
+	l := mustNew(b, core.Config{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(b))),
+		Limit: core.PerSecond(1 << 30), FailMode: core.FailOpen, Timeout: time.Second})
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			l.Allow(ctx, ks[i%len(ks)])
+			i++
 		}
-		l := mustNew(b, core.Config{Store: core.NewRedisStore(c, opts...),
-			Limit: core.PerSecond(1 << 30), FailMode: core.FailOpen, Timeout: time.Second})
-		b.Run(name+"/serial", func(b *testing.B) {
-			b.ReportAllocs()
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
 			i := 0
-			for b.Loop() {
+			for pb.Next() {
 				l.Allow(ctx, ks[i%len(ks)])
-				i++
+				i += 7
 			}
 		})
-		b.Run(name+"/parallel", func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetParallelism(16)
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					l.Allow(ctx, ks[i%len(ks)])
-					i += 7
-				}
-			})
-		})
-		c.Close()
-	}
+	})
 }

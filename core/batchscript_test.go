@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,9 +13,9 @@ import (
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
-// Tests of tokenBuckets, the script deciding a whole batch for a standalone
-// Redis, called directly with batches of a known make-up (through the
-// store, which requests travel together depends on timing).
+// Tests of tokenBuckets, the script deciding a batch, called directly with
+// batches of a known make-up (through the store, which requests travel
+// together depends on timing).
 
 type batchReq struct {
 	subj string
@@ -38,22 +37,25 @@ func scriptServers(t *testing.T) map[string]*redis.Client {
 	return map[string]*redis.Client{"redis": redistest.Client(t), "miniredis": mc}
 }
 
-// sendBatch decides reqs as one batch through s, as takeBatched would
-// queue them, and returns each one's answer.
+// sendBatch decides reqs as one batch through s, as its sender would, and
+// returns each one's answer.
 func sendBatch(t *testing.T, s *RedisStore, reqs []batchReq) []batchAns {
 	t.Helper()
-	batch := make([]*pending, len(reqs))
+	batch := make([]*request, len(reqs))
 	for i, r := range reqs {
 		if err := checkTake(r.subj, r.n, r.ps); err != nil {
 			t.Fatal(err)
 		}
-		batch[i] = &pending{keys: s.keys(hashSubject(r.subj), r.ps), args: scriptArgs(r.n, r.ps), wake: make(chan struct{}, 1)}
+		batch[i] = &request{ctx: context.Background(), subj: hashSubject(r.subj), n: r.n, policies: r.ps}
 	}
-	s.send(context.Background(), batch)
+	s.send(batch)
 	out := make([]batchAns, len(reqs))
-	for i, p := range batch {
+	for i, r := range batch {
 		out[i].each = make([]Outcome, len(reqs[i].ps))
-		out[i].o, out[i].err = p.result(out[i].each)
+		out[i].err = r.err
+		if r.err == nil {
+			out[i].o, out[i].err = parseReply(r.reply, out[i].each)
+		}
 	}
 	return out
 }
@@ -74,10 +76,7 @@ var slow = Limit{Rate: 1, Period: time.Hour, Burst: 5}
 func TestBatchScriptInOrder(t *testing.T) {
 	for name, c := range scriptServers(t) {
 		t.Run(name, func(t *testing.T) {
-			s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)), WithBatching())
-			if !s.batch.oneScript {
-				t.Fatal("a standalone client does not batch in one script")
-			}
+			s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)))
 			ps := mustPolicies(t, NamedLimit{Name: "a", Limit: slow})
 			var reqs []batchReq
 			for range 7 {
@@ -126,7 +125,7 @@ func TestBatchScriptInOrder(t *testing.T) {
 // second after it would be full again, as with the single script.
 func TestBatchScriptExpiry(t *testing.T) {
 	c := redistest.Client(t)
-	s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)), WithBatching())
+	s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)))
 	ps := mustPolicies(t, NamedLimit{Name: "m", Limit: Limit{Rate: 10, Period: time.Minute, Burst: 10}})
 	got := sendBatch(t, s, []batchReq{{"a", 3, ps}, {"b", 1, ps}, {"a", 1, ps}})
 	for _, tc := range []struct {
@@ -147,7 +146,7 @@ func TestBatchScriptExpiry(t *testing.T) {
 func TestBatchScriptMultiPolicy(t *testing.T) {
 	for name, c := range scriptServers(t) {
 		t.Run(name, func(t *testing.T) {
-			s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)), WithBatching())
+			s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)))
 			ps := mustPolicies(t,
 				NamedLimit{Name: "second", Limit: PerSecond(5)},
 				NamedLimit{Name: "hour", Limit: PerHour(3)},
@@ -178,13 +177,14 @@ func TestBatchScriptMultiPolicy(t *testing.T) {
 	}
 }
 
-// TestBatchScriptManyPolicies: a batch with more distinct policies than one
-// script call takes goes as a pipeline, with the same answers.
+// TestBatchScriptManyPolicies: a batch of requests with many distinct
+// policies between them is one script call, with the answers each would get
+// alone.
 func TestBatchScriptManyPolicies(t *testing.T) {
 	c := redistest.Client(t)
-	s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)), WithBatching())
+	s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)))
 	var reqs []batchReq
-	for i := range maxScriptPolicies + 3 {
+	for i := range 40 {
 		ps := mustPolicies(t, NamedLimit{Name: fmt.Sprint("p", i), Limit: Limit{Rate: 1, Period: time.Hour, Burst: 1 + i}})
 		reqs = append(reqs, batchReq{"k", 1, ps}, batchReq{"k", 1, ps})
 	}
@@ -202,13 +202,13 @@ func TestBatchScriptManyPolicies(t *testing.T) {
 }
 
 // TestBatchScriptMatchesSingle: random batches over a few subjects and
-// policy sets get, request by request, the answers the single-decision
-// script gives the same requests one after the other.
+// policy sets get, request by request, the answers the same requests get
+// sent alone, one after the other.
 func TestBatchScriptMatchesSingle(t *testing.T) {
 	for name, c := range scriptServers(t) {
 		t.Run(name, func(t *testing.T) {
 			prefix := redistest.Prefix(t)
-			batched := NewRedisStore(c, WithPrefix(prefix+"b:"), WithBatching())
+			batched := NewRedisStore(c, WithPrefix(prefix+"b:"))
 			single := NewRedisStore(c, WithPrefix(prefix+"s:"))
 			sets := [][]Policy{
 				mustPolicies(t, NamedLimit{Name: "x", Limit: slow}),
@@ -253,47 +253,41 @@ func TestBatchScriptMatchesSingle(t *testing.T) {
 	}
 }
 
-// TestBatchScriptManyKeys: a batch holding more keys than one script call
-// takes goes as a pipeline, with the same answers.
-func TestBatchScriptManyKeys(t *testing.T) {
-	c := redistest.Client(t)
-	var pipes atomic.Int64
-	c.AddHook(pipelineCounter{&pipes})
-	s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)), WithBatching())
+// TestBatchBounds: a sender takes at most maxBatch requests or
+// maxBatchKeys keys into one call (at least one request), leaves out
+// requests whose callers are gone, and keeps the rest in order.
+func TestBatchBounds(t *testing.T) {
+	s := NewRedisStore(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}))
 	var limits []NamedLimit
-	for i := range maxScriptPolicies {
-		limits = append(limits, NamedLimit{Name: fmt.Sprint("p", i), Limit: Limit{Rate: 1, Period: time.Hour, Burst: 2 + i%3}})
+	for i := range 32 {
+		limits = append(limits, NamedLimit{Name: fmt.Sprint("p", i), Limit: slow})
 	}
-	ps := mustPolicies(t, limits...)
-	var reqs []batchReq
-	for i := 0; len(reqs)*len(ps) <= maxScriptKeys; i++ {
-		reqs = append(reqs, batchReq{fmt.Sprint("k", i%64), 1, ps})
+	many := mustPolicies(t, limits...)
+	one := mustPolicies(t, NamedLimit{Name: "one", Limit: slow})
+	q := &queue{}
+	for i := range 300 {
+		r := &request{subj: fmt.Sprint("k", i), n: 1, policies: one}
+		r.gone.Store(i%100 == 7)
+		q.waiting = append(q.waiting, r)
 	}
-	for i, a := range sendBatch(t, s, reqs) {
-		// Subject k(i%64) is on its (i/64+1)th request; the burst-2
-		// policies bind, and deny the third.
-		nth := int64(i/64 + 1)
-		wantOK := nth <= 2
-		wantRem := 2 - nth
-		if !wantOK {
-			wantRem = 0
+	for range 200 {
+		q.waiting = append(q.waiting, &request{subj: "m", n: 1, policies: many})
+	}
+	var sizes []int
+	for b := s.next(q); b != nil; b = s.next(q) {
+		keys := 0
+		for _, r := range b {
+			if r.gone.Load() {
+				t.Fatal("a request whose caller is gone was taken")
+			}
+			keys += len(r.policies)
 		}
-		if a.err != nil || a.o.Allowed != wantOK || a.o.Remaining != wantRem {
-			t.Fatalf("request %d: %+v %v; want allowed %v remaining %d", i, a.o, a.err, wantOK, wantRem)
+		if len(b) > maxBatch || (len(b) > 1 && keys > maxBatchKeys) {
+			t.Fatalf("batch of %d requests, %d keys", len(b), keys)
 		}
+		sizes = append(sizes, len(b))
 	}
-	if pipes.Load() == 0 {
-		t.Fatalf("%d requests × %d policies went in one script call", len(reqs), len(ps))
-	}
-}
-
-type pipelineCounter struct{ n *atomic.Int64 }
-
-func (pipelineCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (h pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmds)
+	if want := []int{256, 167, 74}; fmt.Sprint(sizes) != fmt.Sprint(want) {
+		t.Errorf("batch sizes %v, want %v", sizes, want)
 	}
 }

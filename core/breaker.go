@@ -18,21 +18,16 @@ type breaker struct {
 	probing   atomic.Bool
 }
 
-// epoch anchors monotonic nanoseconds for the breaker and logs.
-var epoch = time.Now()
+// Times are the limiter's clock, in ns.
 
-// monoNow is a variable so tests can move time for the breaker and the
-// denial cache without sleeping.
-var monoNow = func() int64 { return int64(time.Since(epoch)) }
-
-// allow reports whether to call the store, and whether that call is the
-// probe of a half-open breaker.
-func (b *breaker) allow() (call, probe bool) {
+// allow reports whether to call the store at now, and whether that call is
+// the probe of a half-open breaker.
+func (b *breaker) allow(now int64) (call, probe bool) {
 	until := b.openUntil.Load()
 	if until == 0 {
 		return true, false
 	}
-	if monoNow() < until {
+	if now < until {
 		return false, false
 	}
 	if b.probing.CompareAndSwap(false, true) {
@@ -42,12 +37,12 @@ func (b *breaker) allow() (call, probe bool) {
 }
 
 // retryIn is how long until the store will be tried again; 0 when closed.
-func (b *breaker) retryIn() time.Duration {
+func (b *breaker) retryIn(now int64) time.Duration {
 	until := b.openUntil.Load()
 	if until == 0 {
 		return 0
 	}
-	if d := until - monoNow(); d > 0 {
+	if d := until - now; d > 0 {
 		return time.Duration(d)
 	}
 	return 0
@@ -67,19 +62,19 @@ func (b *breaker) success(probe bool) (closed bool) {
 
 // failure records a failed store call; it reports whether that opened the
 // breaker (a failed probe re-opens it without reporting again).
-func (b *breaker) failure(probe bool) (opened bool) {
+func (b *breaker) failure(probe bool, now int64) (opened bool) {
 	if probe {
-		b.openUntil.Store(monoNow() + b.cooldown)
+		b.openUntil.Store(now + b.cooldown)
 		b.probing.Store(false)
 		return false
 	}
 	if b.fails.Add(1) >= b.threshold && b.openUntil.Load() == 0 {
-		return b.openUntil.CompareAndSwap(0, monoNow()+b.cooldown)
+		return b.openUntil.CompareAndSwap(0, now+b.cooldown)
 	}
 	return false
 }
 
-// release gives back a probe slot whose call said nothing about the store.
+// release gives back a probe slot whose call was never made.
 func (b *breaker) release(probe bool) {
 	if probe {
 		b.probing.Store(false)

@@ -38,7 +38,7 @@ type denyShard struct {
 }
 
 type denial struct {
-	until     int64 // monotonic ns: cost ≥ n is denied before this
+	until     int64 // ns on the limiter's clock: cost n is denied before this
 	n         int
 	res       Result // what to answer, as of decidedAt
 	decidedAt int64
@@ -68,26 +68,19 @@ const (
 	cacheProbe        // this caller is the probe: ask the store, then store or settle
 )
 
-// lookup decides what a caller with cost n does now.
+// lookup decides what a caller with cost n does at now.
 func (c *denyCache) lookup(subject string, n int, now int64) (Result, <-chan struct{}, int) {
 	sh := c.shard(subject)
 	sh.mu.Lock()
 	d, ok := sh.m[subject]
-	if !ok || n < d.n {
+	if !ok || n != d.n {
 		sh.mu.Unlock()
 		return Result{}, nil, cacheMiss
 	}
 	if now < d.until {
 		r, until, decidedAt := d.res, d.until, d.decidedAt
 		sh.mu.Unlock()
-		r.Allowed = false
-		r.RetryAfter = time.Duration(until - now)
-		if el := time.Duration(now - decidedAt); r.ResetAfter > el {
-			r.ResetAfter -= el
-		} else {
-			r.ResetAfter = 0
-		}
-		return r, nil, cacheDeny
+		return aged(r, n, time.Duration(until-now), time.Duration(now-decidedAt)), nil, cacheDeny
 	}
 	if d.probe != nil {
 		ch := d.probe
@@ -97,6 +90,40 @@ func (c *denyCache) lookup(subject string, n int, now int64) (Result, <-chan str
 	d.probe = make(chan struct{})
 	sh.mu.Unlock()
 	return Result{}, nil, cacheProbe
+}
+
+// aged is the answer the store would give now to cost n, from its answer r
+// learnt el ago that cost n waits until retry from now: every wait and
+// reset el shorter, the binding limit the one waiting longest. r's
+// Policies are copied, never shared between callers.
+func aged(r Result, n int, retry, el time.Duration) Result {
+	wasAllowed := r.Allowed
+	r.Allowed = false
+	r.RetryAfter = retry
+	r.ResetAfter = max(0, r.ResetAfter-el)
+	if r.Policies == nil {
+		return r
+	}
+	ps := make([]PolicyResult, len(r.Policies))
+	best := -1
+	for i, p := range r.Policies {
+		wait := p.RetryAfter
+		if wasAllowed {
+			wait = refillFor(p.Limit, p.Remaining, n, p.ResetAfter)
+		}
+		p.RetryAfter = max(0, wait-el)
+		p.ResetAfter = max(0, p.ResetAfter-el)
+		ps[i] = p
+		if p.RetryAfter > 0 && (best < 0 || p.RetryAfter > ps[best].RetryAfter) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		ps[best].RetryAfter = retry
+		r.Name, r.Limit, r.Remaining, r.ResetAfter = ps[best].Name, ps[best].Limit, ps[best].Remaining, ps[best].ResetAfter
+	}
+	r.Policies = ps
+	return r
 }
 
 // record learns from the store's answer r to a request of cost n sent at
@@ -121,7 +148,7 @@ func (c *denyCache) record(subject string, n int, sent int64, r Result, probe bo
 			d.until, d.n, d.res, d.decidedAt = until, n, r, sent
 		}
 	default:
-		if len(sh.m) >= c.per && !sh.sweep(c.per) {
+		if len(sh.m) >= c.per && !sh.sweep(c.per, sent) {
 			break
 		}
 		sh.m[subject] = &denial{until: until, n: n, res: r, decidedAt: sent}
@@ -140,10 +167,9 @@ func (c *denyCache) settle(subject string) {
 	sh.mu.Unlock()
 }
 
-// sweep drops passed entries, at most every 10ms; it reports whether the
-// shard has room. The shard is locked.
-func (sh *denyShard) sweep(per int) bool {
-	now := monoNow()
+// sweep drops entries passed at now, at most every 10ms; it reports
+// whether the shard has room. The shard is locked.
+func (sh *denyShard) sweep(per int, now int64) bool {
 	if now-sh.lastSweep > int64(10*time.Millisecond) {
 		sh.lastSweep = now
 		for k, d := range sh.m {
@@ -191,6 +217,6 @@ func refillFor(l Limit, remaining, n int, resetAfter time.Duration) time.Duratio
 		return 0
 	}
 	p := l.policy("")
-	spare := time.Duration(ceilDiv((p.Capacity-int64(n)*p.Unit), p.Refill)) * time.Microsecond
-	return resetAfter - spare - time.Microsecond
+	spare := time.Duration(ceilDiv(p.Capacity-int64(n)*p.Unit, p.Refill)*p.Tick) * time.Microsecond
+	return resetAfter - spare - time.Duration(p.Tick)*time.Microsecond
 }

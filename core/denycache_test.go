@@ -82,7 +82,10 @@ func TestDenyCacheHotKeyFlood(t *testing.T) {
 	}
 }
 
-func TestDenyCacheSmallerCostGoesToStore(t *testing.T) {
+// TestDenyCacheOtherCostGoesToStore: a cached denial answers only for the
+// cost it was learnt for; any other cost's wait differs, so the store
+// answers it.
+func TestDenyCacheOtherCostGoesToStore(t *testing.T) {
 	c := redistest.Client(t)
 	s := &countingStore{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))}
 	l := mustNew(t, core.Config{Store: s, Limit: core.PerHour(5), FailMode: core.FailClosed, Timeout: time.Second})
@@ -92,9 +95,13 @@ func TestDenyCacheSmallerCostGoesToStore(t *testing.T) {
 		t.Fatal("3 of 2 remaining allowed")
 	}
 	calls := s.calls.Load()
-	if res, _ := l.AllowN(ctx, "k", 4); res.Allowed || s.calls.Load() != calls {
-		t.Fatalf("cost 4 after a denied 3: got %+v with %d new store calls, want a cached denial", res, s.calls.Load()-calls)
+	if res, _ := l.AllowN(ctx, "k", 3); res.Allowed || s.calls.Load() != calls {
+		t.Fatalf("cost 3 again: got %+v with %d new store calls, want a cached denial", res, s.calls.Load()-calls)
 	}
+	if res, _ := l.AllowN(ctx, "k", 4); res.Allowed || s.calls.Load() != calls+1 || res.RetryAfter < 23*time.Minute {
+		t.Fatalf("cost 4 after a denied 3: got %+v with %d new store calls, want the store's denial, retry 24m", res, s.calls.Load()-calls)
+	}
+	calls = s.calls.Load()
 	if res, _ := l.AllowN(ctx, "k", 2); !res.Allowed || s.calls.Load() != calls+1 {
 		t.Fatalf("cost 2 after a denied 3: got %+v, want the store to allow it", res)
 	}
@@ -113,7 +120,6 @@ func TestDenyCacheNeverLonger(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	m.SetTime(now)
 	var mono atomic.Int64
-	defer core.SetMonoNow(mono.Load)()
 	advance := func(d time.Duration) {
 		now = now.Add(d)
 		m.SetTime(now)
@@ -123,6 +129,7 @@ func TestDenyCacheNeverLonger(t *testing.T) {
 	defer c.Close()
 	s := &countingStore{Store: core.NewRedisStore(c)}
 	l := mustNew(t, core.Config{Store: s, Limit: core.Limit{Rate: 3, Period: time.Second, Burst: 1}, FailMode: core.FailClosed, Timeout: time.Second})
+	core.SetClock(l, func() time.Duration { return time.Duration(mono.Load()) })
 	ctx := context.Background()
 	if res, _ := l.Allow(ctx, "k"); !res.Allowed {
 		t.Fatal("first request denied")

@@ -1,16 +1,12 @@
 package core
 
-// SetMonoNow replaces the monotonic clock of the breaker and denial cache
-// until the returned function restores it. Tests using it must not run in
-// parallel with others.
-func SetMonoNow(f func() int64) (restore func()) {
-	old := monoNow
-	monoNow = f
-	return func() { monoNow = old }
+import "time"
+
+// SetClock replaces l's clock for its circuit breakers, denial cache and
+// log throttle: now returns the time since an arbitrary start.
+func SetClock(l *Limiter, now func() time.Duration) {
+	l.clock = func() int64 { return int64(now()) }
 }
 
 // ScriptSHA is the decision script's SHA-1 digest.
-func ScriptSHA() string { return tokenBucket.Hash() }
-
-// BatchScriptSHA is the batch decision script's SHA-1 digest.
-func BatchScriptSHA() string { return tokenBuckets.Hash() }
+func ScriptSHA() string { return tokenBuckets.Hash() }

@@ -732,10 +732,9 @@ func TestFaultStallPastReadTimeoutCountsOnce(t *testing.T) {
 
 // TestFaultConnectionDropCountsOnce: the connection drops after the script
 // ran but before its reply arrived (a proxy or failover resetting
-// connections). go-redis retries on EOF (MaxRetries, default 3) and runs
-// the script again: one request counts twice, and a later request can be
-// denied although the bucket had its tokens. With MaxRetries -1 on the
-// limiter's client the decision degrades instead and counts once.
+// connections). go-redis retries on EOF (MaxRetries, default 3) and sends
+// the script again; the script recognises its call id and charges nothing
+// twice. With MaxRetries -1 the decision degrades instead, counted once.
 func TestFaultConnectionDropCountsOnce(t *testing.T) {
 	skipShortFaults(t)
 	srv := redistest.StartServer(t)
@@ -744,15 +743,11 @@ func TestFaultConnectionDropCountsOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		maxRetries int
-		bug        bool
 	}{
-		{"client default retries", 0, true},
-		{"client MaxRetries -1", -1, false},
+		{"client default retries", 0},
+		{"client MaxRetries -1", -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.bug {
-				knownBug(t, "go-redis replays the script after a connection drops mid-call: counted twice")
-			}
 			p := faultproxy.Start(t, srv.Addr())
 			c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: tc.maxRetries})
 			defer c.Close()

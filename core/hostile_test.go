@@ -60,7 +60,8 @@ func TestEdgeLimitsRejected(t *testing.T) {
 		{"max int rate and burst per µs", core.Limit{Rate: math.MaxInt, Period: time.Microsecond, Burst: math.MaxInt}, 1, core.ErrInvalidLimit},
 		{"a token per 2^53+1 µs", core.Limit{Rate: 1, Period: (1<<53 + 1) * time.Microsecond, Burst: 1}, 1, core.ErrInvalidLimit},
 		{"longest Duration period", core.Limit{Rate: 1, Period: math.MaxInt64, Burst: 1}, 1, core.ErrInvalidLimit},
-		{"2^40 an hour", core.PerHour(1 << 40), 1, core.ErrInvalidLimit},
+		{"2^53 an hour", core.PerHour(1 << 53), 1, core.ErrInvalidLimit},
+		{"a token a day, burst 2^40", core.PerDay(1).WithBurst(1 << 40), 1, core.ErrInvalidLimit},
 		{"FailLocal period × Instances overflows", core.Limit{Rate: 1, Period: 9e15 * time.Microsecond, Burst: 1}, 2, core.ErrInvalidConfig},
 		{"FailLocal huge Instances", core.PerSecond(10), math.MaxInt, core.ErrInvalidConfig},
 	} {

@@ -28,6 +28,9 @@ func PerMinute(rate int) Limit { return Limit{Rate: rate, Period: time.Minute, B
 // PerHour returns a limit of rate tokens per hour with a burst of rate.
 func PerHour(rate int) Limit { return Limit{Rate: rate, Period: time.Hour, Burst: rate} }
 
+// PerDay returns a limit of rate tokens per 24 hours with a burst of rate.
+func PerDay(rate int) Limit { return Limit{Rate: rate, Period: 24 * time.Hour, Burst: rate} }
+
 // WithBurst returns a copy of l whose bucket holds burst tokens.
 func (l Limit) WithBurst(burst int) Limit {
 	l.Burst = burst
@@ -57,7 +60,7 @@ func (l Limit) String() string {
 // rounded up to whole seconds. It is the w parameter of RateLimit-Policy.
 func (l Limit) Window() time.Duration {
 	p := l.policy("")
-	us := ceilDiv(p.Capacity, p.Refill)
+	us := ceilDiv(p.Capacity, p.Refill) * p.Tick
 	return time.Duration(ceilDiv(us, 1e6)) * time.Second
 }
 
@@ -76,25 +79,45 @@ func (l Limit) validate() error {
 	case l.Burst < 0:
 		return fmt.Errorf("%w: Burst is %d, must be >= 0", ErrInvalidLimit, l.Burst)
 	}
-	g := gcd(int64(l.Rate), l.Period.Microseconds())
-	unit := l.Period.Microseconds() / g
-	refill := int64(l.Rate) / g
-	c := int64(l.Capacity())
-	if c > (maxExact-refill)/unit {
-		return fmt.Errorf("%w: %v needs %d×%d micro-units, beyond 2^53; lower the burst or use a period with fewer microseconds per token", ErrInvalidLimit, l, c, unit)
+	if l.tick() == 0 {
+		return fmt.Errorf("%w: %v cannot be counted exactly below 2^53 in µs, ms or s; lower the burst or the rate", ErrInvalidLimit, l)
 	}
 	return nil
 }
 
+// ticks are the time steps a policy may count in, finest first: a limit
+// counts in the finest one that divides its Period and keeps every scaled
+// number below 2^53 (a per-day limit of 123457 needs milliseconds).
+var ticks = [...]int64{1, 1000, 1000000}
+
+// tick returns the µs per time step l counts in, or 0 when none fits.
+func (l Limit) tick() int64 {
+	us := l.Period.Microseconds()
+	for _, t := range ticks {
+		if us%t != 0 {
+			break
+		}
+		g := gcd(int64(l.Rate), us/t)
+		unit, refill := us/t/g, int64(l.Rate)/g
+		if c := int64(l.Capacity()); c <= (maxExact-refill)/unit && ceilDiv(c*unit, refill) < maxExact/t {
+			return t
+		}
+	}
+	return 0
+}
+
 // policy returns l in the integer form stores compute with. l must be valid.
 func (l Limit) policy(name string) Policy {
-	g := gcd(int64(l.Rate), l.Period.Microseconds())
-	unit := l.Period.Microseconds() / g
+	tick := l.tick()
+	periodTicks := l.Period.Microseconds() / tick
+	g := gcd(int64(l.Rate), periodTicks)
+	unit := periodTicks / g
 	return Policy{
 		Name:     name,
 		Capacity: int64(l.Capacity()) * unit,
 		Refill:   int64(l.Rate) / g,
 		Unit:     unit,
+		Tick:     tick,
 	}
 }
 
@@ -139,9 +162,7 @@ func Policies(limits ...NamedLimit) ([]Policy, error) {
 			}
 		}
 		ps[i] = nl.Limit.policy(nl.Name)
-	}
-	if len(ps) == 1 {
-		ps[0].argv1 = scriptArgs(1, ps)
+		ps[i].argv = []any{ps[i].Capacity, ps[i].Refill, ps[i].Unit, ps[i].Tick}
 	}
 	return ps, nil
 }

@@ -2,9 +2,9 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -33,8 +33,12 @@ type Config struct {
 	// Names default to Limit.String() and must differ from each other and
 	// from Name.
 	Extra []NamedLimit
-	// Timeout bounds one store decision, whatever the Redis client's own
-	// timeouts and retries; past it, FailMode decides. Default 50ms.
+	// Timeout bounds one decision from its start, whatever it waits on
+	// and whatever the Redis client's own timeouts and retries; past it,
+	// FailMode decides. It alone bounds the store call: the caller's
+	// context gives its values, never its cancellation or deadline (a
+	// client that went away must not turn a decision into a store
+	// failure). Default 50ms.
 	Timeout time.Duration
 	// Instances is the number of app instances sharing the limit. Required
 	// with FailLocal, whose in-process buckets hold Limit / Instances (rate
@@ -81,8 +85,9 @@ type Config struct {
 // policy at startup and share it.
 type Limiter struct {
 	store       Store
-	mem         *MemoryStore // Store, when it is one: decided in place, no timeout guard
-	inline      bool         // Store honours context deadlines: no worker hop
+	mem         *MemoryStore                // Store, when it is one: decided in place, nothing to bound
+	bounded     bool                        // Store returns by its context's deadline (RedisStore)
+	node        func(subject string) string // the Redis server deciding subject; nil: one
 	limit       Limit
 	name        string
 	limits      []Limit // Limit, then Extra, index-aligned with policies
@@ -92,7 +97,9 @@ type Limiter struct {
 	timeout     time.Duration
 	maxInFlight int64
 	inflight    atomic.Int64
-	breaker     breaker
+	breaker     breaker      // the store's, or its only node's
+	breakers    sync.Map     // node → *breaker, for a store of several nodes
+	clock       func() int64 // ns, monotonic: breakers, denial cache, log throttle
 
 	denials     *denyCache   // nil when disabled
 	local       *MemoryStore // FailLocal's buckets
@@ -163,9 +170,14 @@ func New(cfg Config) (*Limiter, error) {
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}
+	start := time.Now()
+	l.clock = func() int64 { return int64(time.Since(start)) }
 	l.mem, _ = cfg.Store.(*MemoryStore)
-	if dh, ok := cfg.Store.(deadlineHonoring); ok {
-		l.inline = dh.honorsDeadline()
+	if rs, ok := cfg.Store.(*RedisStore); ok {
+		l.bounded = true
+		if rs.split {
+			l.node = rs.node
+		}
 	}
 	if cfg.DenyCacheSize < -1 {
 		return nil, fmt.Errorf("%w: DenyCacheSize %d; use -1 to disable", ErrInvalidConfig, cfg.DenyCacheSize)
@@ -277,6 +289,8 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 	case n > l.minCapacity:
 		return Result{}, fmt.Errorf("%w (cost %d, burst %d)", ErrCostTooHigh, n, l.minCapacity)
 	}
+	// Keys of any length cost bounded memory in every store and cache.
+	key = hashSubject(key)
 	if l.mem != nil {
 		// Arguments are checked above: no I/O, no failure, no guard.
 		if len(l.policies) > 1 {
@@ -295,22 +309,25 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 	if len(l.policies) > 1 {
 		each = make([]Outcome, len(l.policies))
 	}
+	// One deadline for the whole decision, whatever it waits on; the
+	// caller's cancellation never shortens it (see Config.Timeout).
+	start := time.Now()
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(l.timeout))
+	defer cancel()
 	if l.denials == nil {
-		return l.remote(ctx, key, n, each), nil
+		return l.remote(ctx, key, n, each, start), nil
 	}
-	sent := monoNow()
+	sent := l.clock()
 	r, wait, state := l.denials.lookup(key, n, sent)
 	if state == cacheWait {
 		// Another caller is asking the store about this key: its answer
 		// will very likely decide ours too.
-		t := time.NewTimer(l.timeout)
 		select {
 		case <-wait:
-		case <-t.C:
 		case <-ctx.Done():
+			return l.degrade(key, n, ErrTimeout, start), nil
 		}
-		t.Stop()
-		sent = monoNow()
+		sent = l.clock()
 		r, _, state = l.denials.lookup(key, n, sent)
 		if state == cacheWait {
 			state = cacheMiss
@@ -322,7 +339,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		}
 		return r, nil
 	}
-	r = l.remote(ctx, key, n, each)
+	r = l.remote(ctx, key, n, each, start)
 	if r.Degraded {
 		if state == cacheProbe {
 			l.denials.settle(key)
@@ -339,39 +356,50 @@ func (l *Limiter) observeMemory(allowed bool) {
 	}
 }
 
-// remote asks the store, through the breaker and the timeout guard.
-func (l *Limiter) remote(ctx context.Context, key string, n int, each []Outcome) Result {
-	call, probe := l.breaker.allow()
+// breakerFor returns the breaker of the store node deciding key.
+func (l *Limiter) breakerFor(key string) *breaker {
+	if l.node == nil {
+		return &l.breaker
+	}
+	node := l.node(key)
+	if b, ok := l.breakers.Load(node); ok {
+		return b.(*breaker)
+	}
+	b, _ := l.breakers.LoadOrStore(node, &breaker{threshold: l.breaker.threshold, cooldown: l.breaker.cooldown})
+	return b.(*breaker)
+}
+
+// remote asks the store, through the breaker of the node deciding key, by
+// ctx's deadline.
+func (l *Limiter) remote(ctx context.Context, key string, n int, each []Outcome, start time.Time) Result {
+	br := l.breakerFor(key)
+	call, probe := br.allow(l.clock())
 	if !call {
-		return l.degrade(key, n, ErrCircuitOpen)
+		return l.degradeBy(br, key, n, ErrCircuitOpen, time.Time{})
 	}
 	if l.inflight.Add(1) > l.maxInFlight {
 		l.inflight.Add(-1)
-		l.breaker.release(probe)
-		return l.degrade(key, n, ErrOverloaded)
-	}
-	var start time.Time
-	if l.observer != nil {
-		start = time.Now()
+		br.release(probe)
+		return l.degradeBy(br, key, n, ErrOverloaded, time.Time{})
 	}
 	var o Outcome
 	var err error
-	if l.inline {
-		o, err = takeInline(ctx, l.timeout, l.store, key, n, l.policies, each)
-		l.inflight.Add(-1)
+	if l.bounded {
+		o, err = l.store.Take(ctx, key, n, l.policies, each)
 	} else {
-		o, err = takeBounded(ctx, l.timeout, &l.inflight, l.store, key, n, l.policies, each)
+		o, err = takeBounded(ctx, l.store, key, n, l.policies, each)
 	}
+	l.inflight.Add(-1)
 	if err != nil {
-		if ctx.Err() != nil && !errors.Is(err, ErrTimeout) {
-			// The caller gave up; that says nothing about the store.
-			l.breaker.release(probe)
-		} else if l.breaker.failure(probe) && l.observer != nil {
+		if ctx.Err() != nil {
+			err = ErrTimeout
+		}
+		if br.failure(probe, l.clock()) && l.observer != nil {
 			l.observer.BreakerChange(l.name, true)
 		}
-		return l.degradeAfter(key, n, err, start)
+		return l.degradeBy(br, key, n, err, start)
 	}
-	if l.breaker.success(probe) {
+	if br.success(probe) {
 		l.recovered()
 	}
 	r := l.result(o, each, l.limits)
@@ -381,11 +409,47 @@ func (l *Limiter) remote(ctx context.Context, key string, n int, each []Outcome)
 	return r
 }
 
-// degradeAfter is degrade for a store call that began at start.
-func (l *Limiter) degradeAfter(key string, n int, cause error, start time.Time) Result {
-	r := l.decideDegraded(key, n, cause)
+// takeBounded calls a store that may not honour its context's deadline on
+// a goroutine of its own, and returns by that deadline whatever the store
+// does. The goroutine fills its own outcomes, never each after we left.
+func takeBounded(ctx context.Context, s Store, key string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	type answer struct {
+		o    Outcome
+		err  error
+		each []Outcome
+	}
+	done := make(chan answer, 1)
+	go func() {
+		var mine []Outcome
+		if each != nil {
+			mine = make([]Outcome, len(each))
+		}
+		o, err := s.Take(ctx, key, n, policies, mine)
+		done <- answer{o, err, mine}
+	}()
+	select {
+	case a := <-done:
+		copy(each, a.each)
+		return a.o, a.err
+	case <-ctx.Done():
+		return Outcome{}, ctx.Err()
+	}
+}
+
+// degrade decides by FailMode because the store could not, and reports
+// why; start is when the store was asked (zero: it was not).
+func (l *Limiter) degrade(key string, n int, cause error, start time.Time) Result {
+	return l.degradeBy(l.breakerFor(key), key, n, cause, start)
+}
+
+func (l *Limiter) degradeBy(br *breaker, key string, n int, cause error, start time.Time) Result {
+	r := l.decideDegraded(br, key, n, cause)
 	if l.observer != nil {
-		l.observer.Decision(DecisionEvent{Policy: l.name, Allowed: r.Allowed, Degraded: true, Latency: time.Since(start), Err: cause})
+		var latency time.Duration
+		if !start.IsZero() {
+			latency = time.Since(start)
+		}
+		l.observer.Decision(DecisionEvent{Policy: l.name, Allowed: r.Allowed, Degraded: true, Latency: latency, Err: cause})
 	}
 	return r
 }
@@ -397,6 +461,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if key == "" {
 		return ErrEmptyKey
 	}
+	key = hashSubject(key)
 	if l.local != nil {
 		_ = l.local.Reset(ctx, key, l.localPolicy)
 	}
@@ -436,24 +501,15 @@ func (l *Limiter) result(o Outcome, each []Outcome, limits []Limit) Result {
 	return r
 }
 
-// degrade decides by FailMode because the store could not, and reports why.
-func (l *Limiter) degrade(key string, n int, cause error) Result {
-	r := l.decideDegraded(key, n, cause)
-	if l.observer != nil {
-		l.observer.Decision(DecisionEvent{Policy: l.name, Allowed: r.Allowed, Degraded: true, Err: cause})
-	}
-	return r
-}
-
-func (l *Limiter) decideDegraded(key string, n int, cause error) Result {
+func (l *Limiter) decideDegraded(br *breaker, key string, n int, cause error) Result {
 	l.report(cause)
 	switch l.mode {
 	case FailOpen:
 		return Result{Allowed: true, Limit: l.limit, Name: l.name, Degraded: true}
 	case FailClosed:
-		retry := l.breaker.retryIn()
+		retry := br.retryIn(l.clock())
 		if retry <= 0 {
-			retry = time.Duration(l.breaker.cooldown)
+			retry = time.Duration(br.cooldown)
 		}
 		return Result{Limit: l.limit, Name: l.name, RetryAfter: retry, Degraded: true}
 	}
@@ -476,7 +532,7 @@ func (l *Limiter) recovered() {
 	if l.observer != nil {
 		l.observer.BreakerChange(l.name, false)
 	}
-	if !due(&l.lastRecoveryLog, l.logInterval) {
+	if !due(&l.lastRecoveryLog, l.logInterval, l.clock()) {
 		return
 	}
 	l.logger.Info("ratelimit: store answering again; decisions no longer degraded",
@@ -489,7 +545,7 @@ func (l *Limiter) report(cause error) {
 		l.onError(fmt.Errorf("core: limiter %q: store unavailable, FailMode %v decided: %w", l.name, l.mode, cause))
 	}
 	l.degraded.Add(1)
-	if !due(&l.lastLog, l.logInterval) {
+	if !due(&l.lastLog, l.logInterval, l.clock()) {
 		return
 	}
 	l.logger.Warn("ratelimit: store unavailable; decisions degraded",
@@ -497,9 +553,8 @@ func (l *Limiter) report(cause error) {
 }
 
 // due reports whether a line rate-limited to one per interval (ns) may be
-// logged now, and if so claims the slot: exactly one caller wins it.
-func due(last *atomic.Int64, interval int64) bool {
-	now := monoNow()
+// logged at now, and if so claims the slot: exactly one caller wins it.
+func due(last *atomic.Int64, interval, now int64) bool {
 	prev := last.Load()
 	return (prev == 0 || now-prev >= interval) && last.CompareAndSwap(prev, now)
 }

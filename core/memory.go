@@ -193,7 +193,7 @@ func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
 		tokens = p.refill(b.units, b.ts, now)
 	}
 	allowed := tokens >= int64(n)*p.Unit
-	d, left := p.decide(tokens, n, allowed)
+	d, left := p.decide(tokens, n, allowed, now)
 	if allowed {
 		// put, written out: this is the hot path, and put does not inline.
 		ts := now
@@ -244,7 +244,7 @@ func (sh *memShard) takeMany(s *MemoryStore, hs uint64, subject string, n int, p
 	var best Outcome
 	for i := range policies {
 		p := &policies[i]
-		d, left := p.decide(tokens[i], n, allowed)
+		d, left := p.decide(tokens[i], n, allowed, now)
 		o := d.outcome(i)
 		if allowed {
 			// Looked up again: an insert for an earlier policy may have

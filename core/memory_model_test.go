@@ -79,7 +79,7 @@ func TestRefillExact(t *testing.T) {
 	}
 	for _, r := range refills {
 		for _, c := range caps {
-			p := Policy{Capacity: c, Refill: r, Unit: 1}
+			p := Policy{Capacity: c, Refill: r, Unit: 1, Tick: 1}
 			units := []int64{0, 1, c / 2, c - 1, c, c - r, c - 2*r}
 			for range 8 {
 				units = append(units, rng.Int64N(c))
@@ -787,13 +787,15 @@ func TestTakeRejectsPoliciesNewRefuses(t *testing.T) {
 		"redis": NewRedisStore(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})),
 	}
 	bad := []Policy{
-		{Name: "p", Capacity: math.MaxInt64 / 2, Refill: math.MaxInt64 / 4, Unit: 1},
-		{Name: "p", Capacity: 10, Refill: math.MaxInt64, Unit: 1},
-		{Name: "p", Capacity: maxExact, Refill: 1, Unit: 1},
-		{Name: "p", Capacity: 10, Refill: 0, Unit: 1},
-		{Name: "p", Capacity: 10, Refill: 1, Unit: 0},
+		{Name: "p", Capacity: math.MaxInt64 / 2, Refill: math.MaxInt64 / 4, Unit: 1, Tick: 1},
+		{Name: "p", Capacity: 10, Refill: math.MaxInt64, Unit: 1, Tick: 1},
+		{Name: "p", Capacity: maxExact, Refill: 1, Unit: 1, Tick: 1},
+		{Name: "p", Capacity: 10, Refill: 0, Unit: 1, Tick: 1},
+		{Name: "p", Capacity: 10, Refill: 1, Unit: 0, Tick: 1},
+		{Name: "p", Capacity: 10, Refill: 1, Unit: 1, Tick: 0},
+		{Name: "p", Capacity: maxExact / 2, Refill: 1, Unit: 1, Tick: 1000},
 	}
-	good := Policy{Name: "p", Capacity: maxExact - 1, Refill: 1, Unit: 1}
+	good := Policy{Name: "p", Capacity: maxExact - 1, Refill: 1, Unit: 1, Tick: 1}
 	for name, s := range stores {
 		for _, p := range bad {
 			if _, err := s.Take(context.Background(), "k", 1, []Policy{p}, nil); !errors.Is(err, ErrInvalidLimit) {

@@ -2,20 +2,33 @@ package core
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisStore keeps token buckets in Redis and decides with one Lua script
-// call per decision (EVALSHA; EVAL only after a NOSCRIPT reply), or, with
-// WithBatching, one per batch of concurrent decisions, so concurrent
-// instances share one exact limit. It works with every redis.UniversalClient:
-// a standalone client, Sentinel (failover) client, Cluster or Ring.
+// RedisStore keeps token buckets in Redis, so concurrent instances share
+// one exact limit. Every decision is made by one Lua script on the Redis
+// server, with time from the server's clock. It works with every
+// redis.UniversalClient: a standalone client, Sentinel (failover) client,
+// Cluster or Ring.
+//
+// Decisions batch themselves: one made while nothing is in flight is sent
+// at once, alone; decisions that arrive while a call is in flight leave
+// together, in one script call, as soon as it returns. No timer, no delay
+// for a lone caller; under concurrency Redis and the client spend much less
+// per decision. Each decision in a batch is exactly what it would be alone.
+// A standalone Redis (Sentinel's included) takes one call at a time for the
+// whole store; a Cluster or Ring one per subject, so one slot's trouble
+// never holds up another's decisions.
 //
 // Keys are laid out as <prefix>{<subject>}:<policy>. The braces are a Redis
 // Cluster hash tag: every policy of one subject lives in one slot, so a
@@ -24,17 +37,25 @@ import (
 // digest, so no subject can aim at another subject's bucket. Each key
 // expires a second after its bucket would be full again.
 //
-// go-redis re-sends a command whose connection failed after it was sent
-// (up to the client's MaxRetries, default 3). For this script that means a
-// decision whose reply was lost can be counted twice: never admitting more,
-// but possibly denying early. Give the store a client with MaxRetries: -1
-// to have such a failure decided by the limiter's FailMode instead.
+// A decision is charged at most once even when go-redis re-sends a script
+// whose reply was lost (its default MaxRetries): each call carries an id
+// that the script recognises.
+//
+// Recommended client options: ContextTimeoutEnabled: true, so a stalled
+// Redis frees the connection at the decision's deadline; the default
+// MaxRetries is safe.
 //
 // A RedisStore is safe for concurrent use. It never closes the client.
 type RedisStore struct {
 	client redis.UniversalClient
 	prefix string
-	batch  *batcher // WithBatching; nil: every decision sent on its own
+
+	mu     sync.Mutex
+	queues map[string]*queue // by subject for a Cluster or Ring, else one, ""
+	split  bool              // Cluster or Ring: decisions queue per subject
+
+	idBase string        // random, per store: call ids never repeat across instances
+	idSeq  atomic.Uint64 // call ids within this store
 }
 
 // RedisOption configures a RedisStore.
@@ -43,9 +64,9 @@ type RedisOption func(*RedisStore)
 // DefaultPrefix starts every key a RedisStore writes.
 const DefaultPrefix = "ratelimit:"
 
-// WithPrefix sets the key prefix; default DefaultPrefix. It must not contain
-// '{' or '}' (they would move the Cluster hash tag); NewRedisStore panics
-// if it does.
+// WithPrefix sets the key prefix; default DefaultPrefix. Give each app
+// sharing a Redis its own prefix. It must not contain '{' or '}' (they
+// would move the Cluster hash tag); NewRedisStore panics if it does.
 func WithPrefix(prefix string) RedisOption {
 	if strings.ContainsAny(prefix, "{}") {
 		panic(fmt.Sprintf("core: WithPrefix(%q): a prefix must not contain '{' or '}'", prefix))
@@ -53,19 +74,37 @@ func WithPrefix(prefix string) RedisOption {
 	return func(s *RedisStore) { s.prefix = prefix }
 }
 
+// WithBatching is a no-op kept for one release: batching is now how every
+// RedisStore sends its decisions.
+//
+// Deprecated: remove the option; the behaviour it enabled is the default.
+func WithBatching() RedisOption { return func(*RedisStore) {} }
+
 // NewRedisStore returns a store using client. It does not dial: an
 // unreachable Redis at startup is a failing store, handled by FailMode.
+//
+// Recommended: a client with ContextTimeoutEnabled, so a stalled Redis
+// frees its connections at each decision's deadline, e.g.
+//
+//	redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 func NewRedisStore(client redis.UniversalClient, opts ...RedisOption) *RedisStore {
 	if client == nil {
 		panic("core: NewRedisStore(nil)")
 	}
-	s := &RedisStore{client: client, prefix: DefaultPrefix}
+	s := &RedisStore{client: client, prefix: DefaultPrefix, queues: make(map[string]*queue)}
 	for _, o := range opts {
 		if o == nil {
 			panic("core: nil RedisOption")
 		}
 		o(s)
 	}
+	switch client.(type) {
+	case *redis.ClusterClient, *redis.Ring:
+		s.split = true
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	s.idBase = hex.EncodeToString(b[:]) + "."
 	return s
 }
 
@@ -74,7 +113,9 @@ var _ Store = (*RedisStore)(nil)
 // Client returns the client the store uses.
 func (s *RedisStore) Client() redis.UniversalClient { return s.client }
 
-// Key returns the Redis key of subject's bucket under the named policy.
+// Key returns the Redis key of subject's bucket under the named policy,
+// for a subject given to the store (a Limiter passes it keys longer than
+// 64 bytes as a digest).
 func (s *RedisStore) Key(name, subject string) string {
 	return s.key(hashSubject(subject), name)
 }
@@ -82,15 +123,6 @@ func (s *RedisStore) Key(name, subject string) string {
 // key lays out the key of a subject already passed through hashSubject.
 func (s *RedisStore) key(subj, name string) string {
 	return s.prefix + "{" + subj + "}:" + name
-}
-
-// keys returns the keys of subj's buckets under every policy, in order.
-func (s *RedisStore) keys(subj string, policies []Policy) []string {
-	keys := make([]string, len(policies))
-	for i := range policies {
-		keys[i] = s.key(subj, policies[i].Name)
-	}
-	return keys
 }
 
 // maxRawSubject is the longest subject used in a key as it is.
@@ -107,43 +139,56 @@ func hashSubject(subject string) string {
 	return "~" + hex.EncodeToString(sum[:16])
 }
 
-// Take implements Store with one script call.
+// Take implements Store. It returns by ctx's deadline: a decision not yet
+// sent then never is; one in flight may still be counted when Redis
+// answers (which can deny early, never admit more). Cancelling ctx is
+// treated like its deadline.
 func (s *RedisStore) Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
 	if err := checkTake(subject, n, policies); err != nil {
 		return Outcome{}, err
 	}
-	subj := hashSubject(subject)
-	if s.batch != nil {
-		return s.takeBatched(ctx, subj, n, policies, each)
-	}
-	var keys []string
-	var args []any
-	if len(policies) == 1 {
-		keys = []string{s.key(subj, policies[0].Name)}
-		if n == 1 && policies[0].argv1 != nil {
-			args = policies[0].argv1
+	r := &request{ctx: ctx, subj: hashSubject(subject), n: n, policies: policies, done: make(chan struct{})}
+	s.enqueue(r)
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		r.gone.Store(true)
+		select {
+		case <-r.done: // answered as we gave up: use it
+		default:
+			return Outcome{}, ctx.Err()
 		}
-	} else {
-		keys = s.keys(subj, policies)
 	}
-	if args == nil {
-		args = scriptArgs(n, policies)
+	if r.err != nil {
+		return Outcome{}, r.err
 	}
-	reply, err := tokenBucket.Run(ctx, s.client, keys, args...).Slice()
-	if err != nil {
-		return Outcome{}, err
-	}
-	return parseReply(reply, each)
+	return parseReply(r.reply, each)
 }
 
-// scriptArgs returns the script's ARGV for cost n under policies.
-func scriptArgs(n int, policies []Policy) []any {
-	args := make([]any, 1, 1+3*len(policies))
-	args[0] = n
-	for i := range policies {
-		args = append(args, policies[i].Capacity, policies[i].Refill, policies[i].Unit)
+// node names the Redis server that decides subject: its address for a
+// Cluster (the primary of its slot) or Ring (its shard), else "". The
+// Limiter keeps a circuit breaker per node.
+func (s *RedisStore) node(subject string) string {
+	tag := "{" + hashSubject(subject) + "}"
+	var c *redis.Client
+	var err error
+	switch cl := s.client.(type) {
+	case *redis.ClusterClient:
+		c, err = cl.MasterForKey(context.Background(), tag)
+	case *redis.Ring:
+		c, err = cl.GetShardClientForKey(tag)
+	default:
+		return ""
 	}
-	return args
+	if err != nil || c == nil {
+		return ""
+	}
+	return c.Options().Addr
+}
+
+// nextID returns a call id unique to this call.
+func (s *RedisStore) nextID() string {
+	return s.idBase + strconv.FormatUint(s.idSeq.Add(1), 36)
 }
 
 func parseReply(reply []any, each []Outcome) (Outcome, error) {
@@ -181,7 +226,12 @@ func parseReply(reply []any, each []Outcome) (Outcome, error) {
 
 // Reset implements Resetter: it deletes subject's buckets, which are then full.
 func (s *RedisStore) Reset(ctx context.Context, subject string, policies []Policy) error {
-	return s.client.Del(ctx, s.keys(hashSubject(subject), policies)...).Err()
+	subj := hashSubject(subject)
+	keys := make([]string, len(policies))
+	for i := range policies {
+		keys[i] = s.key(subj, policies[i].Name)
+	}
+	return s.client.Del(ctx, keys...).Err()
 }
 
 // Preload loads the decision script into Redis — every primary of a
@@ -190,7 +240,7 @@ func (s *RedisStore) Reset(ctx context.Context, subject string, policies []Polic
 // startup, with a deadline. Decisions never depend on it: a script cache
 // emptied later (restart, failover, SCRIPT FLUSH) is refilled on demand.
 func (s *RedisStore) Preload(ctx context.Context) error {
-	load := func(ctx context.Context, c redis.Scripter) error { return tokenBucket.Load(ctx, c).Err() }
+	load := func(ctx context.Context, c redis.Scripter) error { return tokenBuckets.Load(ctx, c).Err() }
 	switch c := s.client.(type) {
 	case *redis.ClusterClient:
 		return c.ForEachMaster(ctx, func(ctx context.Context, shard *redis.Client) error { return load(ctx, shard) })

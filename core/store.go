@@ -33,14 +33,17 @@ type Resetter interface {
 
 // Policy is one limit in the integer form stores compute with: tokens are
 // counted in units, Unit units to a token, and Refill units arrive every
-// microsecond. Both stay exact: no rounding ever accumulates.
+// Tick microseconds (1, or 1000 or 10^6 for limits whose numbers would
+// not fit below 2^53 in microseconds). Both stay exact: no rounding ever
+// accumulates. Build policies with Policies.
 type Policy struct {
 	Name     string // namespaces the bucket: one bucket per (Name, subject)
 	Capacity int64  // bucket capacity in units (Burst × Unit)
-	Refill   int64  // units added per microsecond
+	Refill   int64  // units added per tick
 	Unit     int64  // units per token
+	Tick     int64  // µs per tick
 
-	argv1 []any // RedisStore's script arguments for cost 1, built once by New
+	argv []any // RedisStore's script arguments for this policy, built once
 }
 
 // Outcome is a store's answer for one policy.
@@ -69,7 +72,7 @@ func checkTake(subject string, n int, policies []Policy) error {
 	}
 	for i := range policies {
 		p := &policies[i]
-		if p.Unit <= 0 || p.Refill <= 0 || p.Capacity > maxExact-p.Refill {
+		if p.Unit <= 0 || p.Refill <= 0 || p.Tick <= 0 || p.Capacity > maxExact-p.Refill || ceilDiv(p.Capacity, p.Refill) > maxExact/p.Tick {
 			return ErrInvalidLimit
 		}
 		if int64(n) > p.Capacity/p.Unit {
@@ -90,9 +93,8 @@ func binds(o, best Outcome) bool {
 }
 
 // decision is one policy's answer: an Outcome without the policy index.
-// Four fields, which the compiler keeps in registers; the memory store's
-// hot path returns it rather than a five-field Outcome, which goes through
-// memory.
+// The memory store's hot path returns it rather than an Outcome (see
+// BENCHMARKS.md, "Tricks kept").
 type decision struct {
 	allowed    bool
 	remaining  int64
@@ -105,26 +107,34 @@ func (d decision) outcome(policy int) Outcome {
 }
 
 // decide computes one policy's decision from its stored state. tokens is
-// the unit count refilled to now; it returns the decision and the units
-// left if the request is taken.
-func (p *Policy) decide(tokens int64, n int, allowed bool) (d decision, left int64) {
+// the unit count refilled to now (µs); it returns the decision and the
+// units left if the request is taken. Refills come at whole ticks, so a
+// wait is counted to a tick boundary, from now.
+func (p *Policy) decide(tokens int64, n int, allowed bool, now int64) (d decision, left int64) {
 	need := int64(n) * p.Unit
 	left = tokens
+	phase := now % p.Tick
 	if allowed {
 		left -= need
 	} else if tokens < need {
-		d.retryAfter = time.Duration(ceilDiv(need-tokens, p.Refill)) * time.Microsecond
+		d.retryAfter = time.Duration(ceilDiv(need-tokens, p.Refill)*p.Tick-phase) * time.Microsecond
 	}
 	d.allowed = allowed
 	d.remaining = left / p.Unit
-	d.resetAfter = time.Duration(ceilDiv(p.Capacity-left, p.Refill)) * time.Microsecond
+	if left < p.Capacity {
+		d.resetAfter = time.Duration(ceilDiv(p.Capacity-left, p.Refill)*p.Tick-phase) * time.Microsecond
+	}
 	return d, left
 }
 
-// refill returns the units in a bucket that held units at µs ts, at µs now.
-// Elapsed time is clamped at zero (clocks can move back on failover).
+// refill returns the units in a bucket that held units at µs ts, at µs now:
+// Refill for every tick boundary passed. Elapsed time is clamped at zero
+// (clocks can move back on failover).
 func (p *Policy) refill(units, ts, now int64) int64 {
 	el := now - ts
+	if p.Tick != 1 {
+		el = now/p.Tick - ts/p.Tick
+	}
 	if el <= 0 || units >= p.Capacity {
 		return min(units, p.Capacity)
 	}
