@@ -39,7 +39,9 @@ func Middleware(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 // (a user that an authentication middleware stored with c.Set, for
 // instance) instead of the request alone. k replaces WithKey. Like a
 // keyfuncs.KeyFunc's, its error or an empty key goes to the ErrorHandler
-// (400 by default).
+// (400 by default). Do not key by c.RealIP(): unless e.IPExtractor is set,
+// it believes X-Forwarded-For and X-Real-IP from any client, so a client
+// chooses its own key; key by address with Middleware (keyfuncs.IP).
 //
 // MiddlewareWithKey panics if l or k is nil, or an option is nil.
 func MiddlewareWithKey(l *core.Limiter, k KeyFunc, opts ...Option) echo.MiddlewareFunc {

@@ -132,9 +132,13 @@ func (g *Gate) DecideRoute(w http.ResponseWriter, r *http.Request, route string)
 }
 
 // DecideKey is DecideRoute with the key computed by the caller, for
-// adapters offering router-native keys (echo's c.RealIP(), a user from
-// gin's context): key and keyErr are what a KeyFunc would have returned,
-// and an error or an empty key goes to the ErrorHandler as one would.
+// adapters offering router-native keys (a user that an authentication
+// middleware stored in echo's or gin's context): key and keyErr are what a
+// KeyFunc would have returned, and an error or an empty key goes to the
+// ErrorHandler as one would. A client address belongs to keyfuncs.IP and
+// its trust options, never to a router's helper that believes forwarding
+// headers from any client (echo's c.RealIP(), gin's c.ClientIP() as they
+// come configured).
 // WithSkip still applies, before key is used; the Gate's KeyFunc is not
 // called.
 func (g *Gate) DecideKey(w http.ResponseWriter, r *http.Request, route, key string, keyErr error) bool {
