@@ -109,7 +109,6 @@ func shared(w Worker) func() Worker { return func() Worker { return w } }
 // library first.
 var RedisPeers = []Peer{
 	{Name: "ratelimit", Redis: true, New: newRatelimitRedis},
-	{Name: "ratelimit (WithBatching)", Redis: true, New: newRatelimitBatching},
 	{Name: "redis_rate", Redis: true, New: newRedisRate},
 	{Name: "ulule/limiter", Redis: true, New: newUlule},
 	{Name: "throttled", Redis: true, New: newThrottled},
@@ -129,22 +128,13 @@ var MemoryPeers = []Peer{
 // counting as admitted in the over-admission test.
 var FailMode = core.FailClosed
 
+// newRatelimitRedis is ratelimit's default Redis store, set up as its
+// README recommends: core.NewRedisStore(client) with only a prefix, on a
+// client with ContextTimeoutEnabled (a stalled Redis cannot hold a decision
+// past Config.Timeout) and go-redis's default MaxRetries (a re-sent script
+// charges nothing twice).
 func newRatelimitRedis(env *Env, lim Limit, prefix string) (*Instance, error) {
-	return newRatelimitStore(env, lim, prefix)
-}
-
-// newRatelimitBatching is ratelimit with natural batching
-// (core.WithBatching): decisions arriving while one is in flight leave
-// together in one pipeline.
-func newRatelimitBatching(env *Env, lim Limit, prefix string) (*Instance, error) {
-	return newRatelimitStore(env, lim, prefix, core.WithBatching())
-}
-
-func newRatelimitStore(env *Env, lim Limit, prefix string, opts ...core.RedisOption) (*Instance, error) {
-	// The setup the README recommends: context deadlines honoured (the
-	// limiter then decides on the caller's goroutine) and no go-redis
-	// retries (a lost reply is never replayed and counted twice).
-	c := env.newClient(func(o *redis.Options) { o.ContextTimeoutEnabled, o.MaxRetries = true, -1 })
+	c := env.newClient(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
 	var client redis.UniversalClient = c
 	if env.Client != nil {
 		var err error
@@ -155,7 +145,7 @@ func newRatelimitStore(env *Env, lim Limit, prefix string, opts ...core.RedisOpt
 	}
 	var cause atomic.Pointer[error]
 	l, err := core.New(core.Config{
-		Store:    core.NewRedisStore(client, append([]core.RedisOption{core.WithPrefix(prefix)}, opts...)...),
+		Store:    core.NewRedisStore(client, core.WithPrefix(prefix)),
 		Limit:    core.Limit{Rate: lim.Rate, Period: lim.Period, Burst: lim.Burst},
 		FailMode: FailMode,
 		Timeout:  env.Timeout,

@@ -19,6 +19,7 @@ type scenario struct {
 	limit  bench.Limit
 	prefix string
 	drain  bool // exhaust the bucket before measuring: a run of denials
+	conc   int  // goroutines; 0: the -c flag
 }
 
 // roomy is high enough that throughput runs are (almost) all allowed.
@@ -105,7 +106,11 @@ func matrix(ctx context.Context, c config, r *bench.Runner, peers []bench.Peer, 
 		}
 		for _, sc := range scs {
 			for _, p := range order {
-				m, err := measure(ctx, r, p, sc, c.conc, c.warm, c.dur)
+				conc := c.conc
+				if sc.conc > 0 {
+					conc = sc.conc
+				}
+				m, err := measure(ctx, r, p, sc, conc, c.warm, c.dur)
 				if err != nil {
 					return nil, err
 				}

@@ -16,13 +16,14 @@ func redisThroughput(ctx context.Context, out io.Writer, c config, r *bench.Runn
 		{name: "10k keys", keys: bench.Keys(10_000), limit: roomy, prefix: "tp10k:"},
 		{name: "hot key", keys: bench.Keys(1), limit: roomy, prefix: "tphot:"},
 		{name: "hot key, denied", keys: bench.Keys(1), limit: tight, prefix: "tpdeny:", drain: true},
+		{name: "10k keys, 1 goroutine", keys: bench.Keys(10_000), limit: roomy, prefix: "tp1:", conc: 1},
 	}
 	res, err := matrix(ctx, c, r, bench.RedisPeers, scs)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n### Through one Redis (%d goroutines)\n", c.conc)
-	fmt.Fprintf(out, "\nLimits: 1e9 per minute (all allowed), except _hot key, denied_: 100 per 10 s, burst 100 (≈all denied after the first 100).\n")
+	fmt.Fprintf(out, "\n### Through one Redis (%d goroutines unless said otherwise)\n", c.conc)
+	fmt.Fprintf(out, "\nLimits: 1e9 per minute (all allowed), except _hot key, denied_: 100 per 10 s, burst 100 (≈all denied after the first 100). _1 goroutine_: one caller at a time, on 10k keys.\n")
 	fmt.Fprintf(out, "Round trips are counted by a go-redis hook (a pipeline or MULTI/EXEC is one); Redis commands and CPU come from `INFO commandstats`/`INFO cpu` deltas and include the commands scripts run; script µs/call is the server's time per `EVALSHA`/`EVAL` (commandstats `usec`, the script's own commands included). Allocations and client CPU are the whole process's (go-redis included) per decision. p99 is an upper bound (power-of-two buckets); ≥50ms counts decisions that took 32.8 ms or more (bucket), over all rounds.\n")
 	for _, sc := range scs {
 		fmt.Fprintf(out, "\n#### %s\n\n", sc.name)
