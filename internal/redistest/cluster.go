@@ -26,8 +26,11 @@ type Cluster struct {
 // replicasPerPrimary replicas of each, joins them with
 // redis-cli --cluster create, and returns once every node reports
 // cluster_state:ok, knows every other node and, for replicas, is in sync
-// with its primary. It takes a few seconds, so it skips under -short.
-func StartCluster(t testing.TB, primaries, replicasPerPrimary int) *Cluster {
+// with its primary. Every node gets args after the defaults, which they
+// override (for example "--cluster-node-timeout", "1000" for a faster
+// failover than the default 2000 ms). It takes a few seconds, so it skips
+// under -short.
+func StartCluster(t testing.TB, primaries, replicasPerPrimary int, args ...string) *Cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("redistest: a Redis Cluster takes seconds to form; skipped with -short")
@@ -40,22 +43,22 @@ func StartCluster(t testing.TB, primaries, replicasPerPrimary int) *Cluster {
 	n := primaries * (1 + replicasPerPrimary)
 	for range n {
 		c.nodes = append(c.nodes, startServer(t, func(port int, dir string) ([]string, error) {
-			return append(serverArgs(port, dir),
+			return append(append(serverArgs(port, dir),
 				"--cluster-enabled", "yes",
 				"--cluster-config-file", "nodes.conf",
 				"--cluster-node-timeout", "2000",
 				// Tests see an unreachable slot as an error at once, and a
 				// node never stops answering because another is gone.
 				"--cluster-require-full-coverage", "no",
-			), nil
+			), args...), nil
 		}))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", strconv.Itoa(replicasPerPrimary), "--cluster-yes")
-	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
-		t.Fatalf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+	create := append([]string{"--cluster", "create"}, c.Addrs()...)
+	create = append(create, "--cluster-replicas", strconv.Itoa(replicasPerPrimary), "--cluster-yes")
+	if out, err := exec.CommandContext(ctx, cli, create...).CombinedOutput(); err != nil {
+		t.Fatalf("redistest: redis-cli %s: %v\n%s", strings.Join(create, " "), err, out)
 	}
 	c.waitReady(ctx, n, replicasPerPrimary > 0)
 	return c
