@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,15 +30,6 @@ import (
 // decision was handed to FailMode (DESIGN §2a).
 
 func init() { gingonic.SetMode(gingonic.ReleaseMode) } // no debug route listing on stdout
-
-// knownBug skips t unless RATELIMIT_KNOWN_BUGS=1: the test demonstrates a
-// bug that is reported but not fixed yet, and fails until it is.
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("RATELIMIT_KNOWN_BUGS") != "1" {
-		t.Skipf("known bug, issue 12: %s (run with RATELIMIT_KNOWN_BUGS=1 to see it fail)", what)
-	}
-}
 
 // attackLimit is the limit every attack tries to get past.
 var attackLimit = core.PerMinute(3)
@@ -159,7 +149,6 @@ func rawGet(t *testing.T, addr string) *net.TCPConn {
 // down its sending side (FIN), which net/http takes for a client gone and
 // cancels the request's context; it still reads the response.
 func TestAttackHalfClosedConnection(t *testing.T) {
-	knownBug(t, "a half-closed client's request reaches the handler uncounted under FailOpen")
 	runConnectionAttack(t, func(t *testing.T, addr string) {
 		c := rawGet(t, addr)
 		defer c.Close()
@@ -175,7 +164,6 @@ func TestAttackHalfClosedConnection(t *testing.T) {
 // connection at once, without waiting for an answer: a password guess or
 // an SMS sent blind.
 func TestAttackClosedConnection(t *testing.T) {
-	knownBug(t, "a closed client's request reaches the handler uncounted under FailOpen")
 	runConnectionAttack(t, func(t *testing.T, addr string) {
 		rawGet(t, addr).Close()
 	})
@@ -235,7 +223,6 @@ func runDeadlineAttack(t *testing.T, spoil func() (context.Context, context.Canc
 // a client chose, propagated by some middleware) must not count as a store
 // failure: three in a row would open the breaker for every other client.
 func TestAttackShortDeadline(t *testing.T) {
-	knownBug(t, "a 1µs caller deadline counts as a store failure and opens the breaker")
 	runDeadlineAttack(t, func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.Background(), time.Microsecond)
 	})
@@ -244,7 +231,6 @@ func TestAttackShortDeadline(t *testing.T) {
 // TestAttackCancelledContext: a caller whose context is already cancelled
 // is decided like any other, not by FailMode.
 func TestAttackCancelledContext(t *testing.T) {
-	knownBug(t, "a cancelled caller context is decided by FailMode: under FailOpen 50 of 50 allowed")
 	runDeadlineAttack(t, func() (context.Context, context.CancelFunc) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
