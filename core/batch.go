@@ -14,8 +14,10 @@ import (
 // sender goroutine sends what is queued as one script call, hands out the
 // answers, and sends again what queued meanwhile. So a lone decision
 // leaves at once, alone, and under concurrency batches grow with the load:
-// no timer, no added delay. An idle sender waits senderLinger for more
-// work (a store's one queue) or exits at once (a queue per subject).
+// no timer, no added delay. A store's one queue has up to maxSenders
+// senders, so one batch is encoded or decoded while another is in Redis;
+// an idle one waits senderLinger for more work, then exits. A queue per
+// subject has one sender, which exits as soon as the queue is empty.
 
 // request is one decision waiting in a queue.
 type request struct {
@@ -34,10 +36,13 @@ type request struct {
 // Its fields are guarded by the store's mu.
 type queue struct {
 	waiting []*request
-	sending bool          // a sender goroutine is running for this queue
-	idle    bool          // the sender waits on wake for more work
-	wake    chan struct{} // buffered 1
+	senders int           // sender goroutines running for this queue
+	idle    int           // of which waiting on wake for more work
+	wake    chan struct{} // buffered maxSenders: one token wakes one idle sender
 }
+
+// maxSenders bounds the batches of a store's one queue in flight at once.
+const maxSenders = 2
 
 // senderLinger is how long an idle sender of a store's one queue waits for
 // more work before it exits: starting a goroutine for every decision of a
@@ -59,17 +64,17 @@ func (s *RedisStore) enqueue(r *request) {
 	s.mu.Lock()
 	q := s.queues[dest]
 	if q == nil {
-		q = &queue{wake: make(chan struct{}, 1)}
+		q = &queue{wake: make(chan struct{}, maxSenders)}
 		s.queues[dest] = q
 	}
 	q.waiting = append(q.waiting, r)
 	switch {
-	case !q.sending:
-		q.sending = true
-		go s.drain(dest, q)
-	case q.idle:
-		q.idle = false
+	case q.idle > 0:
+		q.idle--
 		q.wake <- struct{}{}
+	case q.senders == 0 || (!s.split && q.senders < maxSenders):
+		q.senders++
+		go s.drain(dest, q)
 	}
 	s.mu.Unlock()
 }
@@ -83,12 +88,12 @@ func (s *RedisStore) drain(dest string, q *queue) {
 		if batch == nil {
 			if s.split {
 				// One queue per subject: keep only busy ones.
-				q.sending = false
+				q.senders--
 				delete(s.queues, dest)
 				s.mu.Unlock()
 				return
 			}
-			q.idle = true
+			q.idle++
 			s.mu.Unlock()
 			if linger == nil {
 				linger = time.NewTimer(senderLinger)
@@ -102,13 +107,14 @@ func (s *RedisStore) drain(dest string, q *queue) {
 			case <-linger.C:
 			}
 			s.mu.Lock()
-			if q.idle { // still no work: exit
-				q.idle, q.sending = false, false
+			if len(q.wake) == 0 { // no token on its way: still idle, exit
+				q.idle--
+				q.senders--
 				s.mu.Unlock()
 				return
 			}
 			s.mu.Unlock()
-			<-q.wake // sent as the timer fired
+			<-q.wake // sent as the timer fired: this sender takes it
 			continue
 		}
 		s.mu.Unlock()
