@@ -101,6 +101,7 @@ func aged(r Result, n int, retry, el time.Duration) Result {
 	r.Allowed = false
 	r.RetryAfter = retry
 	r.ResetAfter = max(0, r.ResetAfter-el)
+	r.Remaining = remainingAt(r.Limit, r.Remaining, r.ResetAfter)
 	if r.Policies == nil {
 		return r
 	}
@@ -113,6 +114,7 @@ func aged(r Result, n int, retry, el time.Duration) Result {
 		}
 		p.RetryAfter = max(0, wait-el)
 		p.ResetAfter = max(0, p.ResetAfter-el)
+		p.Remaining = remainingAt(p.Limit, p.Remaining, p.ResetAfter)
 		ps[i] = p
 		if p.RetryAfter > 0 && (best < 0 || p.RetryAfter > ps[best].RetryAfter) {
 			best = i
@@ -126,11 +128,23 @@ func aged(r Result, n int, retry, el time.Duration) Result {
 	return r
 }
 
+// remainingAt is the whole tokens in a bucket of l that held remaining
+// and is full in resetAfter: what refilled since counts.
+func remainingAt(l Limit, remaining int, resetAfter time.Duration) int {
+	p := l.policy("")
+	missing := ceilDiv(int64(resetAfter/time.Microsecond), p.Tick) * p.Refill
+	return max(remaining, int((p.Capacity-missing)/p.Unit))
+}
+
 // record learns from the store's answer r to a request of cost n sent at
 // sent, caching a deadline when cost n cannot be served before it. probe
 // says whether this caller was the probe; its waiters are released.
 func (c *denyCache) record(subject string, n int, sent int64, r Result, probe bool) {
 	until := sent + int64(nextServe(r, n))
+	if until > sent && r.Policies != nil {
+		// The caller owns r.Policies: keep a copy.
+		r.Policies = append([]PolicyResult(nil), r.Policies...)
+	}
 	sh := c.shard(subject)
 	sh.mu.Lock()
 	d, exists := sh.m[subject]

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,4 +154,70 @@ func TestDenyCacheNeverLonger(t *testing.T) {
 	if res, _ := l.Allow(ctx, "k"); !res.Allowed || s.calls.Load() != 3 {
 		t.Fatalf("on time: %+v after %d store calls; want the store to allow", res, s.calls.Load())
 	}
+}
+
+// TestDenyCacheAnswersAsTheStore: with both clocks stopped and moved
+// together, every cached answer equals, field for field, what the store
+// answers the same request (a limiter without the cache sharing the
+// buckets): for the cost asked, and with several limits, every limit's
+// part, each caller with its own Policies. Before, AllowN(5) after a
+// cached denial of 1 said RetryAfter 1s instead of 5s, and a cached
+// multi-limit denial said 0 for its binding limit.
+func TestDenyCacheAnswersAsTheStore(t *testing.T) {
+	m := miniredis.RunT(t)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m.SetTime(now)
+	var mono atomic.Int64
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer c.Close()
+	store := core.NewRedisStore(c)
+	mk := func(cache int) (*core.Limiter, *countingStore) {
+		s := &countingStore{Store: store}
+		l := mustNew(t, core.Config{
+			Store: s, Name: "sec", Limit: core.Limit{Rate: 1, Period: time.Second, Burst: 5},
+			Extra:    []core.NamedLimit{{Name: "hour", Limit: core.PerHour(8)}},
+			FailMode: core.FailClosed, Timeout: time.Second, DenyCacheSize: cache,
+		})
+		core.SetClock(l, func() time.Duration { return time.Duration(mono.Load()) })
+		return l, s
+	}
+	cached, counted := mk(0)
+	plain, _ := mk(-1)
+	ctx := context.Background()
+	step := func(d time.Duration) {
+		now = now.Add(d)
+		m.SetTime(now)
+		mono.Add(int64(d))
+	}
+	same := func(what string, n int, wantCached bool) {
+		t.Helper()
+		calls := counted.calls.Load()
+		got, _ := cached.AllowN(ctx, "k", n)
+		fromCache := counted.calls.Load() == calls
+		want, _ := plain.AllowN(ctx, "k", n)
+		if got.Allowed || want.Allowed {
+			t.Fatalf("%s: cached %+v, store %+v; want both denied", what, got, want)
+		}
+		if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) || fromCache != wantCached {
+			t.Fatalf("%s (from the cache: %v, want %v):\n cached %+v\n store  %+v", what, fromCache, wantCached, got, want)
+		}
+		got.Policies[0].RetryAfter = -1 // each caller owns its slice
+	}
+	if r, _ := cached.AllowN(ctx, "k", 5); !r.Allowed {
+		t.Fatal("first AllowN(5) denied")
+	}
+	same("AllowN(1): the entry learnt from AllowN(5) is for cost 5", 1, false)
+	same("AllowN(1) again", 1, true)
+	step(300 * time.Millisecond)
+	same("AllowN(1) 300ms on", 1, true)
+	same("AllowN(5) after cached denials of 1", 5, false)
+	same("AllowN(5) again", 5, true)
+	step(5 * time.Second)
+	if r, _ := cached.AllowN(ctx, "k", 3); !r.Allowed {
+		t.Fatal("AllowN(3) with the bucket full denied")
+	}
+	// 8 an hour: 5 + 3 taken, so "hour" binds for 7m30s while "sec" has 2.
+	same("AllowN(1) with the hour spent", 1, false)
+	step(time.Minute)
+	same("AllowN(1) a minute on", 1, true)
 }
