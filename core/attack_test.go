@@ -158,7 +158,8 @@ func TestAttackBurstOpensBreaker(t *testing.T) {
 			return
 		}
 		errs.open.Store(0)
-		time.Sleep(time.Second) // let a breaker close
+		time.Sleep(time.Second) // past the breaker's cooldown: one probe closes it
+		l.Allow(context.Background(), "probe")
 	}
 	t.Fatal("every burst had decisions decided by FailMode")
 }

@@ -590,7 +590,9 @@ func (c *panickyClient) EvalSha(ctx context.Context, _ string, _ []string, _ ...
 
 // TestBatchingClientPanic: a panic while a batch is sent fails that
 // batch's decisions with an error instead of leaving their callers waiting
-// or crashing the process, and the store decides again afterwards.
+// or crashing the process, and the store decides again afterwards. (Which
+// of the queued decisions travel in the panicking call depends on which
+// sender takes them.)
 func TestBatchingClientPanic(t *testing.T) {
 	c := &panickyClient{entered: make(chan struct{}), release: make(chan struct{})}
 	s := core.NewRedisStore(c)
@@ -606,15 +608,19 @@ func TestBatchingClientPanic(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond) // both queue behind "first"
 	close(c.release)
+	failed := 0
 	for range 2 {
 		select {
 		case err := <-errs:
-			if err == nil {
-				t.Error("a decision of the panicking batch got no error")
+			if err != nil {
+				failed++
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatal("a queued caller is still waiting after its batch's client panicked")
 		}
+	}
+	if failed == 0 {
+		t.Error("no decision of the panicking call got an error")
 	}
 	if o, err := s.Take(context.Background(), "after", 1, pol, nil); err != nil || !o.Allowed {
 		t.Fatalf("after the panic: %+v %v", o, err)
