@@ -174,7 +174,7 @@ func (d *demo) startInstances(redisAddr string) error {
 	limit := core.PerSecond(d.o.limit)
 	for i := range d.o.instances {
 		// MinIdleConns: connections dialled ahead of the first burst.
-		client := redis.NewClient(&redis.Options{Addr: redisAddr, MinIdleConns: 8, ContextTimeoutEnabled: true, MaxRetries: -1})
+		client := redis.NewClient(&redis.Options{Addr: redisAddr, MinIdleConns: 8, ContextTimeoutEnabled: true})
 		d.clients = append(d.clients, client)
 		store := core.NewRedisStore(client, core.WithPrefix(d.prefix))
 		if d.store == nil {

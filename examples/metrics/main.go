@@ -43,7 +43,7 @@ func main() {
 		defer m.Close()
 		*redisAddr = m.Addr()
 	}
-	client := redis.NewClient(&redis.Options{Addr: *redisAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	client := redis.NewClient(&redis.Options{Addr: *redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	store := core.NewRedisStore(client)
 

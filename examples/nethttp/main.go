@@ -46,5 +46,5 @@ func redisClient() *redis.Client {
 	}
 	// The options the README recommends: decisions bounded by the context
 	// deadline on the caller's goroutine, and no re-sent (double-counted) scripts.
-	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 }
