@@ -192,6 +192,9 @@ func (s *RedisStore) send(batch []*request) {
 		idx = idx[len(r.policies):]
 	}
 	reply, err := tokenBuckets.Run(ctx, s.client, keys, args...).Slice()
+	if err == nil && !s.ready.Load() {
+		s.ready.Store(true)
+	}
 	if err != nil {
 		if c, ok := s.client.(*redis.ClusterClient); ok {
 			// A failed primary's slots move to its replica: read the new

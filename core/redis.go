@@ -53,6 +53,7 @@ type RedisStore struct {
 	mu     sync.Mutex
 	queues map[string]*queue // by subject for a Cluster or Ring, else one, ""
 	split  bool              // Cluster or Ring: decisions queue per subject
+	ready  atomic.Bool       // a call succeeded: a Cluster client has its slot map
 
 	idBase string        // random, per store: call ids never repeat across instances
 	idSeq  atomic.Uint64 // call ids within this store
@@ -168,7 +169,13 @@ func (s *RedisStore) Take(ctx context.Context, subject string, n int, policies [
 // node names the Redis server that decides subject: its address for a
 // Cluster (the primary of its slot) or Ring (its shard), else "". The
 // Limiter keeps a circuit breaker per node.
+//
+// Before the store's first answer a ClusterClient may not have its slot
+// map, and asking for it would block on the network: until then, "".
 func (s *RedisStore) node(subject string) string {
+	if !s.ready.Load() {
+		return ""
+	}
 	tag := "{" + hashSubject(subject) + "}"
 	var c *redis.Client
 	var err error
