@@ -146,16 +146,25 @@ func replicaOf(t *testing.T, c *redistest.Cluster, primary *redistest.Server) *r
 }
 
 // slotOwner returns the address of the primary that node's own slot map
-// gives slot to, or "" when none.
+// gives slot to, or "" when none. It reads CLUSTER SLOTS, as go-redis does.
 func slotOwner(ctx context.Context, node *redis.Client, slot int) string {
-	slots, err := node.ClusterSlots(ctx).Result()
+	ranges, err := node.Do(ctx, "CLUSTER", "SLOTS").Slice()
 	if err != nil {
 		return ""
 	}
-	for _, s := range slots {
-		if s.Start <= slot && slot <= s.End && len(s.Nodes) > 0 {
-			return s.Nodes[0].Addr
+	for _, r := range ranges {
+		// [start, end, [ip, port, id, ...], replicas...]
+		f, _ := r.([]any)
+		if len(f) < 3 {
+			continue
 		}
+		start, _ := f[0].(int64)
+		end, _ := f[1].(int64)
+		primary, _ := f[2].([]any)
+		if int64(slot) < start || int64(slot) > end || len(primary) < 2 {
+			continue
+		}
+		return fmt.Sprintf("%v:%v", primary[0], primary[1])
 	}
 	return ""
 }
