@@ -21,11 +21,11 @@ func (c *scriptedClient) EvalSha(context.Context, string, []string, ...any) *red
 }
 
 // TestRedisPathAllocs: the limiter's and store's own allocations for a
-// lone decision on the Redis path, excluding the client's: the deadline
-// context (4), the request and its channel, the key and the script's
-// keys, arguments and call id. Under concurrency the script call's share
-// is spread over its batch; DESIGN §8 compares the whole process with
-// redis_rate in bench/.
+// lone decision on the Redis path, excluding the client's: the decision's
+// deadline context, the request and its channel, and the script call's
+// own context, key, keys, arguments and call id. Under concurrency the
+// script call's share is spread over its batch; DESIGN §8 compares the
+// whole process with redis_rate in bench/.
 func TestRedisPathAllocs(t *testing.T) {
 	reply := redis.NewCmd(context.Background())
 	reply.SetVal([]any{int64(1), int64(99), int64(0), int64(10000)})
@@ -37,7 +37,7 @@ func TestRedisPathAllocs(t *testing.T) {
 	}
 	n := testing.AllocsPerRun(2000, func() { l.Allow(ctx, "user-1") })
 	t.Logf("limiter's own allocations per Redis decision: %v", n)
-	if n > 14 {
-		t.Fatalf("%v allocs per Redis decision in the limiter, want ≤ 14", n)
+	if n > 20 {
+		t.Fatalf("%v allocs per Redis decision in the limiter, want ≤ 20", n)
 	}
 }

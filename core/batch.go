@@ -192,10 +192,15 @@ func (s *RedisStore) send(batch []*request) {
 		idx = idx[len(r.policies):]
 	}
 	reply, err := tokenBuckets.Run(ctx, s.client, keys, args...).Slice()
-	if err == nil && !s.ready.Load() {
-		s.ready.Store(true)
-	}
-	if err != nil {
+	if err == nil {
+		if !s.ready.Load() {
+			s.ready.Store(true)
+		}
+		if s.lastErr.Load() != nil {
+			s.lastErr.Store(nil)
+		}
+	} else {
+		s.lastErr.Store(&err)
 		if c, ok := s.client.(*redis.ClusterClient); ok {
 			// A failed primary's slots move to its replica: read the new
 			// map now, not at go-redis's next periodic refresh (60s).
@@ -217,15 +222,15 @@ func (s *RedisStore) send(batch []*request) {
 	}
 }
 
-// batchContext is the context a batch is sent under: a lone request's own,
-// or the values of the first request, none of the callers' cancellation
-// (one caller leaving must not fail the others) and the latest of their
-// deadlines.
+// batchContext is the context a batch is sent under: the values of its
+// first request, none of its callers' cancellation (one caller leaving
+// must not fail the others), and the latest of their deadlines, but at
+// least minSend from now: a caller waits only until its own deadline, and
+// a call that outlives it can still learn why Redis fails (a dial error
+// comes after go-redis's dial retries, longer than a typical Timeout) and
+// report it to the next decisions.
 func batchContext(batch []*request) (context.Context, context.CancelFunc) {
-	if len(batch) == 1 {
-		return batch[0].ctx, func() {}
-	}
-	var latest time.Time
+	latest := time.Now().Add(minSend)
 	for _, r := range batch {
 		d, ok := r.ctx.Deadline()
 		if !ok {
@@ -237,6 +242,9 @@ func batchContext(batch []*request) (context.Context, context.CancelFunc) {
 	}
 	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
 }
+
+// minSend is the least time a script call is given.
+const minSend = time.Second
 
 // args returns p's script arguments: capacity, refill, unit, tick.
 func (p *Policy) args() []any {

@@ -131,12 +131,19 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Store == nil {
 		return nil, ErrNoStore
 	}
+	if rs, ok := cfg.Store.(*RedisStore); ok && rs.nilClient() {
+		return nil, fmt.Errorf("%w: the RedisStore's client is a nil %T", ErrNoStore, rs.client)
+	}
 	switch cfg.FailMode {
 	case FailOpen, FailClosed, FailLocal:
 	case 0:
 		return nil, ErrFailModeUnset
 	default:
 		return nil, fmt.Errorf("%w (got %d)", ErrInvalidFailMode, int(cfg.FailMode))
+	}
+	defaulted := []bool{cfg.Name == ""}
+	for _, nl := range cfg.Extra {
+		defaulted = append(defaulted, nl.Name == "")
 	}
 	if cfg.Name == "" {
 		cfg.Name = cfg.Limit.String()
@@ -208,6 +215,11 @@ func New(cfg Config) (*Limiter, error) {
 			l.localLimits = append(l.localLimits, ll)
 			l.localPolicy = append(l.localPolicy, ll.policy(policies[i].Name))
 			l.localMinCap = min(l.localMinCap, ll.Capacity())
+		}
+	}
+	if r, ok := cfg.Store.(registrar); ok {
+		if err := r.policyNames().claim(l, policies, defaulted); err != nil {
+			return nil, err
 		}
 	}
 	return l, nil
@@ -393,6 +405,11 @@ func (l *Limiter) remote(ctx context.Context, key string, n int, each []Outcome,
 	if err != nil {
 		if ctx.Err() != nil {
 			err = ErrTimeout
+			if rs, ok := l.store.(*RedisStore); ok && rs.cause() != nil {
+				// Say what Redis said last (a dial error, say), not only
+				// that we stopped waiting.
+				err = fmt.Errorf("%w; the store's last error: %w", ErrTimeout, rs.cause())
+			}
 		}
 		if br.failure(probe, l.clock()) && l.observer != nil {
 			l.observer.BreakerChange(l.name, true)

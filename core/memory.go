@@ -29,6 +29,8 @@ type MemoryStore struct {
 	base     time.Time
 	perShard int
 	sweep    int64 // µs between sweeps of one shard
+
+	names nameBook // the policy names of the limiters using the store
 }
 
 type memShard struct {

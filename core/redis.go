@@ -55,8 +55,12 @@ type RedisStore struct {
 	split  bool              // Cluster or Ring: decisions queue per subject
 	ready  atomic.Bool       // a call succeeded: a Cluster client has its slot map
 
+	lastErr atomic.Pointer[error] // the last call's error; nil after a success
+
 	idBase string        // random, per store: call ids never repeat across instances
 	idSeq  atomic.Uint64 // call ids within this store
+
+	names nameBook // the policy names of the limiters using the store
 }
 
 // RedisOption configures a RedisStore.
@@ -99,9 +103,11 @@ func NewRedisStore(client redis.UniversalClient, opts ...RedisOption) *RedisStor
 		}
 		o(s)
 	}
-	switch client.(type) {
-	case *redis.ClusterClient, *redis.Ring:
-		s.split = true
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		s.split = c != nil
+	case *redis.Ring:
+		s.split = c != nil
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -110,6 +116,29 @@ func NewRedisStore(client redis.UniversalClient, opts ...RedisOption) *RedisStor
 }
 
 var _ Store = (*RedisStore)(nil)
+
+// nilClient reports a nil pointer typed into the client interface, which
+// would panic deep inside go-redis at the first decision.
+func (s *RedisStore) nilClient() bool {
+	switch c := s.client.(type) {
+	case *redis.Client:
+		return c == nil
+	case *redis.ClusterClient:
+		return c == nil
+	case *redis.Ring:
+		return c == nil
+	}
+	return false
+}
+
+// cause returns the error of the store's last call, if it failed: the
+// reason behind a decision that timed out waiting (a dial error, say).
+func (s *RedisStore) cause() error {
+	if p := s.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // Client returns the client the store uses.
 func (s *RedisStore) Client() redis.UniversalClient { return s.client }
