@@ -572,7 +572,6 @@ func TestClusterMigratingSlotKeepsNodeBreakerClosed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Redis Cluster")
 	}
-	knownBug(t, "TRYAGAIN from a migrating slot opens its primary's breaker")
 	cluster := redistest.StartCluster(t, 3, 0)
 	ctx := context.Background()
 	admin := cluster.Client()

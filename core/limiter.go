@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Config configures a Limiter. Store, Limit and FailMode are required; every
@@ -411,7 +413,11 @@ func (l *Limiter) remote(ctx context.Context, key string, n int, each []Outcome,
 				err = fmt.Errorf("%w; the store's last error: %w", ErrTimeout, rs.cause())
 			}
 		}
-		if br.failure(probe, l.clock()) && l.observer != nil {
+		if slotMoving(err) {
+			// The node is healthy; one slot is on the move. Its other
+			// slots' subjects must not be degraded for it.
+			br.release(probe)
+		} else if br.failure(probe, l.clock()) && l.observer != nil {
 			l.observer.BreakerChange(l.name, true)
 		}
 		return l.degradeBy(br, key, n, err, start)
@@ -424,6 +430,13 @@ func (l *Limiter) remote(ctx context.Context, key string, n int, each []Outcome,
 		l.observer.Decision(DecisionEvent{Policy: l.name, Allowed: r.Allowed, Latency: time.Since(start)})
 	}
 	return r
+}
+
+// slotMoving reports a Redis Cluster answer about one slot being moved
+// (TRYAGAIN while its keys are split between two nodes, or a redirection
+// go-redis did not follow), not about the node's health.
+func slotMoving(err error) bool {
+	return redis.HasErrorPrefix(err, "TRYAGAIN") || redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
 }
 
 // takeBounded calls a store that may not honour its context's deadline on
