@@ -23,6 +23,7 @@ import (
 type request struct {
 	ctx      context.Context // deadline and values; its cancellation is the caller's alone
 	subj     string          // passed through hashSubject
+	op       int             // opTake, opPeek or opRefund
 	n        int
 	policies []Policy
 
@@ -31,6 +32,13 @@ type request struct {
 	done  chan struct{}
 	gone  atomic.Bool // the caller stopped waiting: not sent if not yet sent
 }
+
+// Operations of the script on one request.
+const (
+	opTake   = 1
+	opPeek   = 2
+	opRefund = 3
+)
 
 // queue holds the requests for one destination (see RedisStore.queues).
 // Its fields are guarded by the store's mu.
@@ -167,7 +175,7 @@ func (s *RedisStore) send(batch []*request) {
 	var polBuf [8]*Policy
 	var idxBuf [16]int
 	pols, idx := polBuf[:0], idxBuf[:0]
-	args := make([]any, 3, 3+4*len(batch[0].policies)+3*len(batch))
+	args := make([]any, 3, 3+4*len(batch[0].policies)+4*len(batch))
 	for _, r := range batch {
 		for i := range r.policies {
 			p := &r.policies[i]
@@ -185,7 +193,7 @@ func (s *RedisStore) send(batch []*request) {
 	}
 	args[0], args[1], args[2] = s.nextID(), len(batch), len(pols)
 	for _, r := range batch {
-		args = append(args, len(r.policies), r.n)
+		args = append(args, len(r.policies), r.op, r.n)
 		for _, j := range idx[:len(r.policies)] {
 			args = append(args, j)
 		}

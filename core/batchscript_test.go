@@ -46,7 +46,7 @@ func sendBatch(t *testing.T, s *RedisStore, reqs []batchReq) []batchAns {
 		if err := checkTake(r.subj, r.n, r.ps); err != nil {
 			t.Fatal(err)
 		}
-		batch[i] = &request{ctx: context.Background(), subj: hashSubject(r.subj), n: r.n, policies: r.ps}
+		batch[i] = &request{ctx: context.Background(), subj: hashSubject(r.subj), op: opTake, n: r.n, policies: r.ps}
 	}
 	s.send(batch)
 	out := make([]batchAns, len(reqs))

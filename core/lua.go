@@ -10,15 +10,18 @@ import "github.com/redis/go-redis/v9"
 // ARGV: the call's id, the number of requests D, the number of distinct
 // policies P; then per policy its capacity in units, refill in units per
 // tick, units per token and µs per tick; then per request its number of
-// policies m, its cost n and the index (1..P) of each of its policies.
-// KEYS are every request's buckets, in the same order. A request is
-// decided all or nothing over its policies. The reply is, per request:
-// allowed (1 or 0), then per policy whole tokens left, µs until n tokens
-// exist (0 unless denied) and µs until the bucket is full.
+// policies m, its operation, its cost n and the index (1..P) of each of
+// its policies. KEYS are every request's buckets, in the same order. The
+// operations: 1 takes n tokens, all or nothing over the request's
+// policies; 2 peeks (whether n would be taken, taking nothing); 3 refunds
+// n tokens to every policy, each capped at its capacity. The reply is, per
+// request: allowed (1 or 0; a refund is always 1), then per policy whole
+// tokens left, µs until n tokens exist (0 unless not allowed) and µs until
+// the bucket is full.
 //
 // A bucket's value is "<units>:<tick>:<id>": the tokens (in units) it held
 // at that tick of the server's clock, and the id of the call that wrote it;
-// a missing key is a full bucket. Only an allowed request writes; a
+// a missing key is a full bucket. Only an allowed take and a refund write; a
 // bucket's tick never moves back (a failover can turn the clock back:
 // otherwise an interval would be refilled twice). Each bucket taken from is
 // written once, at the end, with an expiry (ms) a second after it would be
@@ -26,10 +29,10 @@ import "github.com/redis/go-redis/v9"
 //
 // Exactly once: go-redis re-sends a script whose reply was lost on a
 // broken connection. A call that finds its own id on one of its buckets
-// has already run, and takes nothing again: a lone request is answered
-// allowed (it was: only an allowed request writes) with its buckets as they
-// are now; the requests of a larger batch, whose individual answers are
-// lost, are answered denied — early, never over the limit.
+// has already run, and takes or refunds nothing again: a lone take is
+// answered allowed (it was: only an allowed take writes) with its buckets
+// as they are now; the takes of a larger batch, whose individual answers
+// are lost, are answered denied — early, never over the limit.
 //
 // Every number stays an integer below 2^53, which New checks, so the
 // double arithmetic of Lua is exact and nothing drifts.
@@ -67,11 +70,11 @@ end
 local out, order, px = {}, {}, {}
 local o, k, a = 0, 0, 4 + 4 * P
 for _ = 1, D do
-  local m, n = tonumber(ARGV[a]), tonumber(ARGV[a+1])
+  local m, op, n = tonumber(ARGV[a]), tonumber(ARGV[a+1]), tonumber(ARGV[a+2])
   local tokens = {}
   local allowed = 1
   for i = 1, m do
-    local p = pol[ARGV[a+1+i]]
+    local p = pol[ARGV[a+2+i]]
     local cap, rate = p[1], p[2]
     local tok = cap
     local st = state[KEYS[k+i]]
@@ -83,19 +86,29 @@ for _ = 1, D do
     tokens[i] = tok
     if tok < n * p[3] then allowed = 0 end
   end
-  local take = allowed == 1 and not replay
-  if replay then
-    if D == 1 then allowed = 1 else allowed = 0 end
+  local write = 0
+  if op == 1 then
+    if replay then
+      if D == 1 then allowed = 1 else allowed = 0 end
+    elseif allowed == 1 then
+      write = -1
+    end
+  elseif op == 3 then
+    allowed = 1
+    if not replay then write = 1 end
   end
   out[o+1] = allowed
   for i = 1, m do
-    local p = pol[ARGV[a+1+i]]
+    local p = pol[ARGV[a+2+i]]
     local cap, rate, unit, tick, nowt, phase = p[1], p[2], p[3], p[4], p[5], p[6]
     local need = n * unit
     local left = tokens[i]
     local retry, reset = 0, 0
-    if take then
+    if write == -1 then
       left = left - need
+    elseif write == 1 then
+      left = left + need
+      if left > cap then left = cap end
     elseif allowed == 0 and left < need then
       retry = ceil((need - left) / rate) * tick - phase
     end
@@ -103,7 +116,7 @@ for _ = 1, D do
     out[o+3*i-1] = floor(left / unit)
     out[o+3*i] = retry
     out[o+3*i+1] = reset
-    if take then
+    if write ~= 0 then
       local key = KEYS[k+i]
       local st = state[key]
       local stamp = nowt
@@ -115,7 +128,7 @@ for _ = 1, D do
   end
   o = o + 1 + 3 * m
   k = k + m
-  a = a + 2 + m
+  a = a + 3 + m
 end
 for _, key in ipairs(order) do
   local st = state[key]

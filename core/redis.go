@@ -174,10 +174,25 @@ func hashSubject(subject string) string {
 // answers (which can deny early, never admit more). Cancelling ctx is
 // treated like its deadline.
 func (s *RedisStore) Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	return s.do(ctx, opTake, subject, n, policies, each)
+}
+
+// Peek implements Peeker with one script call that writes nothing.
+func (s *RedisStore) Peek(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	return s.do(ctx, opPeek, subject, n, policies, each)
+}
+
+// Refund implements Refunder with one script call.
+func (s *RedisStore) Refund(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	return s.do(ctx, opRefund, subject, n, policies, each)
+}
+
+// do queues one request and waits for its answer, at most until ctx ends.
+func (s *RedisStore) do(ctx context.Context, op int, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
 	if err := checkTake(subject, n, policies); err != nil {
 		return Outcome{}, err
 	}
-	r := &request{ctx: ctx, subj: hashSubject(subject), n: n, policies: policies, done: make(chan struct{})}
+	r := &request{ctx: ctx, subj: hashSubject(subject), op: op, n: n, policies: policies, done: make(chan struct{})}
 	s.enqueue(r)
 	select {
 	case <-r.done:
