@@ -1,6 +1,8 @@
 package nethttp
 
 import (
+	"math"
+	"math/big"
 	"net/http"
 	"strconv"
 	"strings"
@@ -85,15 +87,15 @@ const (
 )
 
 // policyHeaders holds a limiter's constant header values, formatted once.
-// The slices are shared by every response, with len == cap so that a later
-// Header.Add copies instead of writing into them.
+// They are strings, which no response can change; every response gets
+// slices of its own (see setRateLimit).
 type policyHeaders struct {
 	limit    core.Limit
 	name     string
-	capacity []string // "3"
-	policy06 []string // "3;w=60"
-	policy11 []string // `"3-per-1m0s";q=3;w=60`
-	item11   string   // `"3-per-1m0s";r=`, the start of a RateLimit item
+	capacity string // "3"
+	policy06 string // "3;w=60"
+	policy11 string // `"3-per-1m0s";q=3;w=60`
+	item11   string // `"3-per-1m0s";r=`, the start of a RateLimit item
 
 	// multi holds the values for a limiter with several limits
 	// (core.Config.Extra), built from its first result.
@@ -101,8 +103,8 @@ type policyHeaders struct {
 }
 
 func newPolicyHeaders(lim core.Limit, name string) *policyHeaders {
-	c := int64(lim.Capacity())
-	w := int64(lim.Window() / time.Second)
+	c := sfInt(int64(lim.Capacity()))
+	w := windowSeconds(lim)
 	p06 := strconv.AppendInt(nil, c, 10)
 	p06 = append(p06, ";w="...)
 	p06 = strconv.AppendInt(p06, w, 10)
@@ -115,11 +117,45 @@ func newPolicyHeaders(lim core.Limit, name string) *policyHeaders {
 	return &policyHeaders{
 		limit:    lim,
 		name:     name,
-		capacity: one(strconv.FormatInt(c, 10)),
-		policy06: one(string(p06)),
-		policy11: one(string(p11)),
+		capacity: strconv.FormatInt(c, 10),
+		policy06: string(p06),
+		policy11: string(p11),
 		item11:   string(sf) + ";r=",
 	}
+}
+
+// maxSFInt is the largest integer an RFC 9651 structured field can hold
+// (15 digits). core.New refuses capacities above it; the values derived
+// from a capacity (remaining tokens, seconds) are clamped to it too, so a
+// field is never one a parser rejects.
+const maxSFInt = 999_999_999_999_999
+
+// sfInt clamps n to what a structured-field integer holds, at least 0.
+func sfInt(n int64) int64 { return min(max(n, 0), maxSFInt) }
+
+// windowSeconds is the w parameter: core.Limit.Window in seconds, worked
+// out without time.Duration when a huge window (a tiny rate, a large
+// burst: centuries) would overflow it.
+func windowSeconds(lim core.Limit) int64 {
+	c, rate, period := lim.Capacity(), lim.Rate, lim.Period
+	if rate <= 0 || period <= 0 || c <= 0 {
+		return 0
+	}
+	// c·period/rate in ns, compared with the largest Duration in floating
+	// point, which is exact enough to tell "fits" from "overflows".
+	if float64(c)*float64(period)/float64(rate) < float64(math.MaxInt64/2) {
+		return sfInt(int64(lim.Window() / time.Second))
+	}
+	ns := new(big.Int).Mul(big.NewInt(int64(c)), big.NewInt(int64(period)))
+	den := new(big.Int).Mul(big.NewInt(int64(rate)), big.NewInt(int64(time.Second)))
+	s, rem := new(big.Int).QuoRem(ns, den, new(big.Int))
+	if rem.Sign() > 0 {
+		s.Add(s, big.NewInt(1))
+	}
+	if !s.IsInt64() {
+		return maxSFInt
+	}
+	return sfInt(s.Int64())
 }
 
 func (ph *policyHeaders) matches(name string, lim core.Limit) bool {
@@ -127,24 +163,54 @@ func (ph *policyHeaders) matches(name string, lim core.Limit) bool {
 }
 
 // multiHeaders holds the values for several limits decided together:
-// RateLimit-Policy lists them all, in configuration order.
+// RateLimit-Policy lists them, in configuration order.
 type multiHeaders struct {
-	each     []*policyHeaders
-	policy06 []string // "2;w=1, 5;w=3600"
-	policy11 []string // `"2-per-1s";q=2;w=1, "hourly";q=5;w=3600`
+	each []*policyHeaders
+	// policy06 is draft-06's RateLimit-Policy for each binding limit
+	// ("2;w=1, 5;w=3600"). The draft forbids two policies with the same
+	// quota (RateLimit-Limit names a policy by its quota), so of limits
+	// with equal capacities only one is listed: the binding one when it is
+	// among them, else the first.
+	policy06 []string
+	policy11 string // `"2-per-1s";q=2;w=1, "hourly";q=5;w=3600`
 }
 
 func newMultiHeaders(ps []core.PolicyResult) *multiHeaders {
-	m := &multiHeaders{each: make([]*policyHeaders, len(ps))}
-	p06 := make([]string, len(ps))
+	m := &multiHeaders{each: make([]*policyHeaders, len(ps)), policy06: make([]string, len(ps))}
 	p11 := make([]string, len(ps))
 	for i, p := range ps {
 		m.each[i] = newPolicyHeaders(p.Limit, p.Name)
-		p06[i], p11[i] = m.each[i].policy06[0], m.each[i].policy11[0]
+		p11[i] = m.each[i].policy11
 	}
-	m.policy06 = one(strings.Join(p06, ", "))
-	m.policy11 = one(strings.Join(p11, ", "))
+	m.policy11 = strings.Join(p11, ", ")
+	for binding := range ps {
+		var p06 []string
+		for i, e := range m.each {
+			if m.listed06(i, binding) {
+				p06 = append(p06, e.policy06)
+			}
+		}
+		m.policy06[binding] = strings.Join(p06, ", ")
+	}
 	return m
+}
+
+// listed06 reports whether limit i is in draft-06's RateLimit-Policy when
+// limit binding is the binding one.
+func (m *multiHeaders) listed06(i, binding int) bool {
+	if i == binding {
+		return true
+	}
+	c := m.each[i].capacity
+	if m.each[binding].capacity == c {
+		return false // the binding limit has this quota
+	}
+	for j := range i {
+		if m.each[j].capacity == c {
+			return false // an earlier limit has it
+		}
+	}
+	return true
 }
 
 func (m *multiHeaders) matches(ps []core.PolicyResult) bool {
@@ -159,51 +225,53 @@ func (m *multiHeaders) matches(ps []core.PolicyResult) bool {
 	return true
 }
 
-func one(s string) []string { return []string{s}[:1:1] }
-
 // setRateLimit sets style's rate-limit fields for a decision that is not
 // degraded. ph holds the values precomputed for the limiter that decided
 // (nil when there are none); values res does not match are formatted here.
 // now is read only by HeadersLegacy.
 //
 // Remaining and reset are the binding limit's (res's own fields); with
-// several limits, RateLimit-Policy lists them all and draft-11's RateLimit
-// has an item for each.
+// several limits, RateLimit-Policy lists them and draft-11's RateLimit has
+// an item for each.
+//
+// The values of one response share one array of their own, allocated
+// here: a handler that edits w.Header()["RateLimit-Limit"][0] in place
+// changes that response only.
 func setRateLimit(h http.Header, style HeaderStyle, ph *policyHeaders, res *core.Result, now func() time.Time) {
 	if style == HeadersNone {
 		return
 	}
 	var m *multiHeaders
-	binding := ph
+	binding, bindingAt := ph, 0
 	if len(res.Policies) > 1 {
 		m = ph.multiFor(res.Policies)
 		binding = nil
-		for _, e := range m.each {
+		for i, e := range m.each {
 			if e.name == res.Name {
-				binding = e
+				binding, bindingAt = e, i
 				break
 			}
 		}
 	}
 	if !binding.matches(res.Name, res.Limit) {
 		binding = newPolicyHeaders(res.Limit, res.Name)
+		m = nil // res's limit is none of the listed ones: list it alone
 	}
-	remaining := max(int64(res.Remaining), 0)
+	remaining := sfInt(int64(res.Remaining))
 	switch style {
 	case HeadersDraft06:
-		h[keyLimit] = binding.capacity
-		h[keyRemaining] = intValue(remaining)
-		h[keyReset] = intValue(resetSeconds(res))
+		v := new([4]string)
+		v[0], v[1], v[2], v[3] = binding.capacity, intString(remaining), intString(resetSeconds(res)), binding.policy06
 		if m != nil {
-			h[keyPolicy] = m.policy06
-		} else {
-			h[keyPolicy] = binding.policy06
+			v[3] = m.policy06[bindingAt]
 		}
+		h[keyLimit], h[keyRemaining], h[keyReset], h[keyPolicy] = v[0:1:1], v[1:2:2], v[2:3:3], v[3:4:4]
 	case HeadersDraft11:
 		var buf [192]byte
 		b := buf[:0]
+		v := new([2]string)
 		if m != nil {
-			h[keyPolicy] = m.policy11
+			v[0] = m.policy11
 			for i, p := range res.Policies {
 				if i > 0 {
 					b = append(b, ", "...)
@@ -215,14 +283,15 @@ func setRateLimit(h http.Header, style HeaderStyle, ph *policyHeaders, res *core
 				b = appendItem11(b, m.each[i].item11, int64(p.Remaining), t)
 			}
 		} else {
-			h[keyPolicy] = binding.policy11
+			v[0] = binding.policy11
 			b = appendItem11(b, binding.item11, remaining, resetSeconds(res))
 		}
-		h[keyRateLimit] = one(string(b))
+		v[1] = string(b)
+		h[keyPolicy], h[keyRateLimit] = v[0:1:1], v[1:2:2]
 	case HeadersLegacy:
-		h[keyXLimit] = binding.capacity
-		h[keyXRemaining] = intValue(remaining)
-		h[keyXReset] = intValue(resetEpoch(now(), res))
+		v := new([3]string)
+		v[0], v[1], v[2] = binding.capacity, intString(remaining), intString(resetEpoch(now(), res))
+		h[keyXLimit], h[keyXRemaining], h[keyXReset] = v[0:1:1], v[1:2:2], v[2:3:3]
 	}
 }
 
@@ -243,14 +312,14 @@ func (ph *policyHeaders) multiFor(ps []core.PolicyResult) *multiHeaders {
 // appendItem11 appends one draft-11 RateLimit item: `"name";r=2;t=20`.
 func appendItem11(b []byte, item string, remaining, reset int64) []byte {
 	b = append(b, item...)
-	b = strconv.AppendInt(b, max(remaining, 0), 10)
+	b = strconv.AppendInt(b, sfInt(remaining), 10)
 	b = append(b, ";t="...)
-	return strconv.AppendInt(b, reset, 10)
+	return strconv.AppendInt(b, sfInt(reset), 10)
 }
 
 // setRetryAfter sets Retry-After for a 429 or 503 response.
 func setRetryAfter(h http.Header, res *core.Result) {
-	h[keyRetryAfter] = intValue(retrySeconds(res.RetryAfter))
+	h[keyRetryAfter] = []string{intString(retrySeconds(res.RetryAfter))}
 }
 
 // retrySeconds is Retry-After: whole seconds, rounded up, at least 1, so a
@@ -317,8 +386,8 @@ func appendSFString(b []byte, s string) []byte {
 // remaining tokens and reset seconds of most limits (an hour is 3600 s).
 const smallInts = 4096
 
-// intTable holds "0" … "4095", each as a one-element slice of one shared
-// array, so a header value for a small integer costs no allocation.
+// intTable holds "0" … "4095", substrings of one shared string, so a
+// header value for a small integer costs no allocation.
 var intTable = sync.OnceValue(func() []string {
 	t := make([]string, smallInts)
 	var digits []byte
@@ -335,10 +404,10 @@ var intTable = sync.OnceValue(func() []string {
 	return t
 })
 
-// intValue returns n as a header value, without allocating for small n.
-func intValue(n int64) []string {
+// intString returns n in decimal, without allocating for small n.
+func intString(n int64) string {
 	if n >= 0 && n < smallInts {
-		return intTable()[n : n+1 : n+1]
+		return intTable()[n]
 	}
-	return one(strconv.FormatInt(n, 10))
+	return strconv.FormatInt(n, 10)
 }

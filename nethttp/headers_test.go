@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -240,11 +241,106 @@ func TestAppendSFString(t *testing.T) {
 	}
 }
 
-func TestIntValue(t *testing.T) {
+func TestIntString(t *testing.T) {
 	for _, n := range []int64{0, 1, 9, 10, 59, 60, 3600, smallInts - 1, smallInts, 1767225620, -1} {
-		got := intValue(n)
-		if len(got) != 1 || cap(got) != 1 || got[0] != strconv.FormatInt(n, 10) {
-			t.Errorf("intValue(%d) = %q (cap %d)", n, got, cap(got))
+		if got := intString(n); got != strconv.FormatInt(n, 10) {
+			t.Errorf("intString(%d) = %q", n, got)
+		}
+	}
+}
+
+// TestHeadersNotShared: a handler that edits a rate-limit value in place
+// (w.Header()[k][0] = …) changes its own response only (issue 14).
+func TestHeadersNotShared(t *testing.T) {
+	for style := HeadersDraft06; style < HeadersNone; style++ {
+		t.Run(style.String(), func(t *testing.T) {
+			clk := newClock()
+			l := newLimiterCfg(t, core.Config{Store: core.NewMemoryStore(core.WithClock(clk.Now)), Limit: core.PerSecond(1000), FailMode: core.FailOpen})
+			vandal := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				for k, v := range w.Header() {
+					for i := range v {
+						v[i] = "edited"
+					}
+					w.Header()[k] = append(v, "added")
+				}
+			})
+			h := Middleware(l, WithHeaders(style), WithKey(func(*http.Request) (string, error) { return "k", nil }))(vandal)
+			want := get(Middleware(l, WithHeaders(style), WithKey(func(*http.Request) (string, error) { return "other", nil }))(okHandler), "/").Header()
+			for range 3 {
+				get(h, "/")
+			}
+			deny := Middleware(newLimiter(t, core.PerMinute(1), newClock()), WithHeaders(style))(okHandler)
+			get(deny, "/")
+			get(deny, "/").Header()["Content-Type"][0] = "edited"
+			for range 2 {
+				clk.Advance(time.Hour)
+				got := get(Middleware(l, WithHeaders(style), WithKey(func(*http.Request) (string, error) { return "other", nil }))(okHandler), "/").Header()
+				for k, v := range got {
+					if strings.Contains(strings.Join(v, ","), "edited") || len(v) != 1 {
+						t.Errorf("%s: %q after another response was edited", k, v)
+					}
+				}
+				if len(got) != len(want) {
+					t.Errorf("fields %v, want %v", got, want)
+				}
+				if w := get(deny, "/"); w.Header().Get("Content-Type") != problem {
+					t.Errorf("Content-Type %q, want %q", w.Header().Get("Content-Type"), problem)
+				}
+			}
+		})
+	}
+}
+
+// TestHeadersDraft06SameQuota: draft-06 forbids two policies with the same
+// quota in RateLimit-Policy, so of PerSecond(10) and PerMinute(10) only
+// the binding one is listed; a third, distinct quota is always listed.
+func TestHeadersDraft06SameQuota(t *testing.T) {
+	clk := newClock()
+	l := newLimiterCfg(t, core.Config{
+		Store:    core.NewMemoryStore(core.WithClock(clk.Now)),
+		Limit:    core.PerSecond(10),
+		Extra:    []core.NamedLimit{{Name: "minute", Limit: core.PerMinute(10)}, {Name: "day", Limit: core.PerDay(1000)}},
+		FailMode: core.FailOpen,
+	})
+	h := Middleware(l)(okHandler)
+	// The first request: every limit has 9 left; the first, per second, binds.
+	w := get(h, "/")
+	wantHeader(t, w.Header(), map[string]string{"Content-Type": textPlain,
+		"Ratelimit-Limit": "10", "Ratelimit-Remaining": "9", "Ratelimit-Reset": "1", "Ratelimit-Policy": "10;w=1, 1000;w=86400"})
+	// A second later the per-second bucket is full again: per minute binds.
+	clk.Advance(time.Second)
+	w = get(h, "/")
+	wantHeader(t, w.Header(), map[string]string{"Content-Type": textPlain,
+		"Ratelimit-Limit": "10", "Ratelimit-Remaining": "8", "Ratelimit-Reset": "11", "Ratelimit-Policy": "10;w=60, 1000;w=86400"})
+}
+
+func TestListed06(t *testing.T) {
+	m := newMultiHeaders([]core.PolicyResult{
+		{Name: "a", Limit: core.PerSecond(10)}, {Name: "b", Limit: core.PerMinute(10)},
+		{Name: "c", Limit: core.PerHour(10)}, {Name: "d", Limit: core.PerDay(5)},
+	})
+	for binding, want := range []string{"10;w=1, 5;w=86400", "10;w=60, 5;w=86400", "10;w=3600, 5;w=86400", "10;w=1, 5;w=86400"} {
+		if got := m.policy06[binding]; got != want {
+			t.Errorf("binding %d: %q, want %q", binding, got, want)
+		}
+	}
+}
+
+// TestWindowSeconds: w stays a valid structured-field integer for windows
+// a time.Duration cannot hold.
+func TestWindowSeconds(t *testing.T) {
+	for _, c := range []struct {
+		lim  core.Limit
+		want int64
+	}{
+		{core.PerMinute(3), 60},
+		{core.Limit{Rate: 10, Period: time.Second, Burst: 2}, 1},
+		{core.PerDay(1).WithBurst(1_000_000), 86_400_000_000},
+		{core.Limit{Rate: 1, Period: 30 * 24 * time.Hour, Burst: 999_999_999_999_999}, maxSFInt},
+		{core.Limit{Rate: 3, Period: 24 * time.Hour, Burst: 1 << 30}, 30_923_764_531_200},
+	} {
+		if got := windowSeconds(c.lim); got != c.want {
+			t.Errorf("windowSeconds(%v) = %d, want %d", c.lim, got, c.want)
 		}
 	}
 }

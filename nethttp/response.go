@@ -11,9 +11,6 @@ import (
 // Responses are RFC 9457 problem documents with fixed text: nothing from the
 // request or from an internal error ever reaches the body.
 var (
-	problemType = []string{"application/problem+json"}[:1:1]
-	noSniff     = []string{"nosniff"}[:1:1]
-
 	bodyBadKey  = []byte(`{"type":"about:blank","title":"Bad Request","status":400,"detail":"missing or invalid rate-limit key"}`)
 	bodyFailure = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"rate limit could not be applied"}`)
 )
@@ -79,11 +76,11 @@ func DefaultErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
 
 // writeProblem writes a problem document in one Write, so net/http sets
 // Content-Length itself (and a compressing middleware can still change the
-// body).
+// body). The header values are this response's own.
 func writeProblem(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	h["Content-Type"] = problemType
-	h["X-Content-Type-Options"] = noSniff
+	v := &[2]string{"application/problem+json", "nosniff"}
+	h["Content-Type"], h["X-Content-Type-Options"] = v[0:1:1], v[1:2:2]
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
