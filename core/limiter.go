@@ -295,13 +295,8 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // (ErrCostTooHigh). When the store cannot decide within Config.Timeout, the
 // FailMode does, and the Result says Degraded.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
-	switch {
-	case key == "":
-		return Result{}, ErrEmptyKey
-	case n < 1:
-		return Result{}, fmt.Errorf("%w (got %d)", ErrInvalidCost, n)
-	case n > l.minCapacity:
-		return Result{}, fmt.Errorf("%w (cost %d, burst %d)", ErrCostTooHigh, n, l.minCapacity)
+	if err := l.checkCall(key, n); err != nil {
+		return Result{}, err
 	}
 	// Keys of any length cost bounded memory in every store and cache.
 	key = hashSubject(key)
@@ -364,6 +359,74 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 	return r, nil
 }
 
+// Peek reports key's state for a request of cost n without taking
+// anything: Result.Allowed says whether AllowN(ctx, key, n) would be
+// allowed now, and Remaining, RetryAfter and ResetAfter are what it would
+// answer had it been denied. One store round trip, never a write; for a
+// status endpoint, or the headers of a request that is not limited. Store
+// trouble is decided as for AllowN (FailOpen answers allowed), taking
+// nothing. The store must implement Peeker, as both of this package's do.
+func (l *Limiter) Peek(ctx context.Context, key string, n int) (Result, error) {
+	return l.apply(ctx, opPeek, key, n)
+}
+
+// Refund gives n tokens back to key's bucket under every limit, each
+// capped at its burst, in one atomic store call: for a request that should
+// not count after all (see nethttp's WithCountIf), or one that used less
+// than it took. The Result is the bucket's state after the refund. The
+// error is non-nil only for a caller's mistake, as for AllowN; a refund
+// the store could not make is Result.Degraded, reported like any degraded
+// decision (with FailLocal, the in-process bucket gets it). Refunding what
+// was never taken only fills the bucket up to its burst: the limit never
+// admits more than it would have had the refunded requests never been
+// made. A refund forgets this instance's cached denial of key; other
+// instances' cached denials run to their end (they only ever deny).
+func (l *Limiter) Refund(ctx context.Context, key string, n int) (Result, error) {
+	return l.apply(ctx, opRefund, key, n)
+}
+
+// apply runs Peek and Refund.
+func (l *Limiter) apply(ctx context.Context, op int, key string, n int) (Result, error) {
+	if err := l.checkCall(key, n); err != nil {
+		return Result{}, err
+	}
+	key = hashSubject(key)
+	var each []Outcome
+	if len(l.policies) > 1 {
+		each = make([]Outcome, len(l.policies))
+	}
+	if l.mem != nil {
+		return l.result(l.mem.apply(op, key, n, l.policies, each), each, l.limits), nil
+	}
+	if op == opRefund && l.denials != nil {
+		l.denials.forget(key)
+	}
+	if _, ok := l.store.(Peeker); op == opPeek && !ok {
+		return Result{}, fmt.Errorf("%w: store %T cannot peek", ErrInvalidConfig, l.store)
+	}
+	if _, ok := l.store.(Refunder); op == opRefund && !ok {
+		return Result{}, fmt.Errorf("%w: store %T cannot refund", ErrInvalidConfig, l.store)
+	}
+	start := time.Now()
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(l.timeout))
+	defer cancel()
+	return l.remoteOp(ctx, op, key, n, each, start), nil
+}
+
+// checkCall rejects a caller's mistakes: an empty key, n < 1, n above the
+// burst.
+func (l *Limiter) checkCall(key string, n int) error {
+	switch {
+	case key == "":
+		return ErrEmptyKey
+	case n < 1:
+		return fmt.Errorf("%w (got %d)", ErrInvalidCost, n)
+	case n > l.minCapacity:
+		return fmt.Errorf("%w (cost %d, burst %d)", ErrCostTooHigh, n, l.minCapacity)
+	}
+	return nil
+}
+
 func (l *Limiter) observeMemory(allowed bool) {
 	if l.observer != nil {
 		l.observer.Decision(DecisionEvent{Policy: l.name, Allowed: allowed})
@@ -386,22 +449,35 @@ func (l *Limiter) breakerFor(key string) *breaker {
 // remote asks the store, through the breaker of the node deciding key, by
 // ctx's deadline.
 func (l *Limiter) remote(ctx context.Context, key string, n int, each []Outcome, start time.Time) Result {
+	return l.remoteOp(ctx, opTake, key, n, each, start)
+}
+
+// remoteOp is remote for any operation of the script (opTake, opPeek,
+// opRefund).
+func (l *Limiter) remoteOp(ctx context.Context, op int, key string, n int, each []Outcome, start time.Time) Result {
 	br := l.breakerFor(key)
 	call, probe := br.allow(l.clock())
 	if !call {
-		return l.degradeBy(br, key, n, ErrCircuitOpen, time.Time{})
+		return l.degradeOp(br, op, key, n, ErrCircuitOpen, time.Time{})
 	}
 	if l.inflight.Add(1) > l.maxInFlight {
 		l.inflight.Add(-1)
 		br.release(probe)
-		return l.degradeBy(br, key, n, ErrOverloaded, time.Time{})
+		return l.degradeOp(br, op, key, n, ErrOverloaded, time.Time{})
+	}
+	storeOp := l.store.Take
+	switch op {
+	case opPeek:
+		storeOp = l.store.(Peeker).Peek
+	case opRefund:
+		storeOp = l.store.(Refunder).Refund
 	}
 	var o Outcome
 	var err error
 	if l.bounded {
-		o, err = l.store.Take(ctx, key, n, l.policies, each)
+		o, err = storeOp(ctx, key, n, l.policies, each)
 	} else {
-		o, err = takeBounded(ctx, l.store, key, n, l.policies, each)
+		o, err = takeBounded(ctx, storeOp, key, n, l.policies, each)
 	}
 	l.inflight.Add(-1)
 	if err != nil {
@@ -420,7 +496,7 @@ func (l *Limiter) remote(ctx context.Context, key string, n int, each []Outcome,
 		} else if br.failure(probe, l.clock()) && l.observer != nil {
 			l.observer.BreakerChange(l.name, true)
 		}
-		return l.degradeBy(br, key, n, err, start)
+		return l.degradeOp(br, op, key, n, err, start)
 	}
 	if br.success(probe) {
 		l.recovered()
@@ -442,7 +518,7 @@ func slotMoving(err error) bool {
 // takeBounded calls a store that may not honour its context's deadline on
 // a goroutine of its own, and returns by that deadline whatever the store
 // does. The goroutine fills its own outcomes, never each after we left.
-func takeBounded(ctx context.Context, s Store, key string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+func takeBounded(ctx context.Context, take func(context.Context, string, int, []Policy, []Outcome) (Outcome, error), key string, n int, policies []Policy, each []Outcome) (Outcome, error) {
 	type answer struct {
 		o    Outcome
 		err  error
@@ -454,7 +530,7 @@ func takeBounded(ctx context.Context, s Store, key string, n int, policies []Pol
 		if each != nil {
 			mine = make([]Outcome, len(each))
 		}
-		o, err := s.Take(ctx, key, n, policies, mine)
+		o, err := take(ctx, key, n, policies, mine)
 		done <- answer{o, err, mine}
 	}()
 	select {
@@ -469,11 +545,11 @@ func takeBounded(ctx context.Context, s Store, key string, n int, policies []Pol
 // degrade decides by FailMode because the store could not, and reports
 // why; start is when the store was asked (zero: it was not).
 func (l *Limiter) degrade(key string, n int, cause error, start time.Time) Result {
-	return l.degradeBy(l.breakerFor(key), key, n, cause, start)
+	return l.degradeOp(l.breakerFor(key), opTake, key, n, cause, start)
 }
 
-func (l *Limiter) degradeBy(br *breaker, key string, n int, cause error, start time.Time) Result {
-	r := l.decideDegraded(br, key, n, cause)
+func (l *Limiter) degradeOp(br *breaker, op int, key string, n int, cause error, start time.Time) Result {
+	r := l.decideDegraded(br, op, key, n, cause)
 	if l.observer != nil {
 		var latency time.Duration
 		if !start.IsZero() {
@@ -531,12 +607,14 @@ func (l *Limiter) result(o Outcome, each []Outcome, limits []Limit) Result {
 	return r
 }
 
-func (l *Limiter) decideDegraded(br *breaker, key string, n int, cause error) Result {
+func (l *Limiter) decideDegraded(br *breaker, op int, key string, n int, cause error) Result {
 	l.report(cause)
-	switch l.mode {
-	case FailOpen:
+	switch {
+	case op == opRefund && l.mode != FailLocal:
 		return Result{Allowed: true, Limit: l.limit, Name: l.name, Degraded: true}
-	case FailClosed:
+	case l.mode == FailOpen:
+		return Result{Allowed: true, Limit: l.limit, Name: l.name, Degraded: true}
+	case l.mode == FailClosed:
 		retry := br.retryIn(l.clock())
 		if retry <= 0 {
 			retry = time.Duration(br.cooldown)
@@ -544,14 +622,18 @@ func (l *Limiter) decideDegraded(br *breaker, key string, n int, cause error) Re
 		return Result{Limit: l.limit, Name: l.name, RetryAfter: retry, Degraded: true}
 	}
 	if n > l.localMinCap {
-		// More than an instance's share could ever hold: deny, take nothing.
-		return Result{Limit: l.localLimits[0], Name: l.name, RetryAfter: l.localLimits[0].Window(), Degraded: true, Fallback: true}
+		// More than an instance's share could ever hold: deny, take
+		// nothing; a refund of it is capped at the share anyway.
+		n = l.localMinCap
+		if op != opRefund {
+			return Result{Limit: l.localLimits[0], Name: l.name, RetryAfter: l.localLimits[0].Window(), Degraded: true, Fallback: true}
+		}
 	}
 	var each []Outcome
 	if len(l.localPolicy) > 1 {
 		each = make([]Outcome, len(l.localPolicy))
 	}
-	r := l.result(l.local.take(key, n, l.localPolicy, each), each, l.localLimits)
+	r := l.result(l.local.apply(op, key, n, l.localPolicy, each), each, l.localLimits)
 	r.Degraded, r.Fallback = true, true
 	return r
 }

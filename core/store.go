@@ -25,6 +25,22 @@ type Store interface {
 	Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error)
 }
 
+// Peeker is a Store that can tell whether a cost would be taken, taking
+// nothing: Peek answers as Take would (Outcome.Allowed: it would be taken)
+// and writes nothing (Limiter.Peek). Both stores of this package
+// implement it.
+type Peeker interface {
+	Peek(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error)
+}
+
+// Refunder is a Store that can give tokens back: Refund adds n tokens to
+// subject's bucket under every policy, each capped at its capacity, and
+// answers with the buckets' state after it (Limiter.Refund). Both stores of
+// this package implement it.
+type Refunder interface {
+	Refund(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error)
+}
+
 // Resetter is a Store that can forget a subject's buckets (Limiter.Reset).
 // Both stores of this package implement it.
 type Resetter interface {
