@@ -389,22 +389,3 @@ func TestStoreConformanceMultiPolicy(t *testing.T) {
 		})
 	}
 }
-
-func ExampleNew() {
-	lim, err := core.New(core.Config{
-		Store:    core.NewMemoryStore(),
-		Limit:    core.PerMinute(2),
-		FailMode: core.FailOpen,
-	})
-	if err != nil {
-		panic(err)
-	}
-	for i := 0; i < 3; i++ {
-		res, _ := lim.Allow(context.Background(), "client-1")
-		fmt.Println(res.Allowed, res.Remaining)
-	}
-	// Output:
-	// true 1
-	// true 0
-	// false 0
-}
