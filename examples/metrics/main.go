@@ -1,11 +1,11 @@
 // Command metrics serves a rate-limited API next to its Prometheus metrics:
 //
-//	go run ./examples/metrics              # embedded Redis (miniredis)
-//	go run ./examples/metrics -redis 127.0.0.1:6379
+//	go run ./examples/metrics                               # embedded Redis (miniredis)
+//	REDIS_ADDR=127.0.0.1:6379 go run ./examples/metrics     # a real Redis
 //
-//	curl -s -o /dev/null -w '%{http_code} ' 'http://127.0.0.1:8080/api/hello?[1-8]'; echo
-//	curl -s -o /dev/null -w '%{http_code} ' 'http://127.0.0.1:8080/search?[1-8]'; echo
-//	curl -s http://127.0.0.1:8080/metrics | grep '^ratelimit_'
+//	curl -s -o /dev/null -w '%{http_code} ' 'localhost:8084/api/hello?[1-8]'; echo
+//	curl -s -o /dev/null -w '%{http_code} ' 'localhost:8084/search?[1-8]'; echo
+//	curl -s localhost:8084/metrics | grep '^ratelimit_'
 //
 // /api/hello is limited to 5 requests a second per client address; /search
 // runs a tighter limit in dry-run mode, which refuses nothing and counts what
@@ -16,6 +16,7 @@ import (
 	"flag"
 	"log"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -30,20 +31,21 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:8080", "listen `address`")
-	redisAddr := flag.String("redis", "", "Redis `address`; default an embedded miniredis")
+	addr := flag.String("addr", ":8084", "address to listen on")
 	flag.Parse()
 
-	if *redisAddr == "" {
+	redisAddr := os.Getenv("REDIS_ADDR")
+	if redisAddr == "" {
 		m := miniredis.NewMiniRedis()
 		m.ClockTTL(true) // expire idle buckets as a real Redis would
 		if err := m.Start(); err != nil {
 			log.Fatal(err)
 		}
 		defer m.Close()
-		*redisAddr = m.Addr()
+		redisAddr = m.Addr()
+		log.Printf("embedded Redis (miniredis) at %s; set REDIS_ADDR to use a real one", redisAddr)
 	}
-	client := redis.NewClient(&redis.Options{Addr: *redisAddr, ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	store := core.NewRedisStore(client)
 
@@ -67,7 +69,7 @@ func main() {
 	mux.Handle("GET /search", ratelimit.Middleware(search, ratelimit.WithDryRun(), ratelimit.WithObserver(m.DryRunObserver()))(hello))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 
-	log.Printf("listening on http://%s (Redis at %s); metrics at /metrics", *addr, *redisAddr)
+	log.Printf("listening on %s; metrics at /metrics", *addr)
 	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	log.Fatal(srv.ListenAndServe())
 }
