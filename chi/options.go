@@ -3,7 +3,6 @@ package chi
 import (
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/keyfuncs"
@@ -85,7 +84,3 @@ func WithLimiterFunc(f func(*http.Request) *core.Limiter) Option {
 // at "/api": the pattern chi.RouteContext(ctx).RoutePattern() reports in
 // the handler. It is nethttp.WithRoutes.
 func WithRoutes(routes map[string]*core.Limiter) Option { return nethttp.WithRoutes(routes) }
-
-// WithClock sets the clock HeadersLegacy reads; default time.Now.
-// It is nethttp.WithClock.
-func WithClock(now func() time.Time) Option { return nethttp.WithClock(now) }

@@ -3,7 +3,6 @@ package echo
 import (
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/keyfuncs"
@@ -84,7 +83,3 @@ func WithLimiterFunc(f func(*http.Request) *core.Limiter) Option {
 // "/users/:id" or "/api/items/:id" for a route of a group at "/api":
 // the path c.Path() reports. It is nethttp.WithRoutes.
 func WithRoutes(routes map[string]*core.Limiter) Option { return nethttp.WithRoutes(routes) }
-
-// WithClock sets the clock HeadersLegacy reads; default time.Now.
-// It is nethttp.WithClock.
-func WithClock(now func() time.Time) Option { return nethttp.WithClock(now) }

@@ -107,9 +107,9 @@ func BenchmarkAllowed(b *testing.B) {
 	}
 }
 
-// TestAllowedAllocs locks the adapter's cost: no allocation at all on the
-// allowed path with the memory store and a constant key, as with the
-// least glue around nethttp's Gate.
+// TestAllowedAllocs locks the adapter's cost: on the allowed path with the
+// memory store and a constant key, only nethttp's one allocation (the
+// response's own header values), as with the least glue around the Gate.
 func TestAllowedAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts differ under the race detector")
@@ -122,7 +122,7 @@ func TestAllowedAllocs(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	}
-	if allocs["adapter"] != 0 || allocs["gate"] != 0 {
-		t.Errorf("allocs per request %v: want 0 for adapter and gate", allocs)
+	if allocs["adapter"] != 1 || allocs["gate"] != 1 {
+		t.Errorf("allocs per request %v: want 1 for adapter and gate", allocs)
 	}
 }

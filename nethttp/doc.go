@@ -60,9 +60,7 @@
 // request, passing the router's response writer, request and route
 // pattern; when it returns false the response is written and the adapter
 // stops the chain. It declares `type Option = nethttp.Option` and so
-// offers every option of this package; settings of its own (a key read
-// from the router's context) travel through WithAdapterOption and come
-// back from Gate.AdapterOption.
+// offers every option of this package.
 //
 // # Performance
 //

@@ -99,10 +99,6 @@ func NewGate(l *core.Limiter, opts ...Option) *Gate {
 	return g
 }
 
-// AdapterOption returns the value given to WithAdapterOption under key,
-// or nil.
-func (g *Gate) AdapterOption(key any) any { return g.adapter[key] }
-
 // Decide applies the gate to a net/http request and reports whether the
 // caller should go on to the next handler. When it returns false it has
 // written the whole response (429, 503, 400 or 500, or whatever the

@@ -352,7 +352,6 @@ func TestNilPanics(t *testing.T) {
 		"WithServeMux":        func() { WithServeMux(nil) },
 		"WithClock":           func() { WithClock(nil) },
 		"WithHeaders unknown": func() { WithHeaders(HeadersNone + 1) },
-		"WithAdapterOption":   func() { WithAdapterOption(nil, 1) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
@@ -386,22 +385,6 @@ func TestDecideKey(t *testing.T) {
 	w = &discardWriter{h: http.Header{}}
 	if g.DecideKey(w, r, "", "", errors.New("no user")) || w.status != 400 {
 		t.Fatalf("key error: status %d", w.status)
-	}
-}
-
-func TestAdapterOption(t *testing.T) {
-	type keyA struct{}
-	type keyB struct{}
-	l := newLimiter(t, core.PerMinute(1), newClock())
-	g := NewGate(l, WithAdapterOption(keyA{}, "a"), WithAdapterOption(keyA{}, "a2"))
-	if got := g.AdapterOption(keyA{}); got != "a2" {
-		t.Errorf("AdapterOption(keyA) = %v, want the last value a2", got)
-	}
-	if got := g.AdapterOption(keyB{}); got != nil {
-		t.Errorf("AdapterOption(keyB) = %v, want nil", got)
-	}
-	if got := NewGate(l).AdapterOption(keyA{}); got != nil {
-		t.Errorf("no adapter options: %v", got)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/gatehook"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 )
 
@@ -32,7 +33,6 @@ type config struct {
 	routes  map[string]*core.Limiter
 	mux     *http.ServeMux
 	now     func() time.Time
-	adapter map[any]any // WithAdapterOption
 	logger  *slog.Logger
 }
 
@@ -152,35 +152,16 @@ func WithServeMux(mux *http.ServeMux) Option {
 	return func(c *config) { c.mux = mux }
 }
 
-// WithClock sets the clock HeadersLegacy reads for X-RateLimit-Reset.
-// Default time.Now. For tests.
-func WithClock(now func() time.Time) Option {
+// withClock sets the clock HeadersLegacy reads for X-RateLimit-Reset;
+// default time.Now. Only tests need it: nethttp's through export_test.go,
+// the module's others through internal/gatehook.
+func withClock(now func() time.Time) Option {
 	mustNotBeNil(now == nil, "WithClock")
 	return func(c *config) { c.now = now }
 }
 
-// WithAdapterOption carries a setting of a router adapter's own through
-// the shared Option type, for adapters that declare
-// `type Option = nethttp.Option`; the adapter reads it back with
-// Gate.AdapterOption(key) when it builds its middleware. key must be
-// comparable; use an unexported type of the adapter, as with
-// context.WithValue. For example, echo's router-native key:
-//
-//	type echoKeyOption struct{}
-//
-//	func WithEchoKey(f func(echo.Context) (string, error)) Option {
-//		return nethttp.WithAdapterOption(echoKeyOption{}, f)
-//	}
-//
-// Applications never need it.
-func WithAdapterOption(key, value any) Option {
-	mustNotBeNil(key == nil, "WithAdapterOption")
-	return func(c *config) {
-		if c.adapter == nil {
-			c.adapter = make(map[any]any)
-		}
-		c.adapter[key] = value
-	}
+func init() {
+	gatehook.WithClock = func(now func() time.Time) any { return withClock(now) }
 }
 
 func mustNotBeNil(isNil bool, name string) {

@@ -55,7 +55,7 @@ var cases = []tcase{
 	{
 		name: "legacy/reset as Unix seconds",
 		app: func(e *env) app {
-			return global(e.limiter(perMinute3), nethttp.WithHeaders(nethttp.HeadersLegacy), nethttp.WithClock(e.clk.Now))
+			return global(e.limiter(perMinute3), nethttp.WithHeaders(nethttp.HeadersLegacy), withClock(e.clk.Now))
 		},
 		steps: []step{
 			{status: 200, want: with(noFields, "X-RateLimit-Limit", "3", "X-RateLimit-Remaining", "2", "X-RateLimit-Reset", "1767225620")},

@@ -17,6 +17,7 @@ import (
 	gingonic "github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/gatehook"
 	"github.com/sluicehq/ratelimit/nethttp"
 )
 
@@ -33,6 +34,11 @@ var routerHeaders = []string{}
 
 // epoch is the test clock's start: Unix 1767225600.
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// withClock sets the clock HeadersLegacy reads, through the test hook.
+func withClock(now func() time.Time) nethttp.Option {
+	return gatehook.WithClock(now).(nethttp.Option)
+}
 
 // clock is a clock the steps move by hand.
 type clock struct {

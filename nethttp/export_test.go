@@ -1,0 +1,4 @@
+package nethttp
+
+// WithClock is withClock for this package's tests.
+var WithClock = withClock
