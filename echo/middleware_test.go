@@ -104,7 +104,7 @@ func TestMiddlewareWithKey(t *testing.T) {
 		}
 	})
 	e.Use(ratelimit.MiddlewareWithKey(newLimiter(t, core.PerMinute(1)), ratelimit.ContextKey("user"),
-		ratelimit.WithObserver(func(_ *http.Request, _ core.Result, err error) {
+		ratelimit.WithObserver(func(_ *http.Request, _ core.Result, err error, _ bool) {
 			if err != nil {
 				seen = append(seen, "error")
 				if !errors.Is(err, ratelimit.ErrKey) || !errors.Is(err, keyfuncs.ErrNoUser) {

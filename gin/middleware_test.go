@@ -105,7 +105,7 @@ func TestMiddlewareWithKey(t *testing.T) {
 	})
 	var errs []error
 	r.Use(ratelimit.MiddlewareWithKey(newLimiter(t, core.PerMinute(1)), ratelimit.ContextKey("user"),
-		ratelimit.WithObserver(func(_ *http.Request, _ core.Result, err error) {
+		ratelimit.WithObserver(func(_ *http.Request, _ core.Result, err error, _ bool) {
 			if err != nil {
 				errs = append(errs, err)
 			}

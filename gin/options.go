@@ -57,7 +57,7 @@ func WithErrorHandler(h ErrorHandler) Option { return nethttp.WithErrorHandler(h
 
 // WithObserver calls f once for every request that is not skipped.
 // It is nethttp.WithObserver.
-func WithObserver(f func(r *http.Request, res core.Result, err error)) Option {
+func WithObserver(f func(r *http.Request, res core.Result, err error, dryRun bool)) Option {
 	return nethttp.WithObserver(f)
 }
 

@@ -237,7 +237,7 @@ func TestHTTPObservers(t *testing.T) {
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	key := nethttp.WithKey(keyfuncs.Header("X-API-Key"))
 	enforced := nethttp.Middleware(lim, key, nethttp.WithObserver(c.HTTPObserver()))(ok)
-	trial := nethttp.Middleware(dry, key, nethttp.WithDryRun(), nethttp.WithObserver(c.DryRunObserver()))(ok)
+	trial := nethttp.Middleware(dry, key, nethttp.WithDryRun(), nethttp.WithObserver(c.HTTPObserver()))(ok)
 	for _, h := range []http.Handler{enforced, trial} {
 		for _, apiKey := range []string{"a", "a", "a", ""} {
 			r := httptest.NewRequest("GET", "/", nil)

@@ -9,8 +9,8 @@
 //
 // One Collector serves every limiter of a process: series are labelled by
 // policy (core.Config.Name). For the HTTP view, including what dry-run mode
-// would have refused, pass HTTPObserver or DryRunObserver to
-// nethttp.WithObserver.
+// would have refused, pass HTTPObserver to nethttp.WithObserver (or an
+// adapter's), with or without dry-run mode.
 //
 // # Metrics
 //

@@ -25,29 +25,18 @@ type httpMetrics struct {
 // HTTPObserver returns a function for nethttp.WithObserver (and the chi,
 // echo and gin adapters' WithObserver) counting requests in
 // ratelimit_http_requests_total: allowed, denied (429, or 503 when the store
-// is down and the limiter fails closed), key_error and error. The policy
-// label is the binding policy's name (core.Result.Name), empty for key_error
-// and error, which happen before any limiter decides.
+// is down and the limiter fails closed), dry_run, key_error and error. The
+// policy label is the binding policy's name (core.Result.Name), empty for
+// key_error and error, which happen before any limiter decides.
 //
-// With nethttp.WithDryRun use DryRunObserver, which counts refusals that
-// were let through as dry_run.
-func (c *Collector) HTTPObserver() func(r *http.Request, res core.Result, err error) {
-	return c.httpObserver(false)
-}
-
-// DryRunObserver is HTTPObserver for a middleware in dry-run mode
-// (nethttp.WithDryRun): a request the limiter refused, which dry-run mode
-// lets through, counts as dry_run instead of denied. The limiter's own
-// ratelimit_decisions_total still counts it as denied: the limit would have
-// refused it.
-func (c *Collector) DryRunObserver() func(r *http.Request, res core.Result, err error) {
-	return c.httpObserver(true)
-}
-
-func (c *Collector) httpObserver(dryRun bool) func(*http.Request, core.Result, error) {
+// One observer serves both modes: in a middleware with nethttp.WithDryRun,
+// a request the limiter refused, which dry-run mode lets through, counts
+// as dry_run instead of denied. The limiter's own ratelimit_decisions_total
+// still counts it as denied: the limit would have refused it.
+func (c *Collector) HTTPObserver() func(r *http.Request, res core.Result, err error, dryRun bool) {
 	keyErrors := c.requests.WithLabelValues("", OutcomeKeyError)
 	otherErrors := c.requests.WithLabelValues("", OutcomeError)
-	return func(_ *http.Request, res core.Result, err error) {
+	return func(_ *http.Request, res core.Result, err error, dryRun bool) {
 		switch {
 		case err != nil && errors.Is(err, nethttp.ErrKey):
 			keyErrors.Inc()

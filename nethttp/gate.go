@@ -161,7 +161,7 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 		return g.fail(w, r, err)
 	}
 	if g.observe != nil {
-		g.observe(r, res, nil)
+		g.observe(r, res, nil, g.dryRun)
 	}
 	h := w.Header()
 	if !res.Degraded && g.style != HeadersNone {
@@ -178,7 +178,7 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 // fail handles a request that could not be decided.
 func (g *Gate) fail(w http.ResponseWriter, r *http.Request, err error) bool {
 	if g.observe != nil {
-		g.observe(r, core.Result{}, err)
+		g.observe(r, core.Result{}, err, g.dryRun)
 	}
 	g.logFailure(err)
 	if g.dryRun {

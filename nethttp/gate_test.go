@@ -58,7 +58,7 @@ func TestFailOpenDegradedSendsNoRateLimitFields(t *testing.T) {
 	var seen core.Result
 	l := newLimiterCfg(t, core.Config{Store: downStore{}, Limit: core.PerMinute(3), FailMode: core.FailOpen})
 	for _, style := range []HeaderStyle{HeadersDraft06, HeadersDraft11, HeadersLegacy, HeadersNone} {
-		w := get(Middleware(l, WithHeaders(style), WithObserver(func(_ *http.Request, res core.Result, _ error) { seen = res }))(okHandler), "/")
+		w := get(Middleware(l, WithHeaders(style), WithObserver(func(_ *http.Request, res core.Result, _ error, _ bool) { seen = res }))(okHandler), "/")
 		if w.Code != http.StatusOK || !seen.Degraded {
 			t.Fatalf("%v: status %d, degraded %v; want 200 on a degraded decision", style, w.Code, seen.Degraded)
 		}
@@ -174,7 +174,10 @@ func TestSkip(t *testing.T) {
 
 func TestDryRun(t *testing.T) {
 	var denials, errs int
-	observe := WithObserver(func(_ *http.Request, res core.Result, err error) {
+	observe := WithObserver(func(_ *http.Request, res core.Result, err error, dryRun bool) {
+		if !dryRun {
+			t.Error("observer told dryRun false in dry-run mode")
+		}
 		if err != nil {
 			errs++
 		} else if !res.Allowed {

@@ -26,7 +26,7 @@ type config struct {
 	skip    func(*http.Request) bool
 	deny    DenyHandler
 	onError ErrorHandler
-	observe func(*http.Request, core.Result, error)
+	observe func(*http.Request, core.Result, error, bool)
 	style   HeaderStyle
 	dryRun  bool
 	pick    func(*http.Request) *core.Limiter
@@ -80,10 +80,13 @@ func WithErrorHandler(h ErrorHandler) Option {
 
 // WithObserver calls f once for every request that is not skipped, before
 // any response is written: with the decision, or with the error the
-// ErrorHandler is about to receive (res is then zero). It serves metrics and
-// logging, and shows what dry-run mode would have refused. f runs on the
-// request's goroutine: keep it fast. Default: none.
-func WithObserver(f func(r *http.Request, res core.Result, err error)) Option {
+// ErrorHandler is about to receive (res is then zero). dryRun reports
+// WithDryRun: a refusal (!res.Allowed) or an error did not stop the
+// request, so one observer counts both modes right (metrics.Collector's
+// HTTPObserver does). It serves metrics and logging, and shows what
+// dry-run mode would have refused. f runs on the request's goroutine: keep
+// it fast. Default: none.
+func WithObserver(f func(r *http.Request, res core.Result, err error, dryRun bool)) Option {
 	mustNotBeNil(f == nil, "WithObserver")
 	return func(c *config) { c.observe = f }
 }
