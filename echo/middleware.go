@@ -37,7 +37,8 @@ func Middleware(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 
 // MiddlewareWithKey is Middleware keyed by k, which reads echo's context
 // (a user that an authentication middleware stored with c.Set, for
-// instance) instead of the request alone. k replaces WithKey. Like a
+// instance) instead of the request alone. k replaces WithKey, and runs
+// only for requests WithSkip does not exempt. Like a
 // keyfuncs.KeyFunc's, its error or an empty key goes to the ErrorHandler
 // (400 by default). Do not key by c.RealIP(): unless e.IPExtractor is set,
 // it believes X-Forwarded-For and X-Real-IP from any client, so a client
@@ -51,8 +52,7 @@ func MiddlewareWithKey(l *core.Limiter, k KeyFunc, opts ...Option) echo.Middlewa
 	g := nethttp.NewGate(l, opts...)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			key, err := k(c)
-			if !g.DecideKey(c.Response(), c.Request(), c.Path(), key, err) {
+			if !g.DecideRouteKey(c.Response(), c.Request(), c.Path(), func() (string, error) { return k(c) }) {
 				return nil
 			}
 			return next(c)

@@ -171,3 +171,21 @@ func TestMiddlewareWithKeyPanicsOnNil(t *testing.T) {
 	}()
 	ratelimit.MiddlewareWithKey(newLimiter(t, core.PerMinute(1)), nil)
 }
+
+// TestMiddlewareWithKeySkip: WithSkip runs before the KeyFunc, which a
+// skipped request never reaches (issue 14).
+func TestMiddlewareWithKeySkip(t *testing.T) {
+	calls := 0
+	key := func(echo.Context) (string, error) { calls++; return "user:alice", nil }
+	e := echo.New()
+	e.Use(ratelimit.MiddlewareWithKey(newLimiter(t, core.PerMinute(1)), key,
+		ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" })))
+	e.GET("/health", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	e.GET("/", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	if w := get(e, "/health"); w.Code != http.StatusOK || calls != 0 {
+		t.Errorf("skipped request: %d, key computed %d times, want 200 and 0", w.Code, calls)
+	}
+	if w := get(e, "/"); w.Code != http.StatusOK || calls != 1 {
+		t.Errorf("request: %d, key computed %d times, want 200 and 1", w.Code, calls)
+	}
+}

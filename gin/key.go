@@ -15,21 +15,16 @@ import (
 type KeyFunc func(c *gin.Context) (string, error)
 
 // ContextKey returns a KeyFunc that keys a request by the string stored
-// under key with c.Set (c.Keys), as a user ID formatted as keyfuncs.User
+// under name with c.Set (c.Keys), as a user ID formatted as keyfuncs.User
 // formats it ("user:alice"). A missing value, or one that is not a string,
 // is keyfuncs.ErrNoUser; the request's context is not consulted (use
 // keyfuncs.ContextValue with WithKey for that). An authentication
 // middleware placed before the limiter stores the user:
 //
 //	c.Set("user", claims.Subject)
-//
-// ContextKey panics if key is nil.
-func ContextKey(key any) KeyFunc {
-	if key == nil {
-		panic("gin: ContextKey: nil key")
-	}
+func ContextKey(name string) KeyFunc {
 	return func(c *gin.Context) (string, error) {
-		v, _ := c.Get(key)
+		v, _ := c.Get(name)
 		id, ok := v.(string)
 		if !ok {
 			return "", keyfuncs.ErrNoUser

@@ -30,7 +30,8 @@ func Middleware(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 
 // MiddlewareWithKey is Middleware keyed by k, which reads gin's context
 // (a user that an authentication middleware stored with c.Set, for
-// instance) instead of the request alone. k replaces WithKey. Like a
+// instance) instead of the request alone. k replaces WithKey, and runs
+// only for requests WithSkip does not exempt. Like a
 // keyfuncs.KeyFunc's, its error or an empty key goes to the ErrorHandler
 // (400 by default). Do not key by c.ClientIP(): unless the engine's trusted
 // proxies are set, it believes X-Forwarded-For and X-Real-IP from any
@@ -44,8 +45,7 @@ func MiddlewareWithKey(l *core.Limiter, k KeyFunc, opts ...Option) gin.HandlerFu
 	}
 	g := nethttp.NewGate(l, opts...)
 	return func(c *gin.Context) {
-		key, err := k(c)
-		if !g.DecideKey(c.Writer, c.Request, c.FullPath(), key, err) {
+		if !g.DecideRouteKey(c.Writer, c.Request, c.FullPath(), func() (string, error) { return k(c) }) {
 			c.Abort()
 		}
 	}

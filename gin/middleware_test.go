@@ -153,17 +153,11 @@ func TestContextKey(t *testing.T) {
 	if got, err := k(c); got != "user:alice@example.com" || err != nil {
 		t.Errorf("got %q, %v", got, err)
 	}
-	type ctxKey struct{}
-	c.Set(ctxKey{}, "bob")
-	if got, err := ratelimit.ContextKey(ctxKey{})(c); got != "user:bob" || err != nil {
-		t.Errorf("typed key: got %q, %v", got, err)
-	}
 }
 
 func TestPanicsOnNil(t *testing.T) {
 	for name, f := range map[string]func(){
 		"MiddlewareWithKey": func() { ratelimit.MiddlewareWithKey(newLimiter(t, core.PerMinute(1)), nil) },
-		"ContextKey":        func() { ratelimit.ContextKey(nil) },
 	} {
 		func() {
 			defer func() {
@@ -173,5 +167,23 @@ func TestPanicsOnNil(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+}
+
+// TestMiddlewareWithKeySkip: WithSkip runs before the KeyFunc, which a
+// skipped request never reaches (issue 14).
+func TestMiddlewareWithKeySkip(t *testing.T) {
+	calls := 0
+	key := func(*gin.Context) (string, error) { calls++; return "user:alice", nil }
+	r := gin.New()
+	r.Use(ratelimit.MiddlewareWithKey(newLimiter(t, core.PerMinute(1)), key,
+		ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" })))
+	r.GET("/health", func(c *gin.Context) { c.Status(http.StatusOK) })
+	r.GET("/", func(c *gin.Context) { c.Status(http.StatusOK) })
+	if w := get(r, "/health"); w.Code != http.StatusOK || calls != 0 {
+		t.Errorf("skipped request: %d, key computed %d times, want 200 and 0", w.Code, calls)
+	}
+	if w := get(r, "/"); w.Code != http.StatusOK || calls != 1 {
+		t.Errorf("request: %d, key computed %d times, want 200 and 1", w.Code, calls)
 	}
 }

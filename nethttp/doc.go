@@ -53,10 +53,26 @@
 // net/http sets Request.Pattern only once its ServeMux has routed the
 // request: wrap handlers one by one, or give the mux to WithServeMux.
 //
+// # Limiting inside a handler
+//
+// When the key is known only inside the handler (a username read from a
+// JSON body, an account found in the database), build a Gate once with
+// NewGate and call Gate.DecideKey there: the same decision, header
+// fields, 429 and problem document as the middleware's.
+//
+//	attempts := ratelimit.NewGate(loginLimiter) // at startup
+//	…
+//	if !attempts.DecideKey(w, r, "user:"+body.Username) {
+//		return // the 429 is written
+//	}
+//
+// It works in any router's handler: pass echo's c.Response() and
+// c.Request(), or gin's c.Writer and c.Request (then c.Abort()).
+//
 // # Adapters
 //
 // An adapter builds one Gate with NewGate at construction and calls
-// Gate.DecideRoute (or Gate.DecideKey, with a router-native key) per
+// Gate.DecideRoute (or Gate.DecideRouteKey, with a router-native key) per
 // request, passing the router's response writer, request and route
 // pattern; when it returns false the response is written and the adapter
 // stops the chain. It declares `type Option = nethttp.Option` and so

@@ -1,9 +1,11 @@
 package nethttp_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
@@ -130,4 +132,37 @@ func ExampleGate_DecideRoute() {
 	// Output:
 	// 200 "1-per-1s";r=0;t=1
 	// 429 "1-per-1s";r=0;t=1
+}
+
+// Limiting inside a handler: the key is known only once the handler has
+// read the request, here a username from a JSON body. Three attempts per
+// username a minute; the fourth gets the middleware's 429, with its header
+// fields (RateLimit-*, Retry-After: 20) and problem document.
+func ExampleGate_DecideKey() {
+	lim, err := core.New(core.Config{Store: core.NewMemoryStore(core.WithClock(fixed)), Limit: core.PerMinute(3), Name: "login", FailMode: core.FailClosed})
+	if err != nil {
+		panic(err)
+	}
+	attempts := ratelimit.NewGate(lim) // once, at startup
+	login := func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Username string }
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Username == "" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		if !attempts.DecideKey(w, r, "user:"+body.Username) {
+			return // 429 written: stop here
+		}
+		fmt.Fprintln(w, "checking the password of", body.Username)
+	}
+	for range 4 {
+		w := httptest.NewRecorder()
+		login(w, httptest.NewRequest("POST", "/login", strings.NewReader(`{"username":"alice"}`)))
+		fmt.Print(w.Code, " ", w.Body)
+	}
+	// Output:
+	// 200 checking the password of alice
+	// 200 checking the password of alice
+	// 200 checking the password of alice
+	// 429 {"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in 20 seconds"}
 }

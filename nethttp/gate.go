@@ -16,7 +16,8 @@ import (
 // limiter and options: key → limiter → decision → header fields → refusal.
 // Middleware is a Gate around a handler; the chi, echo and gin adapters
 // call a Gate too, so every router sends the same status codes, header
-// fields and bodies.
+// fields and bodies; and a handler that works out the key itself limits
+// with Gate.DecideKey.
 //
 // A Gate is safe for concurrent use. Build it once (at startup) and share
 // it: construction validates the options and precomputes header values.
@@ -127,21 +128,35 @@ func (g *Gate) DecideRoute(w http.ResponseWriter, r *http.Request, route string)
 	return g.decide(w, r, route, key, err)
 }
 
-// DecideKey is DecideRoute with the key computed by the caller, for
-// adapters offering router-native keys (a user that an authentication
-// middleware stored in echo's or gin's context): key and keyErr are what a
-// KeyFunc would have returned, and an error or an empty key goes to the
-// ErrorHandler as one would. A client address belongs to keyfuncs.IP and
-// its trust options, never to a router's helper that believes forwarding
-// headers from any client (echo's c.RealIP(), gin's c.ClientIP() as they
-// come configured).
-// WithSkip still applies, before key is used; the Gate's KeyFunc is not
-// called.
-func (g *Gate) DecideKey(w http.ResponseWriter, r *http.Request, route, key string, keyErr error) bool {
+// DecideRouteKey is DecideRoute with the key from key instead of the
+// Gate's KeyFunc, for adapters offering router-native keys (a user that an
+// authentication middleware stored in echo's or gin's context). key runs
+// only for a request WithSkip does not exempt; its error, or an empty key,
+// goes to the ErrorHandler as a KeyFunc's would. A client address belongs
+// to keyfuncs.IP and its trust options, never to a router's helper that
+// believes forwarding headers from any client (echo's c.RealIP(), gin's
+// c.ClientIP() as they come configured).
+func (g *Gate) DecideRouteKey(w http.ResponseWriter, r *http.Request, route string, key func() (string, error)) bool {
 	if g.skip != nil && g.skip(r) {
 		return true
 	}
-	return g.decide(w, r, route, key, keyErr)
+	k, err := key()
+	return g.decide(w, r, route, k, err)
+}
+
+// DecideKey limits inside a handler: it decides for key, which the handler
+// has worked out itself (a username read from a JSON body, say), and
+// answers as Middleware would. When it returns false it has written the
+// whole response (429 with the header fields, Retry-After and a problem
+// document, or 503, or 400 for an empty key) and the handler must write
+// nothing more; when it returns true it has set the header fields, and the
+// handler goes on. Every option of g applies but WithKey; WithRoutes looks
+// up r.Pattern. Build g once, at startup, with NewGate.
+func (g *Gate) DecideKey(w http.ResponseWriter, r *http.Request, key string) bool {
+	if g.skip != nil && g.skip(r) {
+		return true
+	}
+	return g.decide(w, r, r.Pattern, key, nil)
 }
 
 func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string, err error) bool {

@@ -367,27 +367,76 @@ func TestNilPanics(t *testing.T) {
 	}
 }
 
-func TestDecideKey(t *testing.T) {
+func TestDecideRouteKey(t *testing.T) {
 	clk := newClock()
 	g := NewGate(newLimiter(t, core.PerMinute(1), clk), WithKey(func(*http.Request) (string, error) {
 		t.Fatal("the Gate's KeyFunc ran although the caller gave the key")
 		return "", nil
-	}))
+	}), WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" }))
 	r, _ := http.NewRequest(http.MethodGet, "/", nil)
+	user := func(id string, err error) func() (string, error) {
+		return func() (string, error) { return id, err }
+	}
 	for i, want := range []bool{true, false} {
 		w := &discardWriter{h: http.Header{}}
-		if got := g.DecideKey(w, r, "", "user:42", nil); got != want {
+		if got := g.DecideRouteKey(w, r, "", user("user:42", nil)); got != want {
 			t.Fatalf("request %d: %v, want %v", i, got, want)
 		}
 	}
 	// Another key has its own bucket; a key error is a 400.
 	w := &discardWriter{h: http.Header{}}
-	if !g.DecideKey(w, r, "", "user:43", nil) {
+	if !g.DecideRouteKey(w, r, "", user("user:43", nil)) {
 		t.Fatal("user:43 refused")
 	}
 	w = &discardWriter{h: http.Header{}}
-	if g.DecideKey(w, r, "", "", errors.New("no user")) || w.status != 400 {
+	if g.DecideRouteKey(w, r, "", user("", errors.New("no user"))) || w.status != 400 {
 		t.Fatalf("key error: status %d", w.status)
+	}
+	// A skipped request gets no key: the function does not run.
+	health, _ := http.NewRequest(http.MethodGet, "/health", nil)
+	if !g.DecideRouteKey(&discardWriter{h: http.Header{}}, health, "", func() (string, error) {
+		t.Error("key computed for a skipped request")
+		return "", nil
+	}) {
+		t.Error("skipped request refused")
+	}
+}
+
+// TestDecideKey limits inside a handler, by a username the handler read
+// from the body: the same 429, fields and body as the middleware's.
+func TestDecideKey(t *testing.T) {
+	clk := newClock()
+	g := NewGate(newLimiter(t, core.PerMinute(2), clk))
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, _ := io.ReadAll(r.Body)
+		if !g.DecideKey(w, r, "user:"+string(user)) {
+			return
+		}
+		okHandler.ServeHTTP(w, r)
+	})
+	post := func(user string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(user)))
+		return w
+	}
+	post("alice")
+	post("alice")
+	w := post("alice")
+	const body = `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in 30 seconds"}`
+	if w.Code != http.StatusTooManyRequests || w.Body.String() != body {
+		t.Fatalf("third attempt: %d %s, want 429 %s", w.Code, w.Body, body)
+	}
+	wantHeader(t, w.Header(), map[string]string{
+		"Content-Type": problem, "X-Content-Type-Options": "nosniff", "Retry-After": "30",
+		"Ratelimit-Limit": "2", "Ratelimit-Remaining": "0", "Ratelimit-Reset": "30", "Ratelimit-Policy": "2;w=60",
+	})
+	if w := post("bob"); w.Code != http.StatusOK || w.Header().Get("Ratelimit-Remaining") != "1" {
+		t.Errorf("bob: %d %v", w.Code, w.Header())
+	}
+	// An empty key is a key error, as from a KeyFunc: 400.
+	w = httptest.NewRecorder()
+	if g.DecideKey(w, httptest.NewRequest(http.MethodPost, "/login", nil), "") || w.Code != http.StatusBadRequest {
+		t.Errorf("empty key: %d, want 400", w.Code)
 	}
 }
 
