@@ -66,7 +66,8 @@
 // # Concurrency
 //
 // Limiter, RedisStore and MemoryStore are safe for concurrent use. A
-// Limiter is meant to be made once and shared by every request; a store
-// may be shared by several limiters, whose buckets stay apart as long as
-// their names differ.
+// Limiter is meant to be made once and shared by every request. A store
+// may serve several limiters; they share buckets only when given the same
+// Config.Name on purpose, and New refuses a limiter whose name another
+// live limiter on that store took by default.
 package core
