@@ -42,7 +42,13 @@ type Gate struct {
 	config
 	def        *core.Limiter
 	defHeaders *policyHeaders
+	table      routeTable                       // WithRoutes; nil without
 	known      map[*core.Limiter]*policyHeaders // routes' limiters; read-only
+	router     string                           // ForRouter's name; "" for net/http
+
+	// Whether the WithRoutes patterns were checked against the router.
+	routesChecked atomic.Bool
+	routesMu      sync.Mutex
 
 	// Requests that could not be rate limited since the last log line, and
 	// when that line was written (monotonic ns since gateEpoch).
@@ -87,8 +93,9 @@ func NewGate(l *core.Limiter, opts ...Option) *Gate {
 	if g.logger == nil {
 		g.logger = slog.Default()
 	}
-	if len(g.routes) == 0 {
-		g.routes, g.mux = nil, nil
+	g.table = newRouteTable(g.routes)
+	if g.table == nil {
+		g.mux = nil
 	}
 	g.defHeaders = newPolicyHeaders(l.Limit(), l.Name())
 	g.known = make(map[*core.Limiter]*policyHeaders, len(g.routes))
@@ -97,6 +104,7 @@ func NewGate(l *core.Limiter, opts ...Option) *Gate {
 			g.known[rl] = newPolicyHeaders(rl.Limit(), rl.Name())
 		}
 	}
+	g.routes = nil // in g.table
 	return g
 }
 
@@ -106,12 +114,32 @@ func NewGate(l *core.Limiter, opts ...Option) *Gate {
 // DenyHandler or ErrorHandler wrote); the caller must write nothing more.
 // When it returns true it has only set header fields.
 //
-// The route for WithRoutes is r.Pattern, or, when that is empty and
-// WithServeMux was given, the pattern the mux would route r to.
+// The route for WithRoutes is the pattern the WithServeMux mux routes r
+// to, or else r.Pattern.
 func (g *Gate) Decide(w http.ResponseWriter, r *http.Request) bool {
+	return g.decideMux(w, r, g.mux)
+}
+
+// decideMux is Decide with the route found by mux, when not nil: the mux
+// the middleware wraps, or WithServeMux's. It checks the WithRoutes
+// patterns against mux at the first request.
+func (g *Gate) decideMux(w http.ResponseWriter, r *http.Request, mux *http.ServeMux) bool {
+	if g.table == nil {
+		return g.DecideRoute(w, r, "")
+	}
+	g.checkRoutes(func() ([]string, string, bool) {
+		switch {
+		case mux != nil:
+			return g.table.unmatched(func(method, path string) bool { return muxHas(mux, method, path) }), "", true
+		case r.Pattern == "":
+			return nil, "the middleware runs before a ServeMux routes the request (Request.Pattern is empty): " +
+				"wrap the ServeMux itself, pass it to WithServeMux, or wrap each handler", true
+		}
+		return nil, "", true // wrapped handler by handler: the mux is unknown
+	})
 	route := r.Pattern
-	if route == "" && g.mux != nil {
-		_, route = g.mux.Handler(r)
+	if mux != nil {
+		route = muxPattern(mux, r)
 	}
 	return g.DecideRoute(w, r, route)
 }
@@ -207,8 +235,8 @@ func (g *Gate) fail(w http.ResponseWriter, r *http.Request, err error) bool {
 // the default. Routes are matched by pattern only, so no request can make
 // the set of limiters grow.
 func (g *Gate) limiterFor(r *http.Request, route string) *core.Limiter {
-	if g.routes != nil && route != "" {
-		if l, ok := g.routes[route]; ok {
+	if g.table != nil && route != "" {
+		if l := g.table.lookup(r.Method, route); l != nil {
 			return l
 		}
 	}

@@ -14,17 +14,22 @@ import (
 // document. It is NewGate(l, opts...) around each handler it wraps; see
 // Gate.Decide for what is written when.
 //
-// Wrapped around a whole http.ServeMux, the middleware runs before routing:
-// per-route limits (WithRoutes) need WithServeMux, or the middleware
-// wrapped around each handler (mux.Handle("GET /users/{id}", mw(h))),
-// where Request.Pattern is set.
+// Wrapped around a whole http.ServeMux, the middleware runs before routing
+// and asks the mux where the request goes, for per-route limits
+// (WithRoutes); wrapped around each handler (mux.Handle("POST /login",
+// mw(h))), it reads Request.Pattern. See WithRoutes and WithServeMux.
 //
-// Middleware panics if l is nil or an option is nil.
+// Middleware panics if l is nil, an option is nil, or a WithRoutes pattern
+// is not written as net/http's ServeMux writes patterns.
 func Middleware(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
-	g := NewGate(l, opts...)
+	g := NewGate(l, opts...).ForRouter(netHTTP, false)
 	return func(next http.Handler) http.Handler {
+		mux := g.mux
+		if m, ok := next.(*http.ServeMux); ok && mux == nil {
+			mux = m
+		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if g.Decide(w, r) {
+			if g.decideMux(w, r, mux) {
 				next.ServeHTTP(w, r)
 			}
 		})

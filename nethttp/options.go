@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
@@ -118,22 +119,37 @@ func WithLimiterFunc(f func(*http.Request) *core.Limiter) Option {
 	return func(c *config) { c.pick = f }
 }
 
-// WithRoutes overrides the limiter per route pattern: a key is a pattern
-// exactly as registered with the router and reported by it ("GET /users/{id}" for net/http's
-// ServeMux, "/users/{id}" for chi, "/users/:id" for echo and gin), so
-// /users/1 and /users/2 share one limit instead of making one bucket per
-// id. Requests whose pattern is not in routes (or unknown, "") use
-// WithLimiterFunc, then the default limiter. The map is copied; a nil
-// limiter in it panics. Calling WithRoutes again adds to the routes.
+// WithRoutes overrides the limiter per route: a key is "[METHOD ]path",
+// the path a route pattern in the router's own syntax, as registered
+// ("POST /login", "/users/{id}" for net/http and chi, "GET /users/:id" for
+// echo and gin; a sub-router's or group's routes with its prefix). Without
+// a method, the limit applies to every method of the route; "GET" covers
+// HEAD too. /users/1 and /users/2 share one limit instead of making one
+// bucket per id. Requests whose route has no entry (or none, a 404) use
+// WithLimiterFunc, then the default limiter. The map is copied. Calling
+// WithRoutes again adds to the routes.
 //
-// With net/http, Request.Pattern is set by the ServeMux on the request its
-// handler receives: wrap handlers one by one (mux.Handle(p, mw(h))), or
-// wrap the whole mux and pass it to WithServeMux.
+// The limit follows the route the router reaches, wherever the middleware
+// runs. With net/http, wrap the ServeMux itself (Middleware(…)(mux)), pass
+// it to WithServeMux when other middleware stands between, or wrap each
+// handler; a ServeMux the mux hands requests to as they are is followed,
+// one behind http.StripPrefix is not (wrap that one instead).
+//
+// No pattern is silently ignored: WithRoutes panics on a pattern that is
+// not "[METHOD ]path" (a lower-case method, no "/", "/users/{id}" given to
+// echo or gin, "/users/:id" to net/http or chi) or on a nil limiter; and at
+// the first request the middleware logs, at error level and once, the
+// patterns that match no route of the router, or that the middleware sits
+// where routes are not known yet (before net/http's ServeMux without
+// WithServeMux, in echo's e.Pre).
 func WithRoutes(routes map[string]*core.Limiter) Option {
 	mustNotBeNil(routes == nil, "WithRoutes")
 	for p, l := range routes {
 		if l == nil {
-			panic("nethttp: WithRoutes: nil *core.Limiter for pattern " + p)
+			panic("nethttp: WithRoutes: nil *core.Limiter for pattern " + strconv.Quote(p))
+		}
+		if _, _, err := splitPattern(p); err != nil {
+			panic("nethttp: WithRoutes: pattern " + strconv.Quote(p) + ": " + err.Error())
 		}
 	}
 	routes = maps.Clone(routes)
@@ -145,11 +161,14 @@ func WithRoutes(routes map[string]*core.Limiter) Option {
 	}
 }
 
-// WithServeMux lets a middleware that wraps mux itself find the route
-// pattern: before the mux has routed the request, Request.Pattern is
-// empty, so Gate.Decide asks mux.Handler(r) for it. That is one more route
-// match per request; wrapping each handler instead costs nothing. Only
-// used with WithRoutes.
+// WithServeMux tells a middleware that runs before mux routes the request
+// where it will go: Request.Pattern is still empty there, so the Gate asks
+// mux.Handler(r) for the pattern (and a ServeMux mux hands the request to
+// as it is), and checks every WithRoutes pattern against mux's routes.
+// Middleware wrapping mux itself needs no WithServeMux; give it when other
+// middleware stands between (Middleware(…)(logging(mux))). That is one
+// more route match per request; wrapping each handler instead costs
+// nothing. Only used with WithRoutes.
 func WithServeMux(mux *http.ServeMux) Option {
 	mustNotBeNil(mux == nil, "WithServeMux")
 	return func(c *config) { c.mux = mux }
