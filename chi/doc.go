@@ -34,15 +34,23 @@
 //   - A middleware with its own limiter on a route or group:
 //     r.With(ratelimit.Middleware(loginLimiter)).Post("/login", h), or
 //     r.Use inside r.Group or r.Route.
-//   - One middleware with WithRoutes, keyed by chi route pattern
-//     ("/users/{id}", "/api/items/{id}" inside r.Route("/api", …)): /users/1
-//     and /users/2 share one limit, and a path no route matches uses the
-//     default limiter, so requests cannot create limiters.
+//   - One middleware with WithRoutes, keyed by "[METHOD ]pattern" in chi's
+//     syntax ("POST /login", "/users/{id}", "/api/items/{id}" inside
+//     r.Route("/api", …)): /users/1 and /users/2 share one limit, and a
+//     path no route matches uses the default limiter, so requests cannot
+//     create limiters. A pattern written "/users/:id" panics at
+//     construction; one that matches no route of the router ("/logni") is
+//     logged at the first request.
 //   - WithLimiterFunc, a limiter chosen per request (plan tiers).
 //
 // chi runs a router's r.Use middlewares before it routes, when
 // RouteContext(ctx).RoutePattern() is still empty. With WithRoutes, this
 // package then asks the root router where the request goes (Routes.Find),
 // one more route match per request; see RoutePattern. Placed on a group or
-// a route, the middleware reads the pattern chi has already found.
+// a route, the middleware reads the pattern chi has already found. The
+// limit follows the route the request reaches: through mounted
+// sub-routers, and through middleware.StripSlashes, RedirectSlashes and
+// CleanPath wherever they run (so "/login/" and "//login" count as
+// "/login"). Another middleware that rewrites the path after the limiter
+// is not followed: put the limiter after it.
 package chi

@@ -79,8 +79,9 @@ func WithLimiterFunc(f func(*http.Request) *core.Limiter) Option {
 	return nethttp.WithLimiterFunc(f)
 }
 
-// WithRoutes overrides the limiter per chi route pattern, such as
-// "/users/{id}" or "/api/items/{id}" for a route of a sub-router mounted
-// at "/api": the pattern chi.RouteContext(ctx).RoutePattern() reports in
-// the handler. It is nethttp.WithRoutes.
+// WithRoutes overrides the limiter per chi route: "[METHOD ]pattern", such
+// as "POST /login", "/users/{id}" (every method) or "/api/items/{id}" for a
+// route of a sub-router mounted at "/api": the pattern
+// chi.RouteContext(ctx).RoutePattern() reports in the handler. It is
+// nethttp.WithRoutes; see there what panics and what is logged.
 func WithRoutes(routes map[string]*core.Limiter) Option { return nethttp.WithRoutes(routes) }
