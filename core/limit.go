@@ -81,8 +81,6 @@ func (l Limit) validate() error {
 		return fmt.Errorf("%w: Period %v is not a whole number of microseconds", ErrInvalidLimit, l.Period)
 	case l.Burst < 0:
 		return fmt.Errorf("%w: Burst is %d, must be >= 0", ErrInvalidLimit, l.Burst)
-	case l.Capacity() > maxHeaderInt:
-		return fmt.Errorf("%w: a burst of %d does not fit the RateLimit header fields (RFC 9651 integers have at most 15 digits)", ErrInvalidLimit, l.Capacity())
 	}
 	if l.tick() == 0 {
 		return fmt.Errorf("%w: %v cannot be counted exactly below 2^53 in µs, ms or s; lower the burst or the rate", ErrInvalidLimit, l)

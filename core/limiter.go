@@ -155,6 +155,11 @@ func New(cfg Config) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, nl := range named {
+		if c := nl.Limit.Capacity(); c > maxHeaderInt {
+			return nil, fmt.Errorf("%w: a burst of %d does not fit the RateLimit header fields (RFC 9651 integers have at most 15 digits)", ErrInvalidLimit, c)
+		}
+	}
 	if cfg.Timeout < 0 || cfg.BreakerCooldown < 0 || cfg.BreakerFailures < 0 || cfg.MaxInFlight < 0 || cfg.LogInterval < 0 || cfg.Instances < 0 {
 		return nil, fmt.Errorf("%w: Timeout, Instances, BreakerFailures, BreakerCooldown, MaxInFlight and LogInterval must not be negative", ErrInvalidConfig)
 	}
@@ -465,19 +470,12 @@ func (l *Limiter) remoteOp(ctx context.Context, op int, key string, n int, each 
 		br.release(probe)
 		return l.degradeOp(br, op, key, n, ErrOverloaded, time.Time{})
 	}
-	storeOp := l.store.Take
-	switch op {
-	case opPeek:
-		storeOp = l.store.(Peeker).Peek
-	case opRefund:
-		storeOp = l.store.(Refunder).Refund
-	}
 	var o Outcome
 	var err error
 	if l.bounded {
-		o, err = storeOp(ctx, key, n, l.policies, each)
+		o, err = l.call(ctx, op, key, n, each)
 	} else {
-		o, err = takeBounded(ctx, storeOp, key, n, l.policies, each)
+		o, err = l.callBounded(ctx, op, key, n, each)
 	}
 	l.inflight.Add(-1)
 	if err != nil {
@@ -515,10 +513,22 @@ func slotMoving(err error) bool {
 	return redis.HasErrorPrefix(err, "TRYAGAIN") || redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
 }
 
-// takeBounded calls a store that may not honour its context's deadline on
-// a goroutine of its own, and returns by that deadline whatever the store
-// does. The goroutine fills its own outcomes, never each after we left.
-func takeBounded(ctx context.Context, take func(context.Context, string, int, []Policy, []Outcome) (Outcome, error), key string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+// call asks the store to take, peek or refund.
+func (l *Limiter) call(ctx context.Context, op int, key string, n int, each []Outcome) (Outcome, error) {
+	switch op {
+	case opPeek:
+		return l.store.(Peeker).Peek(ctx, key, n, l.policies, each)
+	case opRefund:
+		return l.store.(Refunder).Refund(ctx, key, n, l.policies, each)
+	}
+	return l.store.Take(ctx, key, n, l.policies, each)
+}
+
+// callBounded is call for a store that may not honour its context's
+// deadline: on a goroutine of its own, returning by that deadline whatever
+// the store does. The goroutine fills its own outcomes, never each after
+// we left.
+func (l *Limiter) callBounded(ctx context.Context, op int, key string, n int, each []Outcome) (Outcome, error) {
 	type answer struct {
 		o    Outcome
 		err  error
@@ -530,7 +540,7 @@ func takeBounded(ctx context.Context, take func(context.Context, string, int, []
 		if each != nil {
 			mine = make([]Outcome, len(each))
 		}
-		o, err := take(ctx, key, n, policies, mine)
+		o, err := l.call(ctx, op, key, n, mine)
 		done <- answer{o, err, mine}
 	}()
 	select {

@@ -194,8 +194,23 @@ func (s *RedisStore) do(ctx context.Context, op int, subject string, n int, poli
 	}
 	r := &request{ctx: ctx, subj: hashSubject(subject), op: op, n: n, policies: policies, done: make(chan struct{})}
 	s.enqueue(r)
+	// The deadline's own timer wakes us in one hop; ctx.Done closes from a
+	// goroutine that AfterFunc starts, one hop later on a busy machine.
+	var deadline <-chan time.Time
+	if d, ok := ctx.Deadline(); ok {
+		t := time.NewTimer(time.Until(d))
+		defer t.Stop()
+		deadline = t.C
+	}
 	select {
 	case <-r.done:
+	case <-deadline:
+		r.gone.Store(true)
+		select {
+		case <-r.done:
+		default:
+			return Outcome{}, context.DeadlineExceeded
+		}
 	case <-ctx.Done():
 		r.gone.Store(true)
 		select {
