@@ -39,11 +39,14 @@
 //   - A middleware with its own limiter on a route or group:
 //     e.POST("/login", h, ratelimit.Middleware(loginLimiter)), or
 //     e.Group("/api", ratelimit.Middleware(apiLimiter)).
-//   - One middleware with WithRoutes, keyed by echo route path
-//     ("/users/:id", the c.Path() of the route): /users/1 and /users/2
-//     share one limit, and a path no route matches uses the default
-//     limiter, so requests cannot create limiters. Use e.Use, not e.Pre:
-//     Pre middlewares run before routing, when c.Path() is empty.
+//   - One middleware with WithRoutes, keyed by "[METHOD ]path" in echo's
+//     syntax ("POST /login", "/users/:id", the c.Path() of the route):
+//     /users/1 and /users/2 share one limit, and a path no route matches
+//     uses the default limiter, so requests cannot create limiters. Use
+//     e.Use, not e.Pre: Pre middlewares run before routing, when c.Path()
+//     is empty. A pattern written "/users/{id}" panics at construction;
+//     one that matches no route, or the middleware in e.Pre, is logged at
+//     the first request.
 //   - WithLimiterFunc, a limiter chosen per request (plan tiers). It sees
 //     the *http.Request, not the echo context: an authentication middleware
 //     that knows the plan puts it in the request's context

@@ -20,13 +20,21 @@ import (
 // still see the status in c.Response().Status.
 //
 // Give it to e.Use, not e.Pre: middlewares given to Pre run before
-// routing, when c.Path() is still empty and WithRoutes cannot match.
+// routing, when c.Path() is still empty and WithRoutes cannot match; the
+// first routable request then logs so, once. Otherwise the first request
+// checks every WithRoutes pattern against e.Routes() and logs, once, those
+// that match no route.
 //
-// Middleware panics if l is nil or an option is nil.
+// Middleware panics if l is nil, an option is nil, or a WithRoutes pattern
+// is not written as echo writes routes ("/users/:id", not "/users/{id}").
 func Middleware(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
-	g := nethttp.NewGate(l, opts...)
+	g := nethttp.NewGate(l, opts...).ForRouter("echo", true)
+	check := g.HasRoutes()
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			if check {
+				g.CheckRoutes(func() ([]string, string, bool) { return routes(c) })
+			}
 			if !g.DecideRoute(c.Response(), c.Request(), c.Path()) {
 				return nil
 			}
@@ -49,9 +57,13 @@ func MiddlewareWithKey(l *core.Limiter, k KeyFunc, opts ...Option) echo.Middlewa
 	if k == nil {
 		panic("echo: nil KeyFunc")
 	}
-	g := nethttp.NewGate(l, opts...)
+	g := nethttp.NewGate(l, opts...).ForRouter("echo", true)
+	check := g.HasRoutes()
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			if check {
+				g.CheckRoutes(func() ([]string, string, bool) { return routes(c) })
+			}
 			if !g.DecideRouteKey(c.Response(), c.Request(), c.Path(), func() (string, error) { return k(c) }) {
 				return nil
 			}

@@ -39,10 +39,13 @@
 //   - A middleware with its own limiter on a route or group:
 //     r.POST("/login", ratelimit.Middleware(loginLimiter), h), or
 //     r.Group("/api", ratelimit.Middleware(apiLimiter)).
-//   - One middleware with WithRoutes, keyed by gin route path
-//     ("/users/:id", the c.FullPath() of the route): /users/1 and /users/2
-//     share one limit, and a path no route matches uses the default
-//     limiter, so requests cannot create limiters.
+//   - One middleware with WithRoutes, keyed by "[METHOD ]path" in gin's
+//     syntax ("POST /login", "/users/:id", the c.FullPath() of the route):
+//     /users/1 and /users/2 share one limit, and a path no route matches
+//     uses the default limiter, so requests cannot create limiters. A
+//     pattern written "/users/{id}" panics at construction; one that
+//     matches no route of the engine is logged at the first request
+//     served through an http.Server.
 //   - WithLimiterFunc, a limiter chosen per request (plan tiers). It sees
 //     the *http.Request, not the gin context: an authentication middleware
 //     that knows the plan puts it in the request's context

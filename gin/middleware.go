@@ -18,10 +18,20 @@ import (
 // c.Next(). The response is written directly rather than through
 // c.AbortWithStatusJSON or c.Error, which would not give the same bytes.
 //
-// Middleware panics if l is nil or an option is nil.
+// With WithRoutes, the first request served through an http.Server whose
+// Handler is the engine (r.Run, http.Server{Handler: r}) checks every
+// pattern against the engine's routes and logs, once, those that match
+// none.
+//
+// Middleware panics if l is nil, an option is nil, or a WithRoutes pattern
+// is not written as gin writes routes ("/users/:id", not "/users/{id}").
 func Middleware(l *core.Limiter, opts ...Option) gin.HandlerFunc {
-	g := nethttp.NewGate(l, opts...)
+	g := nethttp.NewGate(l, opts...).ForRouter("gin", true)
+	check := g.HasRoutes()
 	return func(c *gin.Context) {
+		if check {
+			g.CheckRoutes(func() ([]string, string, bool) { return routes(c) })
+		}
 		if !g.DecideRoute(c.Writer, c.Request, c.FullPath()) {
 			c.Abort()
 		}
@@ -43,8 +53,12 @@ func MiddlewareWithKey(l *core.Limiter, k KeyFunc, opts ...Option) gin.HandlerFu
 	if k == nil {
 		panic("gin: nil KeyFunc")
 	}
-	g := nethttp.NewGate(l, opts...)
+	g := nethttp.NewGate(l, opts...).ForRouter("gin", true)
+	check := g.HasRoutes()
 	return func(c *gin.Context) {
+		if check {
+			g.CheckRoutes(func() ([]string, string, bool) { return routes(c) })
+		}
 		if !g.DecideRouteKey(c.Writer, c.Request, c.FullPath(), func() (string, error) { return k(c) }) {
 			c.Abort()
 		}

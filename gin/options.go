@@ -79,7 +79,8 @@ func WithLimiterFunc(f func(*http.Request) *core.Limiter) Option {
 	return nethttp.WithLimiterFunc(f)
 }
 
-// WithRoutes overrides the limiter per gin route path, such as
-// "/users/:id" or "/api/items/:id" for a route of a group at "/api":
-// the path c.FullPath() reports. It is nethttp.WithRoutes.
+// WithRoutes overrides the limiter per gin route: "[METHOD ]path", such
+// as "POST /login", "/users/:id" (every method) or "/api/items/:id" for a
+// route of a group at "/api": the path c.FullPath() reports. It is
+// nethttp.WithRoutes; see there what panics and what is logged.
 func WithRoutes(routes map[string]*core.Limiter) Option { return nethttp.WithRoutes(routes) }
