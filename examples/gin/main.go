@@ -44,7 +44,7 @@ func redisClient() *redis.Client {
 		addr = m.Addr()
 		log.Printf("embedded Redis (miniredis) at %s; set REDIS_ADDR to use a real one", addr)
 	}
-	// The options the README recommends: decisions bounded by the context
-	// deadline on the caller's goroutine, and no re-sent (double-counted) scripts.
+	// The option the README recommends: a stalled Redis frees its
+	// connections at each decision's deadline.
 	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 }
