@@ -87,6 +87,7 @@ func TestDenyCacheHotKeyFlood(t *testing.T) {
 // cost it was learnt for; any other cost's wait differs, so the store
 // answers it.
 func TestDenyCacheOtherCostGoesToStore(t *testing.T) {
+	t.Parallel()
 	c := redistest.Client(t)
 	s := &countingStore{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))}
 	l := mustNew(t, core.Config{Store: s, Limit: core.PerHour(5), FailMode: core.FailClosed, Timeout: time.Second})
@@ -117,6 +118,7 @@ func TestDenyCacheOtherCostGoesToStore(t *testing.T) {
 // TestDenyCacheNeverLonger: with both clocks stopped, a cached denial ends
 // exactly when the store would allow again, not a microsecond later.
 func TestDenyCacheNeverLonger(t *testing.T) {
+	t.Parallel()
 	m := miniredis.RunT(t)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	m.SetTime(now)
@@ -164,6 +166,7 @@ func TestDenyCacheNeverLonger(t *testing.T) {
 // cached denial of 1 said RetryAfter 1s instead of 5s, and a cached
 // multi-limit denial said 0 for its binding limit.
 func TestDenyCacheAnswersAsTheStore(t *testing.T) {
+	t.Parallel()
 	m := miniredis.RunT(t)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	m.SetTime(now)

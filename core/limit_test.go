@@ -15,6 +15,7 @@ import (
 // where µs would pass 2^53). Before, 123457 a day and 99999 per 30 days
 // were refused while 1000000 a day was accepted.
 func TestEveryRealisticLimit(t *testing.T) {
+	t.Parallel()
 	month := 30 * 24 * time.Hour
 	for _, l := range []core.Limit{
 		core.PerSecond(1e9), core.PerSecond(1), core.PerMinute(7), core.PerHour(1 << 40),

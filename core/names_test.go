@@ -61,6 +61,7 @@ func TestNoSilentSharing(t *testing.T) {
 // TestNilRedisClient: a nil *redis.Client typed into the interface is
 // refused at New, not a nil-pointer panic at the first decision.
 func TestNilRedisClient(t *testing.T) {
+	t.Parallel()
 	var c *redis.Client
 	_, err := core.New(core.Config{Store: core.NewRedisStore(c), Limit: core.PerMinute(3), FailMode: core.FailOpen})
 	if !errors.Is(err, core.ErrNoStore) {
