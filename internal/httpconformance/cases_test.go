@@ -282,6 +282,20 @@ var cases = []tcase{
 		},
 	},
 	{
+		name: "routes/a method in the pattern",
+		app: func(e *env) app {
+			return app{global: &mw{lim: e.limiter(core.PerMinute(100)), routes: map[string]*core.Limiter{
+				"GET " + routeLogin: e.limiter(core.PerMinute(1)),
+				"POST " + routeUser: e.limiter(core.PerMinute(2)),
+			}}}
+		},
+		steps: []step{
+			{path: "/login", status: 200, want: d06("1", "0", "60", "1;w=60", "")},
+			{path: "/login", status: 429, want: d06("1", "0", "60", "1;w=60", "60")},
+			{path: "/users/1", status: 200, want: d06("100", "99", "1", "100;w=60", "")},
+		},
+	},
+	{
 		name: "routes/pattern in a sub-router or group",
 		app: func(e *env) app {
 			return app{global: &mw{lim: e.limiter(core.PerMinute(100)), routes: map[string]*core.Limiter{routeItem: e.limiter(core.PerMinute(1))}}}

@@ -27,7 +27,9 @@ const (
 )
 
 // mw is one middleware of an app: its limiter and options; routes are
-// WithRoutes overrides by generic pattern, translated for each router.
+// WithRoutes overrides by generic pattern ("[METHOD ]/users/{id}"),
+// translated for each router: the same string but for echo's and gin's
+// ":id" parameters.
 type mw struct {
 	lim    *core.Limiter
 	opts   []nethttp.Option
@@ -76,7 +78,7 @@ func okResponse(w http.ResponseWriter) {
 }
 
 var adapters = []adapter{
-	{name: "nethttp", pattern: func(p string) string { return "GET " + p }, build: buildNetHTTP},
+	{name: "nethttp", pattern: func(p string) string { return p }, build: buildNetHTTP},
 	{name: "chi", pattern: func(p string) string { return p }, build: buildChi},
 	{name: "echo", pattern: colonParams, build: buildEcho},
 	{name: "gin", pattern: colonParams, build: buildGin},
@@ -95,7 +97,7 @@ func buildNetHTTP(a app, ad adapter) http.Handler {
 		if m := a.route[p]; m != nil {
 			h = nethttp.Middleware(m.lim, m.options(ad)...)(h)
 		}
-		mux.Handle(ad.pattern(p), h)
+		mux.Handle("GET "+p, h)
 	}
 	if a.global == nil {
 		return mux
