@@ -197,14 +197,7 @@ func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
 	allowed := tokens >= int64(n)*p.Unit
 	d, left := p.decide(tokens, n, allowed, now)
 	if allowed {
-		// put, written out: this is the hot path, and put does not inline.
-		ts := now
-		if b == nil {
-			b = sh.insert(h, p.Name, subject, s.perShard)
-		} else {
-			ts = max(ts, b.ts)
-		}
-		*b = memBucket{units: left, ts: ts, full: ts + int64(d.resetAfter/time.Microsecond)}
+		sh.put(s, b, h, p.Name, subject, left, now, d.resetAfter)
 	}
 	sh.mu.Unlock()
 	return d
