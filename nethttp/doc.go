@@ -50,8 +50,13 @@
 // /users/{id}", never the raw path, which would make a bucket per id);
 // and WithLimiterFunc, a limiter chosen per request (plan tiers). A route
 // override comes first, then the function, then the default limiter.
-// net/http sets Request.Pattern only once its ServeMux has routed the
-// request: wrap handlers one by one, or give the mux to WithServeMux.
+// A pattern is "[METHOD ]path" in the router's own syntax ("POST /login",
+// "/users/{id}" for every method), the same in every adapter. Wrapped
+// around a ServeMux, the middleware asks the mux where the request goes;
+// wrapped around each handler, it reads Request.Pattern. A pattern that
+// can never apply panics at construction (wrong syntax) or is logged once
+// at the first request (no such route, or the middleware placed where
+// routes are not known); see WithRoutes.
 //
 // # Limiting inside a handler
 //

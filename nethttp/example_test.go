@@ -95,8 +95,7 @@ func ExampleWithRoutes() {
 	mux.HandleFunc("GET /", ok)
 	handler := ratelimit.Middleware(newLimiter(core.PerMinute(100)),
 		ratelimit.WithRoutes(map[string]*core.Limiter{"GET /users/{id}": newLimiter(core.PerMinute(2))}),
-		ratelimit.WithServeMux(mux), // the middleware wraps the mux: find the pattern before routing
-	)(mux)
+	)(mux) // wrapping the mux itself: the middleware asks it where each request goes
 
 	for _, path := range []string{"/users/1", "/users/2", "/users/3", "/about"} {
 		w := httptest.NewRecorder()

@@ -31,9 +31,9 @@ func newApp(base core.Config) (http.Handler, error) {
 
 	r := chi.NewRouter()
 	r.Use(ratelimit.Middleware(def, ratelimit.WithRoutes(map[string]*core.Limiter{
-		"/login":          login,
-		"/api/items":      api,
-		"/api/items/{id}": api, // /api/items/1 and /api/items/2 share one limit
+		"POST /login":         login,
+		"GET /api/items":      api,
+		"GET /api/items/{id}": api, // /api/items/1 and /api/items/2 share one limit
 	})))
 	r.Get("/", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "hello") })
 	r.Post("/login", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "welcome") })

@@ -31,9 +31,9 @@ func newApp(base core.Config) (*echo.Echo, error) {
 	e := echo.New()
 	e.HideBanner = true
 	e.Use(ratelimit.Middleware(def, ratelimit.WithRoutes(map[string]*core.Limiter{
-		"/login":         login,
-		"/api/items":     api,
-		"/api/items/:id": api, // /api/items/1 and /api/items/2 share one limit
+		"POST /login":        login,
+		"GET /api/items":     api,
+		"GET /api/items/:id": api, // /api/items/1 and /api/items/2 share one limit
 	})))
 	e.GET("/", func(c echo.Context) error { return c.String(http.StatusOK, "hello\n") })
 	e.POST("/login", func(c echo.Context) error { return c.String(http.StatusOK, "welcome\n") })

@@ -31,9 +31,9 @@ func newApp(base core.Config) (*gin.Engine, error) {
 	r := gin.New()
 	r.Use(gin.Recovery())
 	r.Use(ratelimit.Middleware(def, ratelimit.WithRoutes(map[string]*core.Limiter{
-		"/login":         login,
-		"/api/items":     api,
-		"/api/items/:id": api, // /api/items/1 and /api/items/2 share one limit
+		"POST /login":        login,
+		"GET /api/items":     api,
+		"GET /api/items/:id": api, // /api/items/1 and /api/items/2 share one limit
 	})))
 	r.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "hello\n") })
 	r.POST("/login", func(c *gin.Context) { c.String(http.StatusOK, "welcome\n") })

@@ -40,8 +40,7 @@ func newApp(base core.Config) (http.Handler, error) {
 			"GET /api/items":      api,
 			"GET /api/items/{id}": api, // /api/items/1 and /api/items/2 share one limit
 		}),
-		ratelimit.WithServeMux(mux), // the middleware wraps the mux: find the pattern before routing
-	)(mux), nil
+	)(mux), nil // wrapping the mux itself: the middleware asks it where each request goes
 }
 
 // limiter returns a limiter of base with its own limit and failure mode.
