@@ -141,7 +141,10 @@ func WithLimiterFunc(f func(*http.Request) *core.Limiter) Option {
 // the first request the middleware logs, at error level and once, the
 // patterns that match no route of the router, or that the middleware sits
 // where routes are not known yet (before net/http's ServeMux without
-// WithServeMux, in echo's e.Pre).
+// WithServeMux, in echo's e.Pre, outside chi). Routes are checked wherever
+// the router is known: always with chi and echo; with net/http when the
+// middleware wraps the ServeMux or has WithServeMux; with gin when the
+// engine is the Handler of the http.Server serving the request.
 func WithRoutes(routes map[string]*core.Limiter) Option {
 	mustNotBeNil(routes == nil, "WithRoutes")
 	for p, l := range routes {
