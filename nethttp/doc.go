@@ -81,7 +81,9 @@
 // request, passing the router's response writer, request and route
 // pattern; when it returns false the response is written and the adapter
 // stops the chain. It declares `type Option = nethttp.Option` and so
-// offers every option of this package.
+// offers every option of this package. Gate.ForRouter, at construction,
+// checks the WithRoutes patterns against the router's syntax, and
+// Gate.CheckRoutes, at the first request, against its routes.
 //
 // # Performance
 //
