@@ -58,7 +58,11 @@ func (l Limit) String() string {
 
 // Window is the time an empty bucket takes to fill: Capacity / (Rate/Period),
 // rounded up to whole seconds. It is the w parameter of RateLimit-Policy.
+// It is 0 for a limit New would refuse.
 func (l Limit) Window() time.Duration {
+	if l.validate() != nil {
+		return 0
+	}
 	p := l.policy("")
 	us := ceilDiv(p.Capacity, p.Refill) * p.Tick
 	return time.Duration(ceilDiv(us, 1e6)) * time.Second

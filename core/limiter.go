@@ -274,19 +274,6 @@ func (l *Limiter) Limit() Limit { return l.limit }
 // Name returns the limiter's policy name.
 func (l *Limiter) Name() string { return l.name }
 
-// Limits returns the limiter's limits with their policy names: Limit and
-// Name first, then Extra, in the order decisions report them.
-func (l *Limiter) Limits() []NamedLimit {
-	ls := make([]NamedLimit, len(l.limits))
-	for i, lim := range l.limits {
-		ls[i] = NamedLimit{Name: l.policies[i].Name, Limit: lim}
-	}
-	return ls
-}
-
-// FailMode returns what the limiter does when its store cannot decide.
-func (l *Limiter) FailMode() FailMode { return l.mode }
-
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 	return l.AllowN(ctx, key, 1)
