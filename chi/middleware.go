@@ -28,8 +28,8 @@ func Middleware(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler
 	if !g.HasRoutes() {
 		return func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if g.DecideRoute(w, r, "") {
-					next.ServeHTTP(w, r)
+				if ok, c := g.Begin(w, r, "", nil); ok {
+					g.Serve(next, w, r, c)
 				}
 			})
 		}
@@ -39,8 +39,8 @@ func Middleware(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler
 		outer, _ := next.(chi.Routes) // a router wrapped from outside
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			g.CheckRoutes(func() ([]string, string, bool) { return walkRoutes(r, outer, &found) })
-			if g.DecideRoute(w, r, routePattern(r, outer, rewrites(found.Load()))) {
-				next.ServeHTTP(w, r)
+			if ok, c := g.Begin(w, r, routePattern(r, outer, rewrites(found.Load())), nil); ok {
+				g.Serve(next, w, r, c)
 			}
 		})
 	}

@@ -18,7 +18,7 @@
 // Option is nethttp.Option, and every With function of nethttp has its
 // twin here (WithKey, WithCost, WithSkip, WithDryRun, WithHeaders,
 // WithDenyHandler, WithErrorHandler, WithObserver, WithLimiterFunc,
-// WithRoutes, WithLogger); nethttp's own work as well.
+// WithRoutes, WithCountIf, WithLogger); nethttp's own work as well.
 //
 // The default key is keyfuncs.IP(), RemoteAddr only. echo's c.RealIP()
 // believes X-Forwarded-For and X-Real-IP from any client unless

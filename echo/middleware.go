@@ -1,6 +1,9 @@
 package echo
 
 import (
+	"errors"
+	"net/http"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/ratelimit/core"
@@ -35,10 +38,11 @@ func Middleware(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 			if check {
 				g.CheckRoutes(func() ([]string, string, bool) { return routes(c) })
 			}
-			if !g.DecideRoute(c.Response(), c.Request(), c.Path()) {
+			ok, charge := g.Begin(c.Response(), c.Request(), c.Path(), nil)
+			if !ok {
 				return nil
 			}
-			return next(c)
+			return serve(g, next, c, charge)
 		}
 	}
 }
@@ -64,10 +68,30 @@ func MiddlewareWithKey(l *core.Limiter, k KeyFunc, opts ...Option) echo.Middlewa
 			if check {
 				g.CheckRoutes(func() ([]string, string, bool) { return routes(c) })
 			}
-			if !g.DecideRouteKey(c.Response(), c.Request(), c.Path(), func() (string, error) { return k(c) }) {
+			ok, charge := g.Begin(c.Response(), c.Request(), c.Path(), func() (string, error) { return k(c) })
+			if !ok {
 				return nil
 			}
-			return next(c)
+			return serve(g, next, c, charge)
 		}
 	}
+}
+
+// serve runs next and settles charge (nethttp.WithCountIf) with the status
+// the handler answered with, or will: echo writes a returned error's
+// response after the middlewares.
+func serve(g *nethttp.Gate, next echo.HandlerFunc, c echo.Context, charge nethttp.Charge) error {
+	err := next(c)
+	if g.Counting() {
+		status := c.Response().Status
+		if err != nil && !c.Response().Committed {
+			status = http.StatusInternalServerError
+			var he *echo.HTTPError
+			if errors.As(err, &he) {
+				status = he.Code
+			}
+		}
+		g.Settle(c.Request(), charge, status)
+	}
+	return err
 }

@@ -61,6 +61,13 @@ func WithObserver(f func(r *http.Request, res core.Result, err error, dryRun boo
 	return nethttp.WithObserver(f)
 }
 
+// WithCountIf makes a request count only when counts(r, status) says so
+// (only failed logins, say): its cost is given back after a response that
+// does not count. It is nethttp.WithCountIf.
+func WithCountIf(counts func(r *http.Request, status int) bool) Option {
+	return nethttp.WithCountIf(counts)
+}
+
 // WithLogger sets where requests that could not be rate limited are
 // reported, at most once per 10 s. It is nethttp.WithLogger.
 func WithLogger(l *slog.Logger) Option { return nethttp.WithLogger(l) }

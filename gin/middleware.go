@@ -32,9 +32,8 @@ func Middleware(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 		if check {
 			g.CheckRoutes(func() ([]string, string, bool) { return routes(c) })
 		}
-		if !g.DecideRoute(c.Writer, c.Request, c.FullPath()) {
-			c.Abort()
-		}
+		ok, charge := g.Begin(c.Writer, c.Request, c.FullPath(), nil)
+		serve(g, c, ok, charge)
 	}
 }
 
@@ -59,8 +58,20 @@ func MiddlewareWithKey(l *core.Limiter, k KeyFunc, opts ...Option) gin.HandlerFu
 		if check {
 			g.CheckRoutes(func() ([]string, string, bool) { return routes(c) })
 		}
-		if !g.DecideRouteKey(c.Writer, c.Request, c.FullPath(), func() (string, error) { return k(c) }) {
-			c.Abort()
-		}
+		ok, charge := g.Begin(c.Writer, c.Request, c.FullPath(), func() (string, error) { return k(c) })
+		serve(g, c, ok, charge)
+	}
+}
+
+// serve aborts a refused request, or, with nethttp.WithCountIf, runs the
+// rest of the chain and settles charge with the status it answered with.
+func serve(g *nethttp.Gate, c *gin.Context, ok bool, charge nethttp.Charge) {
+	if !ok {
+		c.Abort()
+		return
+	}
+	if g.Counting() {
+		c.Next()
+		g.Settle(c.Request, charge, c.Writer.Status())
 	}
 }

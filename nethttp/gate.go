@@ -117,15 +117,16 @@ func NewGate(l *core.Limiter, opts ...Option) *Gate {
 // The route for WithRoutes is the pattern the WithServeMux mux routes r
 // to, or else r.Pattern.
 func (g *Gate) Decide(w http.ResponseWriter, r *http.Request) bool {
-	return g.decideMux(w, r, g.mux)
+	ok, _ := g.beginMux(w, r, g.mux)
+	return ok
 }
 
-// decideMux is Decide with the route found by mux, when not nil: the mux
+// beginMux is Begin with the route found by mux, when not nil: the mux
 // the middleware wraps, or WithServeMux's. It checks the WithRoutes
 // patterns against mux at the first request.
-func (g *Gate) decideMux(w http.ResponseWriter, r *http.Request, mux *http.ServeMux) bool {
+func (g *Gate) beginMux(w http.ResponseWriter, r *http.Request, mux *http.ServeMux) (bool, Charge) {
 	if g.table == nil {
-		return g.DecideRoute(w, r, "")
+		return g.Begin(w, r, "", nil)
 	}
 	g.checkRoutes(func() ([]string, string, bool) {
 		switch {
@@ -141,7 +142,7 @@ func (g *Gate) decideMux(w http.ResponseWriter, r *http.Request, mux *http.Serve
 	if mux != nil {
 		route = muxPattern(mux, r)
 	}
-	return g.DecideRoute(w, r, route)
+	return g.Begin(w, r, route, nil)
 }
 
 // DecideRoute is Decide with the route pattern given by the caller: an
@@ -149,11 +150,8 @@ func (g *Gate) decideMux(w http.ResponseWriter, r *http.Request, mux *http.Serve
 // gin's c.FullPath()), or "" when there is none. route is only looked up in
 // WithRoutes; the key still comes from the Gate's KeyFunc.
 func (g *Gate) DecideRoute(w http.ResponseWriter, r *http.Request, route string) bool {
-	if g.skip != nil && g.skip(r) {
-		return true
-	}
-	key, err := g.key(r)
-	return g.decide(w, r, route, key, err)
+	ok, _ := g.Begin(w, r, route, nil)
+	return ok
 }
 
 // DecideRouteKey is DecideRoute with the key from key instead of the
@@ -165,10 +163,25 @@ func (g *Gate) DecideRoute(w http.ResponseWriter, r *http.Request, route string)
 // believes forwarding headers from any client (echo's c.RealIP(), gin's
 // c.ClientIP() as they come configured).
 func (g *Gate) DecideRouteKey(w http.ResponseWriter, r *http.Request, route string, key func() (string, error)) bool {
+	ok, _ := g.Begin(w, r, route, key)
+	return ok
+}
+
+// Begin is DecideRoute (key nil) or DecideRouteKey that also returns what
+// it took, for adapters supporting WithCountIf: when Counting, the adapter
+// passes the Charge to Settle with the response's status once the handler
+// has run.
+func (g *Gate) Begin(w http.ResponseWriter, r *http.Request, route string, key func() (string, error)) (bool, Charge) {
 	if g.skip != nil && g.skip(r) {
-		return true
+		return true, Charge{}
 	}
-	k, err := key()
+	var k string
+	var err error
+	if key == nil {
+		k, err = g.key(r)
+	} else {
+		k, err = key()
+	}
 	return g.decide(w, r, route, k, err)
 }
 
@@ -184,15 +197,16 @@ func (g *Gate) DecideKey(w http.ResponseWriter, r *http.Request, key string) boo
 	if g.skip != nil && g.skip(r) {
 		return true
 	}
-	return g.decide(w, r, r.Pattern, key, nil)
+	ok, _ := g.decide(w, r, r.Pattern, key, nil)
+	return ok
 }
 
-func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string, err error) bool {
+func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string, err error) (bool, Charge) {
 	if err == nil && key == "" {
 		err = core.ErrEmptyKey
 	}
 	if err != nil {
-		return g.fail(w, r, &keyError{err})
+		return g.fail(w, r, &keyError{err}), Charge{}
 	}
 	lim := g.limiterFor(r, route)
 	n := 1
@@ -201,7 +215,7 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	}
 	res, err := lim.AllowN(r.Context(), key, n)
 	if err != nil {
-		return g.fail(w, r, err)
+		return g.fail(w, r, err), Charge{}
 	}
 	if g.observe != nil {
 		g.observe(r, res, nil, g.dryRun)
@@ -211,11 +225,14 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 		setRateLimit(h, g.style, g.headersFor(lim), &res, g.now)
 	}
 	if res.Allowed || g.dryRun {
-		return true
+		if g.countIf != nil && res.Allowed && !res.Degraded && !g.dryRun {
+			return true, Charge{lim: lim, key: key, n: n}
+		}
+		return true, Charge{}
 	}
 	setRetryAfter(h, &res)
 	g.deny(w, r, res)
-	return false
+	return false, Charge{}
 }
 
 // fail handles a request that could not be decided.

@@ -29,8 +29,8 @@ func Middleware(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler
 			mux = m
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if g.decideMux(w, r, mux) {
-				next.ServeHTTP(w, r)
+			if ok, c := g.beginMux(w, r, mux); ok {
+				g.Serve(next, w, r, c)
 			}
 		})
 	}

@@ -35,6 +35,7 @@ type config struct {
 	mux     *http.ServeMux
 	now     func() time.Time
 	logger  *slog.Logger
+	countIf func(*http.Request, int) bool
 }
 
 // WithKey sets how a request is turned into the key of its bucket. Default

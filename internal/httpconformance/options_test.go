@@ -11,6 +11,9 @@ import (
 	"testing"
 )
 
+// adapterPlumbing are nethttp types that adapters use, not their users.
+var adapterPlumbing = map[string]bool{"Gate": true, "KeyFunc": true, "Charge": true}
+
 // netHTTPOnly are nethttp options that mean nothing to another router.
 var netHTTPOnly = map[string]bool{
 	"WithServeMux": true, // net/http's ServeMux
@@ -95,7 +98,7 @@ func exported(t *testing.T, dir string) api {
 				for _, s := range d.Specs {
 					switch s := s.(type) {
 					case *ast.TypeSpec:
-						if s.Name.IsExported() && s.Name.Name != "Gate" && s.Name.Name != "KeyFunc" {
+						if s.Name.IsExported() && !adapterPlumbing[s.Name.Name] {
 							a.others[s.Name.Name] = true
 						}
 					case *ast.ValueSpec:

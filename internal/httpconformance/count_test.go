@@ -1,0 +1,136 @@
+package httpconformance_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	gingonic "github.com/gin-gonic/gin"
+	gochi "github.com/go-chi/chi/v5"
+	labecho "github.com/labstack/echo/v4"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/chi"
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/echo"
+	"github.com/sluicehq/ratelimit/gin"
+	"github.com/sluicehq/ratelimit/internal/redistest"
+	"github.com/sluicehq/ratelimit/nethttp"
+)
+
+// failedOnly counts only the responses of failed attempts.
+func failedOnly(_ *http.Request, status int) bool { return status >= 400 }
+
+// loginApps builds POST /login on every router, limited by l counting
+// failures only: ?ok=1 logs in (200), anything else is refused (401; echo
+// also through a returned error, as echo apps do).
+func loginApps(l *core.Limiter) map[string]http.Handler {
+	succeed := func(r *http.Request) bool { return r.URL.Query().Get("ok") == "1" }
+	std := func(w http.ResponseWriter, r *http.Request) {
+		if !succeed(r) {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /login", std)
+	cr := gochi.NewRouter()
+	cr.With(chi.Middleware(l, chi.WithCountIf(failedOnly))).Post("/login", std)
+	e := labecho.New()
+	e.POST("/login", func(c labecho.Context) error {
+		if !succeed(c.Request()) {
+			return labecho.NewHTTPError(http.StatusUnauthorized)
+		}
+		return c.NoContent(http.StatusOK)
+	}, echo.Middleware(l, echo.WithCountIf(failedOnly)))
+	gingonic.SetMode(gingonic.ReleaseMode)
+	g := gingonic.New()
+	g.POST("/login", gin.Middleware(l, gin.WithCountIf(failedOnly)), func(c *gingonic.Context) { std(c.Writer, c.Request) })
+	return map[string]http.Handler{
+		"nethttp": nethttp.Middleware(l, nethttp.WithCountIf(failedOnly))(mux),
+		"chi":     cr, "echo": e, "gin": g,
+	}
+}
+
+// TestCountIfFailedLoginsOnly: with WithCountIf, successful logins cost
+// nothing and never lock their client out; failures count, and the fourth
+// against a limit of 3 is refused — in every router.
+func TestCountIfFailedLoginsOnly(t *testing.T) {
+	for name := range loginApps(mustLimiter(t, core.NewMemoryStore(), "probe")) {
+		t.Run(name, func(t *testing.T) {
+			h := loginApps(mustLimiter(t, core.NewMemoryStore(), "login"))[name]
+			post := func(ok bool) int {
+				target := "/login"
+				if ok {
+					target += "?ok=1"
+				}
+				r := httptest.NewRequest(http.MethodPost, target, nil)
+				r.RemoteAddr = "203.0.113.7:4000"
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				return w.Code
+			}
+			steps := []struct {
+				ok   bool
+				want int
+			}{
+				{false, 401}, {false, 401},
+				{true, 200}, {true, 200}, {true, 200}, {true, 200}, {true, 200}, // successes cost nothing
+				{false, 401},              // the third failure
+				{false, 429}, {true, 429}, // locked out: the limit holds
+			}
+			for i, s := range steps {
+				if got := post(s.ok); got != s.want {
+					t.Fatalf("request %d (success %v): %d, want %d", i+1, s.ok, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+// TestCountIfConcurrentFailures: the cost is taken before the handler, so
+// a flood of concurrent failing logins on real Redis admits at most the
+// limit, whatever the timing (unlike "check, then count afterwards").
+func TestCountIfConcurrentFailures(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	t.Cleanup(func() { c.Close() })
+	for name := range loginApps(mustLimiter(t, core.NewMemoryStore(), "probe")) {
+		t.Run(name, func(t *testing.T) {
+			store := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))
+			h := loginApps(mustLimiter(t, store, "login"))[name]
+			var reached atomic.Int64
+			var wg sync.WaitGroup
+			for range 50 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := httptest.NewRequest(http.MethodPost, "/login", nil)
+					r.RemoteAddr = "203.0.113.7:4000"
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, r)
+					if w.Code == http.StatusUnauthorized {
+						reached.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			t.Logf("%s: 50 concurrent failing logins, %d reached the handler (limit 3)", name, reached.Load())
+			if reached.Load() != 3 {
+				t.Fatalf("%d failing logins reached the handler; want exactly the limit, 3", reached.Load())
+			}
+		})
+	}
+}
+
+func mustLimiter(t *testing.T, s core.Store, name string) *core.Limiter {
+	t.Helper()
+	l, err := core.New(core.Config{Store: s, Name: name, Limit: core.PerMinute(3), FailMode: core.FailClosed, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
