@@ -44,6 +44,7 @@ const (
 // Its fields are guarded by the store's mu.
 type queue struct {
 	waiting []*request
+	sending int           // script calls in flight, by senders or inline
 	senders int           // sender goroutines running for this queue
 	idle    int           // of which waiting on wake for more work
 	wake    chan struct{} // buffered maxSenders: one token wakes one idle sender
@@ -63,18 +64,29 @@ const (
 	maxBatchKeys = 4096
 )
 
-// enqueue queues r, starting its queue's sender if none is running.
-func (s *RedisStore) enqueue(r *request) {
+// enqueue queues r, starting its queue's sender if none is running, or,
+// when nothing is queued or in flight and the client bounds its calls by
+// r's deadline, reports that r goes alone on its caller's goroutine: a
+// lone caller then pays no hand-off to a sender and back.
+func (s *RedisStore) enqueue(r *request) (inline bool) {
 	dest := ""
 	if s.split {
 		dest = r.subj
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	q := s.queues[dest]
 	if q == nil {
 		q = &queue{wake: make(chan struct{}, maxSenders)}
 		s.queues[dest] = q
 	}
+	if s.inline && q.sending == 0 && len(q.waiting) == 0 {
+		if _, ok := r.ctx.Deadline(); ok {
+			q.sending++
+			return true
+		}
+	}
+	r.done = make(chan struct{})
 	q.waiting = append(q.waiting, r)
 	switch {
 	case q.idle > 0:
@@ -83,6 +95,22 @@ func (s *RedisStore) enqueue(r *request) {
 	case q.senders == 0 || (!s.split && q.senders < maxSenders):
 		q.senders++
 		go s.drain(dest, q)
+	}
+	return false
+}
+
+// sendAlone sends r, which enqueue let go inline, under r's own deadline.
+func (s *RedisStore) sendAlone(r *request) {
+	s.send(r.ctx, []*request{r})
+	dest := ""
+	if s.split {
+		dest = r.subj
+	}
+	s.mu.Lock()
+	q := s.queues[dest]
+	q.sending--
+	if s.split && q.senders == 0 && len(q.waiting) == 0 {
+		delete(s.queues, dest)
 	}
 	s.mu.Unlock()
 }
@@ -125,11 +153,17 @@ func (s *RedisStore) drain(dest string, q *queue) {
 			<-q.wake // sent as the timer fired: this sender takes it
 			continue
 		}
+		q.sending++
 		s.mu.Unlock()
-		s.send(batch)
+		ctx, cancel := batchContext(batch)
+		s.send(ctx, batch)
+		cancel()
 		for _, r := range batch {
 			close(r.done)
 		}
+		s.mu.Lock()
+		q.sending--
+		s.mu.Unlock()
 	}
 }
 
@@ -155,9 +189,9 @@ func (s *RedisStore) next(q *queue) []*request {
 	return batch
 }
 
-// send decides batch with one call of tokenBuckets and leaves each
-// request's answer (or error) in it.
-func (s *RedisStore) send(batch []*request) {
+// send decides batch with one call of tokenBuckets under ctx and leaves
+// each request's answer (or error) in it.
+func (s *RedisStore) send(ctx context.Context, batch []*request) {
 	defer func() {
 		if p := recover(); p != nil {
 			err := fmt.Errorf("core: the Redis client panicked: %v", p)
@@ -168,9 +202,6 @@ func (s *RedisStore) send(batch []*request) {
 			}
 		}
 	}()
-	ctx, cancel := batchContext(batch)
-	defer cancel()
-
 	keys := make([]string, 0, len(batch)*len(batch[0].policies))
 	var polBuf [8]*Policy
 	var idxBuf [16]int

@@ -48,7 +48,7 @@ func sendBatch(t *testing.T, s *RedisStore, reqs []batchReq) []batchAns {
 		}
 		batch[i] = &request{ctx: context.Background(), subj: hashSubject(r.subj), op: opTake, n: r.n, policies: r.ps}
 	}
-	s.send(batch)
+	s.send(context.Background(), batch)
 	out := make([]batchAns, len(reqs))
 	for i, r := range batch {
 		out[i].each = make([]Outcome, len(reqs[i].ps))

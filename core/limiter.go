@@ -313,9 +313,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 	// One deadline for the whole decision, whatever it waits on; the
 	// caller's cancellation never shortens it (see Config.Timeout).
 	start := time.Now()
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(l.timeout))
-	defer cancel()
 	if l.denials == nil {
+		ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(l.timeout))
+		defer cancel()
 		return l.remote(ctx, key, n, each, start), nil
 	}
 	sent := l.clock()
@@ -323,9 +323,11 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 	if state == cacheWait {
 		// Another caller is asking the store about this key: its answer
 		// will very likely decide ours too.
+		t := time.NewTimer(l.timeout)
 		select {
 		case <-wait:
-		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
 			return l.degrade(key, n, ErrTimeout, start), nil
 		}
 		sent = l.clock()
@@ -340,6 +342,8 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		}
 		return r, nil
 	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(l.timeout))
+	defer cancel()
 	r = l.remote(ctx, key, n, each, start)
 	if r.Degraded {
 		if state == cacheProbe {

@@ -54,6 +54,7 @@ type RedisStore struct {
 	queues map[string]*queue // by subject for a Cluster or Ring, else one, ""
 	split  bool              // Cluster or Ring: decisions queue per subject
 	ready  atomic.Bool       // a call succeeded: a Cluster client has its slot map
+	inline bool              // the client bounds calls by their context's deadline
 
 	lastErr atomic.Pointer[error] // the last call's error; nil after a success
 
@@ -104,10 +105,14 @@ func NewRedisStore(client redis.UniversalClient, opts ...RedisOption) *RedisStor
 		o(s)
 	}
 	switch c := client.(type) {
+	case *redis.Client:
+		s.inline = c != nil && c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
 		s.split = c != nil
+		s.inline = c != nil && c.Options().ContextTimeoutEnabled
 	case *redis.Ring:
 		s.split = c != nil
+		s.inline = c != nil && c.Options().ContextTimeoutEnabled
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -192,8 +197,14 @@ func (s *RedisStore) do(ctx context.Context, op int, subject string, n int, poli
 	if err := checkTake(subject, n, policies); err != nil {
 		return Outcome{}, err
 	}
-	r := &request{ctx: ctx, subj: hashSubject(subject), op: op, n: n, policies: policies, done: make(chan struct{})}
-	s.enqueue(r)
+	r := &request{ctx: ctx, subj: hashSubject(subject), op: op, n: n, policies: policies}
+	if s.enqueue(r) {
+		s.sendAlone(r)
+		if r.err != nil {
+			return Outcome{}, r.err
+		}
+		return parseReply(r.reply, each)
+	}
 	// The deadline's own timer wakes us in one hop; ctx.Done closes from a
 	// goroutine that AfterFunc starts, one hop later on a busy machine.
 	var deadline <-chan time.Time
