@@ -1,0 +1,121 @@
+package echo_test
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/sluicehq/ratelimit/core"
+	ratelimit "github.com/sluicehq/ratelimit/echo/v5"
+	"github.com/sluicehq/ratelimit/nethttp"
+)
+
+// steppingClock advances a second on every read, so a PerSecond(100)
+// bucket is full before each decision: every request is allowed.
+func steppingClock() func() time.Time {
+	var n atomic.Int64
+	return func() time.Time { return epoch.Add(time.Duration(n.Add(1)) * time.Second) }
+}
+
+func constantKey(*http.Request) (string, error) { return "client-1", nil }
+
+// discardWriter keeps only the header map, reused across requests so only
+// the router and the middleware are measured.
+type discardWriter struct{ h http.Header }
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *discardWriter) WriteHeader(int)             {}
+
+// The ways to put the limiter in an echo app, for the allowed path:
+// without any, nethttp's middleware through echo.WrapMiddleware (what one
+// writes without this package), the least glue around nethttp's Gate that
+// echo allows (the floor), and this package's middleware.
+var setups = []struct {
+	name string
+	mw   func(*core.Limiter) echo.MiddlewareFunc
+}{
+	{"none", nil},
+	{"nethttp-wrapped", func(l *core.Limiter) echo.MiddlewareFunc {
+		return echo.WrapMiddleware(nethttp.Middleware(l, nethttp.WithKey(constantKey)))
+	}},
+	{"gate", func(l *core.Limiter) echo.MiddlewareFunc {
+		g := nethttp.NewGate(l, nethttp.WithKey(constantKey))
+		return func(next echo.HandlerFunc) echo.HandlerFunc {
+			return func(c *echo.Context) error {
+				if g.Decide(c.Response(), c.Request()) {
+					return next(c)
+				}
+				return nil
+			}
+		}
+	}},
+	{"adapter", func(l *core.Limiter) echo.MiddlewareFunc {
+		return ratelimit.Middleware(l, ratelimit.WithKey(constantKey))
+	}},
+}
+
+func benchApp(tb testing.TB, mw func(*core.Limiter) echo.MiddlewareFunc) (http.Handler, *discardWriter, *http.Request) {
+	lim, err := core.New(core.Config{
+		Store:    core.NewMemoryStore(core.WithClock(steppingClock())),
+		Limit:    core.PerSecond(100),
+		FailMode: core.FailOpen,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e := echo.New()
+	if mw != nil {
+		e.Use(mw(lim))
+	}
+	ok := func(*echo.Context) error { return nil }
+	e.GET("/", ok)
+	e.GET("/about", ok)
+	e.GET("/users/:id", ok)
+	e.GET("/users/:id/posts", ok)
+	r, err := http.NewRequest(http.MethodGet, "/users/42", nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return e, &discardWriter{h: make(http.Header, 8)}, r
+}
+
+// BenchmarkAllowed: go test -run '^$' -bench . -benchmem ./echo/v5
+func BenchmarkAllowed(b *testing.B) {
+	for _, s := range setups {
+		b.Run(s.name, func(b *testing.B) {
+			h, w, r := benchApp(b, s.mw)
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				h.ServeHTTP(w, r)
+			}
+			if s.mw != nil && w.h.Get("RateLimit-Remaining") != "99" {
+				b.Fatalf("headers %v", w.h)
+			}
+		})
+	}
+}
+
+// TestAllowedAllocs locks the adapter's cost in allocations: none more
+// than the floor (echo itself allocates a closure per middleware and
+// request), and fewer than nethttp through echo.WrapMiddleware.
+func TestAllowedAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under the race detector")
+	}
+	allocs := map[string]float64{}
+	for _, s := range setups {
+		h, w, r := benchApp(t, s.mw)
+		allocs[s.name] = testing.AllocsPerRun(1000, func() {
+			clear(w.h)
+			h.ServeHTTP(w, r)
+		})
+	}
+	if allocs["adapter"] > allocs["gate"] || allocs["adapter"] >= allocs["nethttp-wrapped"] {
+		t.Errorf("allocs per request %v: want adapter ≤ gate < nethttp-wrapped", allocs)
+	}
+}

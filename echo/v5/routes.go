@@ -1,0 +1,27 @@
+package echo
+
+import "github.com/labstack/echo/v5"
+
+// routes lists the routes of c's Echo, for nethttp.Gate.CheckRoutes, or
+// says that the middleware runs in e.Pre. c.Path() is empty both before
+// routing and for a request no route matches; only after routing does
+// c.RouteInfo() carry a name (echo.NotFoundRouteName for a 404).
+func routes(c *echo.Context) ([]string, string, bool) {
+	if c.Path() == "" {
+		if c.RouteInfo().Name != "" {
+			return nil, "", false // a 404 tells nothing: ask again
+		}
+		return nil, "the middleware runs in e.Pre, before echo routes the request (c.Path() is empty): give it to e.Use", true
+	}
+	list := []string{}
+	for _, rt := range c.Echo().Router().Routes() {
+		switch rt.Method {
+		case echo.RouteNotFound:
+		case echo.RouteAny:
+			list = append(list, rt.Path) // every method
+		default:
+			list = append(list, rt.Method+" "+rt.Path)
+		}
+	}
+	return list, "", true
+}
