@@ -11,11 +11,13 @@ import (
 	gingonic "github.com/gin-gonic/gin"
 	gochi "github.com/go-chi/chi/v5"
 	labecho "github.com/labstack/echo/v4"
+	labechov5 "github.com/labstack/echo/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/chi"
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/echo"
+	echov5 "github.com/sluicehq/ratelimit/echo/v5"
 	"github.com/sluicehq/ratelimit/gin"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 	"github.com/sluicehq/ratelimit/nethttp"
@@ -47,12 +49,19 @@ func loginApps(l *core.Limiter) map[string]http.Handler {
 		}
 		return c.NoContent(http.StatusOK)
 	}, echo.Middleware(l, echo.WithCountIf(failedOnly)))
+	e5 := labechov5.New()
+	e5.POST("/login", func(c *labechov5.Context) error {
+		if !succeed(c.Request()) {
+			return labechov5.ErrUnauthorized
+		}
+		return c.NoContent(http.StatusOK)
+	}, echov5.Middleware(l, echov5.WithCountIf(failedOnly)))
 	gingonic.SetMode(gingonic.ReleaseMode)
 	g := gingonic.New()
 	g.POST("/login", gin.Middleware(l, gin.WithCountIf(failedOnly)), func(c *gingonic.Context) { std(c.Writer, c.Request) })
 	return map[string]http.Handler{
 		"nethttp": nethttp.Middleware(l, nethttp.WithCountIf(failedOnly))(mux),
-		"chi":     cr, "echo": e, "gin": g,
+		"chi":     cr, "echo": e, "echov5": e5, "gin": g,
 	}
 }
 

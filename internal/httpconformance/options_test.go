@@ -29,7 +29,7 @@ func TestAdaptersReExportOptions(t *testing.T) {
 	if len(want.options) < 10 {
 		t.Fatalf("found %d nethttp options: %v", len(want.options), want.options)
 	}
-	for _, adapter := range []string{"chi", "echo", "gin"} {
+	for _, adapter := range []string{"chi", "echo", "echo/v5", "gin"} {
 		t.Run(adapter, func(t *testing.T) {
 			got := exported(t, adapter)
 			for name, sig := range want.options {
@@ -64,10 +64,11 @@ type api struct {
 	doc     string
 }
 
-// exported parses the non-test Go files of the module's package dir.
+// exported parses the non-test Go files of the module's package dir,
+// a slash-separated path from the module root ("echo/v5").
 func exported(t *testing.T, dir string) api {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "..", dir, "*.go"))
+	files, err := filepath.Glob(filepath.Join("..", "..", filepath.FromSlash(dir), "*.go"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no Go files in %s: %v", dir, err)
 	}

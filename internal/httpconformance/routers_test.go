@@ -8,10 +8,12 @@ import (
 	gingonic "github.com/gin-gonic/gin"
 	gochi "github.com/go-chi/chi/v5"
 	labecho "github.com/labstack/echo/v4"
+	labechov5 "github.com/labstack/echo/v5"
 
 	"github.com/sluicehq/ratelimit/chi"
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/echo"
+	echov5 "github.com/sluicehq/ratelimit/echo/v5"
 	"github.com/sluicehq/ratelimit/gin"
 	"github.com/sluicehq/ratelimit/nethttp"
 )
@@ -28,8 +30,8 @@ const (
 
 // mw is one middleware of an app: its limiter and options; routes are
 // WithRoutes overrides by generic pattern ("[METHOD ]/users/{id}"),
-// translated for each router: the same string but for echo's and gin's
-// ":id" parameters.
+// translated for each router: the same string but for echo's (v4, v5)
+// and gin's ":id" parameters.
 type mw struct {
 	lim    *core.Limiter
 	opts   []nethttp.Option
@@ -43,7 +45,7 @@ type app struct {
 	route  map[string]*mw // generic pattern → middleware of that route only
 }
 
-// adapter builds an app on one router with one of the four middlewares.
+// adapter builds an app on one router with one of the five middlewares.
 type adapter struct {
 	name string
 	// pattern translates a generic route pattern to what the router reports.
@@ -81,10 +83,11 @@ var adapters = []adapter{
 	{name: "nethttp", pattern: func(p string) string { return p }, build: buildNetHTTP},
 	{name: "chi", pattern: func(p string) string { return p }, build: buildChi},
 	{name: "echo", pattern: colonParams, build: buildEcho},
+	{name: "echov5", pattern: colonParams, build: buildEchoV5},
 	{name: "gin", pattern: colonParams, build: buildGin},
 }
 
-// colonParams turns "/users/{id}" into echo's and gin's "/users/:id".
+// colonParams turns "/users/{id}" into echo's (v4, v5) and gin's "/users/:id".
 func colonParams(p string) string {
 	return strings.NewReplacer("{", ":", "}", "").Replace(p)
 }
@@ -136,6 +139,26 @@ func buildEcho(a app, ad adapter) http.Handler {
 	on := func(p string) []labecho.MiddlewareFunc {
 		if m := a.route[p]; m != nil {
 			return []labecho.MiddlewareFunc{echo.Middleware(m.lim, m.options(ad)...)}
+		}
+		return nil
+	}
+	e.GET(ad.pattern(routeUser), ok, on(routeUser)...)
+	e.GET(ad.pattern(routeLogin), ok, on(routeLogin)...)
+	e.GET(ad.pattern(routeHealth), ok, on(routeHealth)...)
+	api := e.Group("/api")
+	api.GET(strings.TrimPrefix(ad.pattern(routeItem), "/api"), ok, on(routeItem)...)
+	return e
+}
+
+func buildEchoV5(a app, ad adapter) http.Handler {
+	ok := func(c *labechov5.Context) error { okResponse(c.Response()); return nil }
+	e := labechov5.New()
+	if a.global != nil {
+		e.Use(echov5.Middleware(a.global.lim, a.global.options(ad)...))
+	}
+	on := func(p string) []labechov5.MiddlewareFunc {
+		if m := a.route[p]; m != nil {
+			return []labechov5.MiddlewareFunc{echov5.Middleware(m.lim, m.options(ad)...)}
 		}
 		return nil
 	}
