@@ -16,8 +16,8 @@ import (
 // leaves at once, alone, and under concurrency batches grow with the load:
 // no timer, no added delay. A store's one queue has up to maxSenders
 // senders, so one batch is encoded or decoded while another is in Redis;
-// an idle one waits senderLinger for more work, then exits. A queue per
-// subject has one sender, which exits as soon as the queue is empty.
+// a queue per subject has one. A sender exits as soon as its queue is
+// empty.
 
 // request is one decision waiting in a queue.
 type request struct {
@@ -44,19 +44,12 @@ const (
 // Its fields are guarded by the store's mu.
 type queue struct {
 	waiting []*request
-	sending int           // script calls in flight, by senders or inline
-	senders int           // sender goroutines running for this queue
-	idle    int           // of which waiting on wake for more work
-	wake    chan struct{} // buffered maxSenders: one token wakes one idle sender
+	sending int // script calls in flight, by senders or inline
+	senders int // sender goroutines running for this queue
 }
 
 // maxSenders bounds the batches of a store's one queue in flight at once.
 const maxSenders = 2
-
-// senderLinger is how long an idle sender of a store's one queue waits for
-// more work before it exits: starting a goroutine for every decision of a
-// lone caller would cost more than the batching saves.
-const senderLinger = time.Second
 
 // Bounds of one script call: Lua's unpack takes about 8000 values.
 const (
@@ -68,90 +61,64 @@ const (
 // when nothing is queued or in flight and the client bounds its calls by
 // r's deadline, reports that r goes alone on its caller's goroutine: a
 // lone caller then pays no hand-off to a sender and back.
-func (s *RedisStore) enqueue(r *request) (inline bool) {
-	dest := ""
-	if s.split {
-		dest = r.subj
-	}
+func (s *RedisStore) enqueue(r *request) (q *queue, inline bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q := s.queues[dest]
+	q = s.queues[s.dest(r)]
 	if q == nil {
-		q = &queue{wake: make(chan struct{}, maxSenders)}
-		s.queues[dest] = q
+		q = &queue{}
+		s.queues[s.dest(r)] = q
 	}
 	if s.inline && q.sending == 0 && len(q.waiting) == 0 {
 		if _, ok := r.ctx.Deadline(); ok {
 			q.sending++
-			return true
+			return q, true
 		}
 	}
 	r.done = make(chan struct{})
 	q.waiting = append(q.waiting, r)
-	switch {
-	case q.idle > 0:
-		q.idle--
-		q.wake <- struct{}{}
-	case q.senders == 0 || (!s.split && q.senders < maxSenders):
+	if q.senders == 0 || (!s.split && q.senders < maxSenders) {
 		q.senders++
-		go s.drain(dest, q)
+		go s.drain(s.dest(r), q)
 	}
-	return false
+	return q, false
 }
 
-// sendAlone sends r, which enqueue let go inline, under r's own deadline.
-func (s *RedisStore) sendAlone(r *request) {
-	s.send(r.ctx, []*request{r})
-	dest := ""
+// dest names r's queue: its subject for a Cluster or Ring, else "".
+func (s *RedisStore) dest(r *request) string {
 	if s.split {
-		dest = r.subj
+		return r.subj
 	}
+	return ""
+}
+
+// sendAlone sends r, which enqueue let go inline on q, under r's own
+// deadline.
+func (s *RedisStore) sendAlone(q *queue, r *request) {
+	s.send(r.ctx, []*request{r})
 	s.mu.Lock()
-	q := s.queues[dest]
 	q.sending--
-	if s.split && q.senders == 0 && len(q.waiting) == 0 {
+	s.forget(s.dest(r), q)
+	s.mu.Unlock()
+}
+
+// forget drops a subject's queue once nothing uses it. s.mu is held.
+func (s *RedisStore) forget(dest string, q *queue) {
+	if s.split && q.senders == 0 && q.sending == 0 && len(q.waiting) == 0 && s.queues[dest] == q {
 		delete(s.queues, dest)
 	}
-	s.mu.Unlock()
 }
 
 // drain sends q's requests, a batch at a time, until q stays empty.
 func (s *RedisStore) drain(dest string, q *queue) {
-	var linger *time.Timer
 	for {
 		s.mu.Lock()
 		batch := s.next(q)
 		if batch == nil {
-			if s.split {
-				// One queue per subject: keep only busy ones.
-				q.senders--
-				delete(s.queues, dest)
-				s.mu.Unlock()
-				return
-			}
-			q.idle++
+			q.senders--
+			s.forget(dest, q)
 			s.mu.Unlock()
-			if linger == nil {
-				linger = time.NewTimer(senderLinger)
-			} else {
-				linger.Reset(senderLinger)
-			}
-			select {
-			case <-q.wake:
-				linger.Stop()
-				continue
-			case <-linger.C:
-			}
-			s.mu.Lock()
-			if len(q.wake) == 0 { // no token on its way: still idle, exit
-				q.idle--
-				q.senders--
-				s.mu.Unlock()
-				return
-			}
-			s.mu.Unlock()
-			<-q.wake // sent as the timer fired: this sender takes it
-			continue
+			return
 		}
 		q.sending++
 		s.mu.Unlock()
@@ -285,7 +252,9 @@ func batchContext(batch []*request) (context.Context, context.CancelFunc) {
 // minSend is the least time a script call is given.
 const minSend = time.Second
 
-// args returns p's script arguments: capacity, refill, unit, tick.
+// args returns p's script arguments: capacity, refill, unit, tick. Built
+// once by Policies, they cost no allocation per call (see BENCHMARKS.md,
+// "Tricks kept").
 func (p *Policy) args() []any {
 	if p.argv != nil {
 		return p.argv

@@ -198,8 +198,8 @@ func (s *RedisStore) do(ctx context.Context, op int, subject string, n int, poli
 		return Outcome{}, err
 	}
 	r := &request{ctx: ctx, subj: hashSubject(subject), op: op, n: n, policies: policies}
-	if s.enqueue(r) {
-		s.sendAlone(r)
+	if q, inline := s.enqueue(r); inline {
+		s.sendAlone(q, r)
 		if r.err != nil {
 			return Outcome{}, r.err
 		}
