@@ -1,0 +1,111 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/redistest"
+)
+
+// newTestApp serves the app against the real Redis (REDIS_ADDR), under a
+// key prefix of the test's own.
+func newTestApp(t *testing.T) http.Handler {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	app, err := newApp(core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+func login(app http.Handler, user, password, addr string) int {
+	r := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(`{"username":"`+user+`","password":"`+password+`"}`))
+	r.RemoteAddr = addr
+	w := httptest.NewRecorder()
+	app.ServeHTTP(w, r)
+	return w.Code
+}
+
+// TestFailuresLockTheUsername: 5 failures lock alice out, even with the
+// right password, while a success in between costs nothing and bob is not
+// affected.
+func TestFailuresLockTheUsername(t *testing.T) {
+	app := newTestApp(t)
+	steps := []struct {
+		user, password string
+		want           int
+	}{
+		{"alice", "wrong", 401}, {"alice", "wrong", 401},
+		{"alice", "right", 200},                                                   // costs nothing
+		{"alice", "wrong", 401}, {"alice", "wrong", 401}, {"alice", "wrong", 401}, // the fifth failure
+		{"alice", "wrong", 429}, {"alice", "right", 429}, // locked for the hour
+		{"bob", "right", 200},
+	}
+	for i, s := range steps {
+		if got := login(app, s.user, s.password, "203.0.113.7:4000"); got != s.want {
+			t.Fatalf("step %d (%s, %s): %d, want %d", i+1, s.user, s.password, got, s.want)
+		}
+		t.Logf("%s/%s → %d", s.user, s.password, s.want)
+	}
+}
+
+// TestSuccessesNeverLockOut: a user logging in again and again is never
+// refused by their own successful logins.
+func TestSuccessesNeverLockOut(t *testing.T) {
+	app := newTestApp(t)
+	for i := range 50 {
+		if got := login(app, "carol", "right", "203.0.113.8:4000"); got != http.StatusOK {
+			t.Fatalf("successful login %d: %d, want 200", i+1, got)
+		}
+	}
+}
+
+// TestConcurrentFailures: 40 failed logins for one username at once reach
+// the password check at most 5 times: the attempt is counted before the
+// check, and given back only after a success.
+func TestConcurrentFailures(t *testing.T) {
+	app := newTestApp(t)
+	var checked atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Many addresses: the per-address limit is not the one tested.
+			addr := "198.51.100." + strconv.Itoa(i+1) + ":4000"
+			if login(app, "dave", "wrong", addr) == http.StatusUnauthorized {
+				checked.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("40 concurrent failed logins for one username: %d reached the password check (limit 5)", checked.Load())
+	if checked.Load() != 5 {
+		t.Fatalf("%d reached the password check; want 5", checked.Load())
+	}
+}
+
+// TestAddressLimit: 20 failures a minute per address, whatever the
+// usernames tried.
+func TestAddressLimit(t *testing.T) {
+	app := newTestApp(t)
+	refused := 0
+	for i := range 25 {
+		if login(app, "user"+strconv.Itoa(i), "wrong", "192.0.2.1:4000") == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	if refused != 5 {
+		t.Fatalf("%d of 25 failures from one address refused; want 5 (limit 20)", refused)
+	}
+}
