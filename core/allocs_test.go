@@ -22,8 +22,10 @@ func (c *scriptedClient) EvalSha(context.Context, string, []string, ...any) *red
 
 // TestRedisPathAllocs: the limiter's and store's own allocations for a
 // lone decision on the Redis path, excluding the client's: the decision's
-// deadline context, the request, its channel and deadline timer, and the
-// script call's own context, key, keys, arguments and call id. Under concurrency the
+// deadline context, the request, its channel and deadline timer, the
+// sender goroutine's start when the last one has exited (a client that is
+// not a *redis.Client goes through a sender), and the script call's own
+// context, key, keys, arguments and call id. Under concurrency the
 // script call's share is spread over its batch; DESIGN §8 compares the
 // whole process with redis_rate in bench/.
 func TestRedisPathAllocs(t *testing.T) {
@@ -37,7 +39,7 @@ func TestRedisPathAllocs(t *testing.T) {
 	}
 	n := testing.AllocsPerRun(2000, func() { l.Allow(ctx, "user-1") })
 	t.Logf("limiter's own allocations per Redis decision: %v", n)
-	if n > 24 {
-		t.Fatalf("%v allocs per Redis decision in the limiter, want ≤ 24", n)
+	if n > 26 {
+		t.Fatalf("%v allocs per Redis decision in the limiter, want ≤ 26", n)
 	}
 }
