@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -686,15 +685,6 @@ func listen(t *testing.T, serve func(net.Conn)) string {
 		}
 	}()
 	return ln.Addr().String()
-}
-
-// knownBug skips t unless RATELIMIT_KNOWN_BUGS=1: the test demonstrates a
-// bug that is reported but not fixed yet, and fails until it is.
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("RATELIMIT_KNOWN_BUGS") != "1" {
-		t.Skipf("known bug, see RELIABILITY.md: %s (run with RATELIMIT_KNOWN_BUGS=1 to see it fail)", what)
-	}
 }
 
 // TestFaultStallPastReadTimeoutCountsOnce: a stall longer than the
