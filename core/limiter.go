@@ -291,7 +291,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		return Result{}, err
 	}
 	// Keys of any length cost bounded memory in every store and cache.
-	key = hashSubject(key)
+	key = l.subject(key)
 	if l.mem != nil {
 		// Arguments are checked above: no I/O, no failure, no guard.
 		if len(l.policies) > 1 {
@@ -386,7 +386,7 @@ func (l *Limiter) apply(ctx context.Context, op int, key string, n int) (Result,
 	if err := l.checkCall(key, n); err != nil {
 		return Result{}, err
 	}
-	key = hashSubject(key)
+	key = l.subject(key)
 	var each []Outcome
 	if len(l.policies) > 1 {
 		each = make([]Outcome, len(l.policies))
@@ -407,6 +407,16 @@ func (l *Limiter) apply(ctx context.Context, op int, key string, n int) (Result,
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(l.timeout))
 	defer cancel()
 	return l.remoteOp(ctx, op, key, n, each, start), nil
+}
+
+// subject is the key as the stores, caches and fallback keep it: a digest
+// when it is long (bounded memory), or, for Redis, when it holds what
+// could break the Cluster hash tag.
+func (l *Limiter) subject(key string) string {
+	if l.mem != nil && len(key) <= maxRawSubject {
+		return key
+	}
+	return hashSubject(key)
 }
 
 // checkCall rejects a caller's mistakes: an empty key, n < 1, n above the
@@ -568,7 +578,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if key == "" {
 		return ErrEmptyKey
 	}
-	key = hashSubject(key)
+	key = l.subject(key)
 	if l.local != nil {
 		_ = l.local.Reset(ctx, key, l.localPolicy)
 	}

@@ -129,7 +129,10 @@ func (d decision) outcome(policy int) Outcome {
 func (p *Policy) decide(tokens int64, n int, allowed bool, now int64) (d decision, left int64) {
 	need := int64(n) * p.Unit
 	left = tokens
-	phase := now % p.Tick
+	var phase int64 // µs since the last tick boundary
+	if p.Tick != 1 {
+		phase = now % p.Tick
+	}
 	if allowed {
 		left -= need
 	} else if tokens < need {
