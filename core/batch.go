@@ -206,7 +206,8 @@ func (s *RedisStore) send(ctx context.Context, batch []*request) {
 			s.lastErr.Store(nil)
 		}
 	} else {
-		s.lastErr.Store(&err)
+		last := err // a copy, so that err itself is not allocated on every call
+		s.lastErr.Store(&last)
 		if c, ok := s.client.(*redis.ClusterClient); ok {
 			// A failed primary's slots move to its replica: read the new
 			// map now, not at go-redis's next periodic refresh (60s).

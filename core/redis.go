@@ -265,7 +265,8 @@ func (s *RedisStore) node(subject string) string {
 
 // nextID returns a call id unique to this call.
 func (s *RedisStore) nextID() string {
-	return s.idBase + strconv.FormatUint(s.idSeq.Add(1), 36)
+	var b [48]byte
+	return string(strconv.AppendUint(append(b[:0], s.idBase...), s.idSeq.Add(1), 36))
 }
 
 func parseReply(reply []any, each []Outcome) (Outcome, error) {
