@@ -314,9 +314,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 	// caller's cancellation never shortens it (see Config.Timeout).
 	start := time.Now()
 	if l.denials == nil {
-		ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(l.timeout))
-		defer cancel()
-		return l.remote(ctx, key, n, each, start), nil
+		return l.remote(ctx, opTake, key, n, each, start), nil
 	}
 	sent := l.clock()
 	r, wait, state := l.denials.lookup(key, n, sent)
@@ -342,9 +340,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		}
 		return r, nil
 	}
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(l.timeout))
-	defer cancel()
-	r = l.remote(ctx, key, n, each, start)
+	r = l.remote(ctx, opTake, key, n, each, start)
 	if r.Degraded {
 		if state == cacheProbe {
 			l.denials.settle(key)
@@ -403,10 +399,7 @@ func (l *Limiter) apply(ctx context.Context, op int, key string, n int) (Result,
 	if _, ok := l.store.(Refunder); op == opRefund && !ok {
 		return Result{}, fmt.Errorf("%w: store %T cannot refund", ErrInvalidConfig, l.store)
 	}
-	start := time.Now()
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(l.timeout))
-	defer cancel()
-	return l.remoteOp(ctx, op, key, n, each, start), nil
+	return l.remote(ctx, op, key, n, each, time.Now()), nil
 }
 
 // subject is the key as the stores, caches and fallback keep it: a digest
@@ -452,15 +445,9 @@ func (l *Limiter) breakerFor(key string) *breaker {
 	return b.(*breaker)
 }
 
-// remote asks the store, through the breaker of the node deciding key, by
-// ctx's deadline.
-func (l *Limiter) remote(ctx context.Context, key string, n int, each []Outcome, start time.Time) Result {
-	return l.remoteOp(ctx, opTake, key, n, each, start)
-}
-
-// remoteOp is remote for any operation of the script (opTake, opPeek,
-// opRefund).
-func (l *Limiter) remoteOp(ctx context.Context, op int, key string, n int, each []Outcome, start time.Time) Result {
+// remote asks the store to take, peek or refund (op), through the breaker
+// of the node deciding key, by the decision's deadline: Timeout from start.
+func (l *Limiter) remote(ctx context.Context, op int, key string, n int, each []Outcome, start time.Time) Result {
 	br := l.breakerFor(key)
 	call, probe := br.allow(l.clock())
 	if !call {
@@ -471,6 +458,9 @@ func (l *Limiter) remoteOp(ctx context.Context, op int, key string, n int, each 
 		br.release(probe)
 		return l.degradeOp(br, op, key, n, ErrOverloaded, time.Time{})
 	}
+	// The caller's values, never its cancellation or deadline.
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(l.timeout))
+	defer cancel()
 	var o Outcome
 	var err error
 	if l.bounded {
@@ -621,9 +611,7 @@ func (l *Limiter) result(o Outcome, each []Outcome, limits []Limit) Result {
 func (l *Limiter) decideDegraded(br *breaker, op int, key string, n int, cause error) Result {
 	l.report(cause)
 	switch {
-	case op == opRefund && l.mode != FailLocal:
-		return Result{Allowed: true, Limit: l.limit, Name: l.name, Degraded: true}
-	case l.mode == FailOpen:
+	case l.mode == FailOpen || (op == opRefund && l.mode == FailClosed):
 		return Result{Allowed: true, Limit: l.limit, Name: l.name, Degraded: true}
 	case l.mode == FailClosed:
 		retry := br.retryIn(l.clock())

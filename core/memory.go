@@ -159,7 +159,7 @@ func (s *MemoryStore) take(subject string, n int, policies []Policy, each []Outc
 		return o
 	}
 	sh, hs, now := s.lock(subject)
-	o := sh.takeMany(s, hs, subject, n, policies, each, now)
+	o := sh.applyMany(s, hs, subject, opTake, n, policies, each, now)
 	sh.mu.Unlock()
 	return o
 }
@@ -216,7 +216,10 @@ func (sh *memShard) put(s *MemoryStore, b *memBucket, h uint64, name, subject st
 	*b = memBucket{units: left, ts: ts, full: ts + int64(resetAfter/time.Microsecond)}
 }
 
-func (sh *memShard) takeMany(s *MemoryStore, hs uint64, subject string, n int, policies []Policy, each []Outcome, now int64) Outcome {
+// applyMany runs one operation of the script (opTake, opPeek, opRefund)
+// for every policy of subject at once, with the script's arithmetic. The
+// shard is locked.
+func (sh *memShard) applyMany(s *MemoryStore, hs uint64, subject string, op, n int, policies []Policy, each []Outcome, now int64) Outcome {
 	var small [4]int64
 	var smallH [4]uint64
 	tokens, hashes := small[:0], smallH[:0]
@@ -239,9 +242,24 @@ func (sh *memShard) takeMany(s *MemoryStore, hs uint64, subject string, n int, p
 	var best Outcome
 	for i := range policies {
 		p := &policies[i]
-		d, left := p.decide(tokens[i], n, allowed, now)
+		need := int64(n) * p.Unit
+		var d decision
+		var left int64
+		write := false
+		switch op {
+		case opTake:
+			d, left = p.decide(tokens[i], n, allowed, now)
+			write = allowed
+		case opPeek:
+			d, _ = p.decide(tokens[i], n, false, now)
+			d.allowed = allowed
+		case opRefund:
+			left = min(p.Capacity, tokens[i]+need)
+			d, _ = p.decide(left+need, n, true, now) // takes need: leaves left
+			write = true
+		}
 		o := d.outcome(i)
-		if allowed {
+		if write {
 			// Looked up again: an insert for an earlier policy may have
 			// moved this bucket.
 			h := hashes[i]

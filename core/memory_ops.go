@@ -26,38 +26,5 @@ func (s *MemoryStore) apply(op int, subject string, n int, policies []Policy, ea
 	}
 	sh, hs, now := s.lock(subject)
 	defer sh.mu.Unlock()
-	tokens := make([]int64, len(policies))
-	allowed := true
-	for i := range policies {
-		p := &policies[i]
-		tokens[i] = p.Capacity
-		if b := sh.lookup(sh.hash(s, hs, p.Name), p.Name, subject); b != nil {
-			tokens[i] = p.refill(b.units, b.ts, now)
-		}
-		if tokens[i] < int64(n)*p.Unit {
-			allowed = false
-		}
-	}
-	var best Outcome
-	for i := range policies {
-		p := &policies[i]
-		var d decision
-		if op == opRefund {
-			left := min(p.Capacity, tokens[i]+int64(n)*p.Unit)
-			d, _ = p.decide(left+int64(n)*p.Unit, n, true, now) // leaves left
-			h := sh.hash(s, hs, p.Name)
-			sh.put(s, sh.lookup(h, p.Name, subject), h, p.Name, subject, left, now, d.resetAfter)
-		} else {
-			d, _ = p.decide(tokens[i], n, false, now)
-			d.allowed = allowed
-		}
-		o := d.outcome(i)
-		if each != nil {
-			each[i] = o
-		}
-		if i == 0 || binds(o, best) {
-			best = o
-		}
-	}
-	return best
+	return sh.applyMany(s, hs, subject, op, n, policies, each, now)
 }

@@ -200,11 +200,18 @@ func (s *RedisStore) do(ctx context.Context, op int, subject string, n int, poli
 	r := &request{ctx: ctx, subj: hashSubject(subject), op: op, n: n, policies: policies}
 	if q, inline := s.enqueue(r); inline {
 		s.sendAlone(q, r)
-		if r.err != nil {
-			return Outcome{}, r.err
-		}
-		return parseReply(r.reply, each)
+	} else if err := wait(ctx, r); err != nil {
+		return Outcome{}, err
 	}
+	if r.err != nil {
+		return Outcome{}, r.err
+	}
+	return parseReply(r.reply, each)
+}
+
+// wait waits for r's answer until ctx ends; a request not yet sent then
+// never is.
+func wait(ctx context.Context, r *request) error {
 	// The deadline's own timer wakes us in one hop; ctx.Done closes from a
 	// goroutine that AfterFunc starts, one hop later on a busy machine.
 	var deadline <-chan time.Time
@@ -215,25 +222,20 @@ func (s *RedisStore) do(ctx context.Context, op int, subject string, n int, poli
 	}
 	select {
 	case <-r.done:
+		return nil
 	case <-deadline:
-		r.gone.Store(true)
-		select {
-		case <-r.done:
-		default:
-			return Outcome{}, context.DeadlineExceeded
-		}
 	case <-ctx.Done():
-		r.gone.Store(true)
-		select {
-		case <-r.done: // answered as we gave up: use it
-		default:
-			return Outcome{}, ctx.Err()
-		}
 	}
-	if r.err != nil {
-		return Outcome{}, r.err
+	r.gone.Store(true)
+	select {
+	case <-r.done: // answered as we gave up: use it
+		return nil
+	default:
 	}
-	return parseReply(r.reply, each)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
 }
 
 // node names the Redis server that decides subject: its address for a
