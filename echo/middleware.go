@@ -82,7 +82,7 @@ func MiddlewareWithKey(l *core.Limiter, k KeyFunc, opts ...Option) echo.Middlewa
 // response after the middlewares.
 func serve(g *nethttp.Gate, next echo.HandlerFunc, c echo.Context, charge nethttp.Charge) error {
 	err := next(c)
-	if g.Counting() {
+	if charge != (nethttp.Charge{}) {
 		status := c.Response().Status
 		if err != nil && !c.Response().Committed {
 			status = http.StatusInternalServerError

@@ -70,7 +70,7 @@ func serve(g *nethttp.Gate, c *gin.Context, ok bool, charge nethttp.Charge) {
 		c.Abort()
 		return
 	}
-	if g.Counting() {
+	if charge != (nethttp.Charge{}) {
 		c.Next()
 		g.Settle(c.Request, charge, c.Writer.Status())
 	}

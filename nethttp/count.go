@@ -27,17 +27,14 @@ func WithCountIf(counts func(r *http.Request, status int) bool) Option {
 	return func(c *config) { c.countIf = counts }
 }
 
-// Charge is what a Gate took for one request, for WithCountIf; the zero
-// Charge took nothing.
+// Charge is what a Gate took for one request that WithCountIf may give
+// back; the zero Charge, which Begin returns without WithCountIf, took
+// nothing and has nothing to settle.
 type Charge struct {
 	lim *core.Limiter
 	key string
 	n   int
 }
-
-// Counting reports whether the Gate was given WithCountIf: an adapter then
-// captures the status the handler answered with and calls Settle.
-func (g *Gate) Counting() bool { return g.countIf != nil }
 
 // Settle gives back what c took when WithCountIf says a response with
 // status does not count. Adapters call it after the handler.

@@ -168,9 +168,9 @@ func (g *Gate) DecideRouteKey(w http.ResponseWriter, r *http.Request, route stri
 }
 
 // Begin is DecideRoute (key nil) or DecideRouteKey that also returns what
-// it took, for adapters supporting WithCountIf: when Counting, the adapter
-// passes the Charge to Settle with the response's status once the handler
-// has run.
+// it took, for adapters supporting WithCountIf: unless the Charge is zero,
+// the adapter passes it to Settle with the response's status once the
+// handler has run.
 func (g *Gate) Begin(w http.ResponseWriter, r *http.Request, route string, key func() (string, error)) (bool, Charge) {
 	if g.skip != nil && g.skip(r) {
 		return true, Charge{}
