@@ -1,6 +1,8 @@
 // Package readme checks the project README: every Go block in it is a
 // gofmt-formatted file that compiles and passes go vet, so the code users
-// copy cannot rot.
+// copy cannot rot. The Go blocks of docs/*.md that are whole files (they
+// start with a package clause) are checked the same way; the others are
+// fragments, read in the context of their page.
 //
 // Each block must be a whole file, starting with its package clause. The
 // test puts each in a package of its own, in a fresh module that requires
@@ -49,8 +51,8 @@ func readme(t *testing.T) (root string, text []byte) {
 	return root, text
 }
 
-// goBlocks returns the README's ```go blocks in order.
-func goBlocks(t *testing.T, text []byte) []block {
+// goBlocks returns the ```go blocks of the file name in order.
+func goBlocks(t *testing.T, name string, text []byte) []block {
 	t.Helper()
 	var (
 		blocks []block
@@ -77,7 +79,7 @@ func goBlocks(t *testing.T, text []byte) []block {
 		t.Fatal(err)
 	}
 	if cur != nil {
-		t.Fatalf("README.md:%d: ```go block never closed", cur.line-1)
+		t.Fatalf("%s:%d: ```go block never closed", name, cur.line-1)
 	}
 	return blocks
 }
@@ -97,14 +99,56 @@ func TestReadmeGoBlocks(t *testing.T) {
 		t.Skip("no go command:", err)
 	}
 	root, text := readme(t)
-	blocks := goBlocks(t, text)
+	blocks := goBlocks(t, "README.md", text)
 	if len(blocks) == 0 {
 		t.Fatal("README.md has no ```go block")
 	}
 	if isTest(blocks[0].code) {
 		t.Fatalf("README.md:%d: the first Go block must be the program, not a test", blocks[0].line)
 	}
+	vet(t, goCmd, root, "README.md", blocks)
+}
 
+func TestDocsGoBlocks(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command:", err)
+	}
+	root, _ := readme(t)
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range pages {
+		name := filepath.Join("docs", filepath.Base(page))
+		t.Run(filepath.Base(page), func(t *testing.T) {
+			t.Parallel()
+			text, err := os.ReadFile(page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var files []block
+			for _, b := range goBlocks(t, name, text) {
+				if strings.HasPrefix(b.code, "package ") {
+					files = append(files, b)
+				}
+			}
+			if len(files) == 0 {
+				return
+			}
+			if isTest(files[0].code) {
+				t.Fatalf("%s:%d: a test block needs the program before it", name, files[0].line)
+			}
+			vet(t, goCmd, root, name, files)
+		})
+	}
+}
+
+// vet writes blocks, the Go blocks of the file name, as packages of a fresh
+// module that requires this one, and runs go vet on them. blocks[0] is the
+// program a test block is vetted with.
+func vet(t *testing.T, goCmd, root, name string, blocks []block) {
+	t.Helper()
 	mod := t.TempDir()
 	write := func(path, data string) {
 		t.Helper()
@@ -125,17 +169,17 @@ func TestReadmeGoBlocks(t *testing.T) {
 
 	for _, b := range blocks {
 		if !strings.HasPrefix(b.code, "package ") {
-			t.Errorf("README.md:%d: a Go block must be a whole file, starting with its package clause", b.line)
+			t.Errorf("%s:%d: a Go block must be a whole file, starting with its package clause", name, b.line)
 			continue
 		}
 		if got, err := format.Source([]byte(b.code)); err != nil {
-			t.Errorf("README.md:%d: %v", b.line, err)
+			t.Errorf("%s:%d: %v", name, b.line, err)
 			continue
 		} else if string(got) != b.code {
-			t.Errorf("README.md:%d: block is not gofmt-formatted; want:\n%s", b.line, got)
+			t.Errorf("%s:%d: block is not gofmt-formatted; want:\n%s", name, b.line, got)
 		}
-		// The directory is named after the block's README line, so that
-		// go vet's positions can be turned back into README lines.
+		// The directory is named after the block's line, so that go vet's
+		// positions can be turned back into lines of the page.
 		dir := filepath.Join(mod, fmt.Sprintf("line%d", b.line))
 		if isTest(b.code) {
 			write(filepath.Join(dir, "main_test.go"), b.code)
@@ -158,16 +202,16 @@ func TestReadmeGoBlocks(t *testing.T) {
 	cmd.Dir = mod
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("go vet: %v\n%s", err, readmeLines(string(out), blocks[0].line))
+		t.Errorf("go vet: %v\n%s", err, pageLines(string(out), name, blocks[0].line))
 	}
 }
 
 // position is a file position in go vet's output: lineN/file.go:L.
 var position = regexp.MustCompile(`line(\d+)/(main\.go|main_test\.go|program\.go):(\d+)`)
 
-// readmeLines rewrites the positions in go vet's output as README.md:line.
-// program is the README line of the program test blocks are vetted with.
-func readmeLines(out string, program int) string {
+// pageLines rewrites the positions in go vet's output as name:line.
+// program is the line of the program test blocks are vetted with.
+func pageLines(out, name string, program int) string {
 	return position.ReplaceAllStringFunc(out, func(m string) string {
 		p := position.FindStringSubmatch(m)
 		start, _ := strconv.Atoi(p[1])
@@ -175,6 +219,6 @@ func readmeLines(out string, program int) string {
 		if p[2] == "program.go" {
 			start = program
 		}
-		return fmt.Sprintf("README.md:%d", start+line-1)
+		return fmt.Sprintf("%s:%d", name, start+line-1)
 	})
 }
