@@ -40,6 +40,7 @@ type denyShard struct {
 type denial struct {
 	until     int64 // ns on the limiter's clock: cost n is denied before this
 	n         int
+	lim       Limit  // the limit the store answered for (AllowLimit's, or Config.Limit)
 	res       Result // what to answer, as of decidedAt
 	decidedAt int64
 	probe     chan struct{} // non-nil while a probe is asking the store
@@ -68,12 +69,14 @@ const (
 	cacheProbe        // this caller is the probe: ask the store, then store or settle
 )
 
-// lookup decides what a caller with cost n does at now.
-func (c *denyCache) lookup(subject string, n int, now int64) (Result, <-chan struct{}, int) {
+// lookup decides what a caller with cost n under lim does at now. Only a
+// denial for the same cost under the same limit answers it: a bigger
+// limit (a tenant's new plan) may serve what a smaller one refused.
+func (c *denyCache) lookup(subject string, n int, lim Limit, now int64) (Result, <-chan struct{}, int) {
 	sh := c.shard(subject)
 	sh.mu.Lock()
 	d, ok := sh.m[subject]
-	if !ok || n != d.n {
+	if !ok || n != d.n || lim != d.lim {
 		sh.mu.Unlock()
 		return Result{}, nil, cacheMiss
 	}
@@ -136,10 +139,11 @@ func remainingAt(l Limit, remaining int, resetAfter time.Duration) int {
 	return max(remaining, int((p.Capacity-missing)/p.Unit))
 }
 
-// record learns from the store's answer r to a request of cost n sent at
-// sent, caching a deadline when cost n cannot be served before it. probe
-// says whether this caller was the probe; its waiters are released.
-func (c *denyCache) record(subject string, n int, sent int64, r Result, probe bool) {
+// record learns from the store's answer r to a request of cost n under
+// lim sent at sent, caching a deadline when cost n cannot be served before
+// it. probe says whether this caller was the probe; its waiters are
+// released.
+func (c *denyCache) record(subject string, n int, lim Limit, sent int64, r Result, probe bool) {
 	until := sent + int64(nextServe(r, n))
 	if until > sent && r.Policies != nil {
 		// The caller owns r.Policies: keep a copy.
@@ -158,14 +162,14 @@ func (c *denyCache) record(subject string, n int, sent int64, r Result, probe bo
 			delete(sh.m, subject)
 		}
 	case exists:
-		if d.probe == nil || until > d.until {
-			d.until, d.n, d.res, d.decidedAt = until, n, r, sent
+		if d.probe == nil || until > d.until || lim != d.lim {
+			d.until, d.n, d.lim, d.res, d.decidedAt = until, n, lim, r, sent
 		}
 	default:
 		if len(sh.m) >= c.per && !sh.sweep(c.per, sent) {
 			break
 		}
-		sh.m[subject] = &denial{until: until, n: n, res: r, decidedAt: sent}
+		sh.m[subject] = &denial{until: until, n: n, lim: lim, res: r, decidedAt: sent}
 	}
 	sh.mu.Unlock()
 }

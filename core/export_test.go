@@ -10,3 +10,13 @@ func SetClock(l *Limiter, now func() time.Duration) {
 
 // ScriptSHA is the decision script's SHA-1 digest.
 func ScriptSHA() string { return tokenBuckets.Hash() }
+
+// LimitSets is how many per-request limits l keeps the arithmetic of.
+func LimitSets(l *Limiter) int {
+	l.perLimit.mu.RLock()
+	defer l.perLimit.mu.RUnlock()
+	return len(l.perLimit.m)
+}
+
+// MaxLimitSets bounds LimitSets.
+const MaxLimitSets = maxLimitSets

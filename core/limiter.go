@@ -90,11 +90,9 @@ type Limiter struct {
 	mem         *MemoryStore                // Store, when it is one: decided in place, nothing to bound
 	bounded     bool                        // Store returns by its context's deadline (RedisStore)
 	node        func(subject string) string // the Redis server deciding subject; nil: one
-	limit       Limit
 	name        string
-	limits      []Limit // Limit, then Extra, index-aligned with policies
-	policies    []Policy
-	minCapacity int
+	set         *policySet // Limit, then Extra
+	perLimit    limitSets  // AllowLimit's limits, then Extra
 	mode        FailMode
 	timeout     time.Duration
 	maxInFlight int64
@@ -103,11 +101,8 @@ type Limiter struct {
 	breakers    sync.Map     // node → *breaker, for a store of several nodes
 	clock       func() int64 // ns, monotonic: breakers, denial cache, log throttle
 
-	denials     *denyCache   // nil when disabled
-	local       *MemoryStore // FailLocal's buckets
-	localLimits []Limit      // limits / Instances, aligned with policies
-	localPolicy []Policy
-	localMinCap int
+	denials *denyCache   // nil when disabled
+	local   *MemoryStore // FailLocal's buckets
 
 	observer        Observer
 	onError         func(error)
@@ -150,15 +145,15 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Name == "" {
 		cfg.Name = cfg.Limit.String()
 	}
+	if cfg.FailMode != FailLocal {
+		cfg.Instances = 0
+	} else if cfg.Instances == 0 {
+		return nil, fmt.Errorf("%w: FailLocal needs Config.Instances, the number of app instances sharing the limit", ErrInvalidConfig)
+	}
 	named := append([]NamedLimit{{Name: cfg.Name, Limit: cfg.Limit}}, cfg.Extra...)
-	policies, err := Policies(named...)
+	set, err := newPolicySet(named, max(0, cfg.Instances))
 	if err != nil {
 		return nil, err
-	}
-	for _, nl := range named {
-		if c := nl.Limit.Capacity(); c > maxHeaderInt {
-			return nil, fmt.Errorf("%w: a burst of %d does not fit the RateLimit header fields (RFC 9651 integers have at most 15 digits)", ErrInvalidLimit, c)
-		}
 	}
 	if cfg.Timeout < 0 || cfg.BreakerCooldown < 0 || cfg.BreakerFailures < 0 || cfg.MaxInFlight < 0 || cfg.LogInterval < 0 || cfg.Instances < 0 {
 		return nil, fmt.Errorf("%w: Timeout, Instances, BreakerFailures, BreakerCooldown, MaxInFlight and LogInterval must not be negative", ErrInvalidConfig)
@@ -168,9 +163,9 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	l := &Limiter{
 		store:       cfg.Store,
-		limit:       cfg.Limit,
 		name:        cfg.Name,
-		policies:    policies,
+		set:         set,
+		perLimit:    limitSets{extra: cfg.Extra, name: cfg.Name, instances: cfg.Instances},
 		mode:        cfg.FailMode,
 		timeout:     orDefault(cfg.Timeout, DefaultTimeout),
 		maxInFlight: int64(orDefault(cfg.MaxInFlight, DefaultMaxInFlight)),
@@ -199,33 +194,14 @@ func New(cfg Config) (*Limiter, error) {
 	if l.mem == nil && cfg.DenyCacheSize != -1 {
 		l.denials = newDenyCache(orDefault(cfg.DenyCacheSize, defaultDenyCacheSize))
 	}
-	l.minCapacity = cfg.Limit.Capacity()
-	for _, nl := range named {
-		l.limits = append(l.limits, nl.Limit)
-		l.minCapacity = min(l.minCapacity, nl.Limit.Capacity())
-	}
-
 	if cfg.FailMode == FailLocal {
-		if cfg.Instances == 0 {
-			return nil, fmt.Errorf("%w: FailLocal needs Config.Instances, the number of app instances sharing the limit", ErrInvalidConfig)
-		}
 		if cfg.LocalMaxKeys < 0 {
 			return nil, fmt.Errorf("%w: LocalMaxKeys %d is negative", ErrInvalidConfig, cfg.LocalMaxKeys)
 		}
 		l.local = NewMemoryStore(WithMaxKeys(orDefault(cfg.LocalMaxKeys, defaultLocalMaxKeys)))
-		l.localMinCap = int(^uint(0) >> 1)
-		for i, nl := range named {
-			ll, err := localLimit(nl.Limit, cfg.Instances)
-			if err != nil {
-				return nil, err
-			}
-			l.localLimits = append(l.localLimits, ll)
-			l.localPolicy = append(l.localPolicy, ll.policy(policies[i].Name))
-			l.localMinCap = min(l.localMinCap, ll.Capacity())
-		}
 	}
 	if r, ok := cfg.Store.(registrar); ok {
-		if err := r.policyNames().claim(l, policies, defaulted); err != nil {
+		if err := r.policyNames().claim(l, set.policies, defaulted); err != nil {
 			return nil, err
 		}
 	}
@@ -268,8 +244,8 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
-// Limit returns the limiter's limit.
-func (l *Limiter) Limit() Limit { return l.limit }
+// Limit returns the limiter's limit (Config.Limit).
+func (l *Limiter) Limit() Limit { return l.set.limits[0] }
 
 // Name returns the limiter's policy name.
 func (l *Limiter) Name() string { return l.name }
@@ -287,37 +263,74 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // (ErrCostTooHigh). When the store cannot decide within Config.Timeout, the
 // FailMode does, and the Result says Degraded.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
-	if err := l.checkCall(key, n); err != nil {
+	return l.take(ctx, key, n, l.set)
+}
+
+// AllowLimit is AllowN under lim instead of Config.Limit, in the same
+// buckets (the same Name): for a limit known only per request, such as a
+// tenant's own quota read from a database. What key has spent carries
+// over between limits (see the README, "Limits per tenant"). Config.Extra
+// still applies: lim takes Config.Limit's place and is decided together
+// with the Extra limits, all or nothing. Result.Limit is lim (or the
+// binding Extra limit), and with FailLocal the in-process bucket holds
+// lim / Instances.
+//
+// A denial this instance caches answers only requests under the same
+// limit: a tenant moved to a bigger plan is asked of the store at once.
+// The arithmetic of a limit is cached, for at most 1024 distinct limits
+// per limiter. Beyond AllowN's errors, an invalid lim is ErrInvalidLimit
+// (as New would refuse it as Config.Limit), and n above lim's burst
+// ErrCostTooHigh.
+func (l *Limiter) AllowLimit(ctx context.Context, key string, n int, lim Limit) (Result, error) {
+	set, err := l.setFor(lim)
+	if err != nil {
+		return Result{}, err
+	}
+	return l.take(ctx, key, n, set)
+}
+
+// setFor returns the policy set deciding under lim.
+func (l *Limiter) setFor(lim Limit) (*policySet, error) {
+	if lim == l.set.limits[0] {
+		return l.set, nil
+	}
+	return l.perLimit.get(lim)
+}
+
+// take is AllowN under set.
+func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (Result, error) {
+	if err := checkCall(key, n, set); err != nil {
 		return Result{}, err
 	}
 	// Keys of any length cost bounded memory in every store and cache.
 	key = l.subject(key)
 	if l.mem != nil {
 		// Arguments are checked above: no I/O, no failure, no guard.
-		if len(l.policies) > 1 {
-			each := make([]Outcome, len(l.policies))
-			r := l.result(l.mem.take(key, n, l.policies, each), each, l.limits)
+		if len(set.policies) > 1 {
+			each := make([]Outcome, len(set.policies))
+			r := l.result(l.mem.take(key, n, set.policies, each), each, set)
 			l.observeMemory(r.Allowed)
 			return r, nil
 		}
 		// Built in the return statement, not copied through a local: a
 		// Result is 13 words.
-		d := l.mem.take1(key, n, &l.policies[0])
+		d := l.mem.take1(key, n, &set.policies[0])
 		l.observeMemory(d.allowed)
-		return Result{Allowed: d.allowed, Limit: l.limit, Name: l.name, Remaining: int(d.remaining), RetryAfter: d.retryAfter, ResetAfter: d.resetAfter}, nil
+		return Result{Allowed: d.allowed, Limit: set.limits[0], Name: l.name, Remaining: int(d.remaining), RetryAfter: d.retryAfter, ResetAfter: d.resetAfter}, nil
 	}
 	var each []Outcome
-	if len(l.policies) > 1 {
-		each = make([]Outcome, len(l.policies))
+	if len(set.policies) > 1 {
+		each = make([]Outcome, len(set.policies))
 	}
 	// One deadline for the whole decision, whatever it waits on; the
 	// caller's cancellation never shortens it (see Config.Timeout).
 	start := time.Now()
 	if l.denials == nil {
-		return l.remote(ctx, opTake, key, n, each, start), nil
+		return l.remote(ctx, opTake, key, n, set, each, start), nil
 	}
+	lim := set.limits[0]
 	sent := l.clock()
-	r, wait, state := l.denials.lookup(key, n, sent)
+	r, wait, state := l.denials.lookup(key, n, lim, sent)
 	if state == cacheWait {
 		// Another caller is asking the store about this key: its answer
 		// will very likely decide ours too.
@@ -326,10 +339,10 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		case <-wait:
 			t.Stop()
 		case <-t.C:
-			return l.degrade(key, n, ErrTimeout, start), nil
+			return l.degrade(l.breakerFor(key), opTake, key, n, set, ErrTimeout, start), nil
 		}
 		sent = l.clock()
-		r, _, state = l.denials.lookup(key, n, sent)
+		r, _, state = l.denials.lookup(key, n, lim, sent)
 		if state == cacheWait {
 			state = cacheMiss
 		}
@@ -340,13 +353,13 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		}
 		return r, nil
 	}
-	r = l.remote(ctx, opTake, key, n, each, start)
+	r = l.remote(ctx, opTake, key, n, set, each, start)
 	if r.Degraded {
 		if state == cacheProbe {
 			l.denials.settle(key)
 		}
 	} else {
-		l.denials.record(key, n, sent, r, state == cacheProbe)
+		l.denials.record(key, n, lim, sent, r, state == cacheProbe)
 	}
 	return r, nil
 }
@@ -359,7 +372,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 // trouble is decided as for AllowN (FailOpen answers allowed), taking
 // nothing. The store must implement Peeker, as both of this package's do.
 func (l *Limiter) Peek(ctx context.Context, key string, n int) (Result, error) {
-	return l.apply(ctx, opPeek, key, n)
+	return l.apply(ctx, opPeek, key, n, l.set)
 }
 
 // Refund gives n tokens back to key's bucket under every limit, each
@@ -374,21 +387,41 @@ func (l *Limiter) Peek(ctx context.Context, key string, n int) (Result, error) {
 // made. A refund forgets this instance's cached denial of key; other
 // instances' cached denials run to their end (they only ever deny).
 func (l *Limiter) Refund(ctx context.Context, key string, n int) (Result, error) {
-	return l.apply(ctx, opRefund, key, n)
+	return l.apply(ctx, opRefund, key, n, l.set)
+}
+
+// PeekLimit is Peek under lim instead of Config.Limit, as AllowLimit is
+// AllowN: what AllowLimit(ctx, key, n, lim) would answer now.
+func (l *Limiter) PeekLimit(ctx context.Context, key string, n int, lim Limit) (Result, error) {
+	set, err := l.setFor(lim)
+	if err != nil {
+		return Result{}, err
+	}
+	return l.apply(ctx, opPeek, key, n, set)
+}
+
+// RefundLimit is Refund under lim instead of Config.Limit: it gives back
+// what AllowLimit(ctx, key, n, lim) took, capped at lim's burst.
+func (l *Limiter) RefundLimit(ctx context.Context, key string, n int, lim Limit) (Result, error) {
+	set, err := l.setFor(lim)
+	if err != nil {
+		return Result{}, err
+	}
+	return l.apply(ctx, opRefund, key, n, set)
 }
 
 // apply runs Peek and Refund.
-func (l *Limiter) apply(ctx context.Context, op int, key string, n int) (Result, error) {
-	if err := l.checkCall(key, n); err != nil {
+func (l *Limiter) apply(ctx context.Context, op int, key string, n int, set *policySet) (Result, error) {
+	if err := checkCall(key, n, set); err != nil {
 		return Result{}, err
 	}
 	key = l.subject(key)
 	var each []Outcome
-	if len(l.policies) > 1 {
-		each = make([]Outcome, len(l.policies))
+	if len(set.policies) > 1 {
+		each = make([]Outcome, len(set.policies))
 	}
 	if l.mem != nil {
-		return l.result(l.mem.apply(op, key, n, l.policies, each), each, l.limits), nil
+		return l.result(l.mem.apply(op, key, n, set.policies, each), each, set), nil
 	}
 	if op == opRefund && l.denials != nil {
 		l.denials.forget(key)
@@ -399,7 +432,7 @@ func (l *Limiter) apply(ctx context.Context, op int, key string, n int) (Result,
 	if _, ok := l.store.(Refunder); op == opRefund && !ok {
 		return Result{}, fmt.Errorf("%w: store %T cannot refund", ErrInvalidConfig, l.store)
 	}
-	return l.remote(ctx, op, key, n, each, time.Now()), nil
+	return l.remote(ctx, op, key, n, set, each, time.Now()), nil
 }
 
 // subject is the key as the stores, caches and fallback keep it: a digest
@@ -413,15 +446,15 @@ func (l *Limiter) subject(key string) string {
 }
 
 // checkCall rejects a caller's mistakes: an empty key, n < 1, n above the
-// burst.
-func (l *Limiter) checkCall(key string, n int) error {
+// smallest burst of set.
+func checkCall(key string, n int, set *policySet) error {
 	switch {
 	case key == "":
 		return ErrEmptyKey
 	case n < 1:
 		return fmt.Errorf("%w (got %d)", ErrInvalidCost, n)
-	case n > l.minCapacity:
-		return fmt.Errorf("%w (cost %d, burst %d)", ErrCostTooHigh, n, l.minCapacity)
+	case n > set.minCap:
+		return fmt.Errorf("%w (cost %d, burst %d)", ErrCostTooHigh, n, set.minCap)
 	}
 	return nil
 }
@@ -447,16 +480,16 @@ func (l *Limiter) breakerFor(key string) *breaker {
 
 // remote asks the store to take, peek or refund (op), through the breaker
 // of the node deciding key, by the decision's deadline: Timeout from start.
-func (l *Limiter) remote(ctx context.Context, op int, key string, n int, each []Outcome, start time.Time) Result {
+func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *policySet, each []Outcome, start time.Time) Result {
 	br := l.breakerFor(key)
 	call, probe := br.allow(l.clock())
 	if !call {
-		return l.degradeOp(br, op, key, n, ErrCircuitOpen, time.Time{})
+		return l.degrade(br, op, key, n, set, ErrCircuitOpen, time.Time{})
 	}
 	if l.inflight.Add(1) > l.maxInFlight {
 		l.inflight.Add(-1)
 		br.release(probe)
-		return l.degradeOp(br, op, key, n, ErrOverloaded, time.Time{})
+		return l.degrade(br, op, key, n, set, ErrOverloaded, time.Time{})
 	}
 	// The caller's values, never its cancellation or deadline.
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(l.timeout))
@@ -464,9 +497,9 @@ func (l *Limiter) remote(ctx context.Context, op int, key string, n int, each []
 	var o Outcome
 	var err error
 	if l.bounded {
-		o, err = l.call(ctx, op, key, n, each)
+		o, err = l.call(ctx, op, key, n, set.policies, each)
 	} else {
-		o, err = l.callBounded(ctx, op, key, n, each)
+		o, err = l.callBounded(ctx, op, key, n, set.policies, each)
 	}
 	l.inflight.Add(-1)
 	if err != nil {
@@ -485,12 +518,12 @@ func (l *Limiter) remote(ctx context.Context, op int, key string, n int, each []
 		} else if br.failure(probe, l.clock()) && l.observer != nil {
 			l.observer.BreakerChange(l.name, true)
 		}
-		return l.degradeOp(br, op, key, n, err, start)
+		return l.degrade(br, op, key, n, set, err, start)
 	}
 	if br.success(probe) {
 		l.recovered()
 	}
-	r := l.result(o, each, l.limits)
+	r := l.result(o, each, set)
 	if l.observer != nil {
 		l.observer.Decision(DecisionEvent{Policy: l.name, Allowed: r.Allowed, Latency: time.Since(start)})
 	}
@@ -505,21 +538,21 @@ func slotMoving(err error) bool {
 }
 
 // call asks the store to take, peek or refund.
-func (l *Limiter) call(ctx context.Context, op int, key string, n int, each []Outcome) (Outcome, error) {
+func (l *Limiter) call(ctx context.Context, op int, key string, n int, policies []Policy, each []Outcome) (Outcome, error) {
 	switch op {
 	case opPeek:
-		return l.store.(Peeker).Peek(ctx, key, n, l.policies, each)
+		return l.store.(Peeker).Peek(ctx, key, n, policies, each)
 	case opRefund:
-		return l.store.(Refunder).Refund(ctx, key, n, l.policies, each)
+		return l.store.(Refunder).Refund(ctx, key, n, policies, each)
 	}
-	return l.store.Take(ctx, key, n, l.policies, each)
+	return l.store.Take(ctx, key, n, policies, each)
 }
 
 // callBounded is call for a store that may not honour its context's
 // deadline: on a goroutine of its own, returning by that deadline whatever
 // the store does. The goroutine fills its own outcomes, never each after
 // we left.
-func (l *Limiter) callBounded(ctx context.Context, op int, key string, n int, each []Outcome) (Outcome, error) {
+func (l *Limiter) callBounded(ctx context.Context, op int, key string, n int, policies []Policy, each []Outcome) (Outcome, error) {
 	type answer struct {
 		o    Outcome
 		err  error
@@ -531,7 +564,7 @@ func (l *Limiter) callBounded(ctx context.Context, op int, key string, n int, ea
 		if each != nil {
 			mine = make([]Outcome, len(each))
 		}
-		o, err := l.call(ctx, op, key, n, mine)
+		o, err := l.call(ctx, op, key, n, policies, mine)
 		done <- answer{o, err, mine}
 	}()
 	select {
@@ -545,12 +578,8 @@ func (l *Limiter) callBounded(ctx context.Context, op int, key string, n int, ea
 
 // degrade decides by FailMode because the store could not, and reports
 // why; start is when the store was asked (zero: it was not).
-func (l *Limiter) degrade(key string, n int, cause error, start time.Time) Result {
-	return l.degradeOp(l.breakerFor(key), opTake, key, n, cause, start)
-}
-
-func (l *Limiter) degradeOp(br *breaker, op int, key string, n int, cause error, start time.Time) Result {
-	r := l.decideDegraded(br, op, key, n, cause)
+func (l *Limiter) degrade(br *breaker, op int, key string, n int, set *policySet, cause error, start time.Time) Result {
+	r := l.decideDegraded(br, op, key, n, set, cause)
 	if l.observer != nil {
 		var latency time.Duration
 		if !start.IsZero() {
@@ -570,7 +599,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	}
 	key = l.subject(key)
 	if l.local != nil {
-		_ = l.local.Reset(ctx, key, l.localPolicy)
+		_ = l.local.Reset(ctx, key, l.set.local.policies)
 	}
 	if l.denials != nil {
 		l.denials.forget(key)
@@ -581,14 +610,14 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	return r.Reset(ctx, key, l.policies)
+	return r.Reset(ctx, key, l.set.policies)
 }
 
-func (l *Limiter) result(o Outcome, each []Outcome, limits []Limit) Result {
+func (l *Limiter) result(o Outcome, each []Outcome, set *policySet) Result {
 	r := Result{
 		Allowed:    o.Allowed,
-		Limit:      limits[o.Policy],
-		Name:       l.policies[o.Policy].Name,
+		Limit:      set.limits[o.Policy],
+		Name:       set.policies[o.Policy].Name,
 		Remaining:  int(o.Remaining),
 		RetryAfter: o.RetryAfter,
 		ResetAfter: o.ResetAfter,
@@ -597,8 +626,8 @@ func (l *Limiter) result(o Outcome, each []Outcome, limits []Limit) Result {
 		r.Policies = make([]PolicyResult, len(each))
 		for i, e := range each {
 			r.Policies[i] = PolicyResult{
-				Name:       l.policies[i].Name,
-				Limit:      limits[i],
+				Name:       set.policies[i].Name,
+				Limit:      set.limits[i],
 				Remaining:  int(e.Remaining),
 				RetryAfter: e.RetryAfter,
 				ResetAfter: e.ResetAfter,
@@ -608,31 +637,32 @@ func (l *Limiter) result(o Outcome, each []Outcome, limits []Limit) Result {
 	return r
 }
 
-func (l *Limiter) decideDegraded(br *breaker, op int, key string, n int, cause error) Result {
+func (l *Limiter) decideDegraded(br *breaker, op int, key string, n int, set *policySet, cause error) Result {
 	l.report(cause)
 	switch {
 	case l.mode == FailOpen || (op == opRefund && l.mode == FailClosed):
-		return Result{Allowed: true, Limit: l.limit, Name: l.name, Degraded: true}
+		return Result{Allowed: true, Limit: set.limits[0], Name: l.name, Degraded: true}
 	case l.mode == FailClosed:
 		retry := br.retryIn(l.clock())
 		if retry <= 0 {
 			retry = time.Duration(br.cooldown)
 		}
-		return Result{Limit: l.limit, Name: l.name, RetryAfter: retry, Degraded: true}
+		return Result{Limit: set.limits[0], Name: l.name, RetryAfter: retry, Degraded: true}
 	}
-	if n > l.localMinCap {
+	local := set.local
+	if n > local.minCap {
 		// More than an instance's share could ever hold: deny, take
 		// nothing; a refund of it is capped at the share anyway.
-		n = l.localMinCap
+		n = local.minCap
 		if op != opRefund {
-			return Result{Limit: l.localLimits[0], Name: l.name, RetryAfter: l.localLimits[0].Window(), Degraded: true, Fallback: true}
+			return Result{Limit: local.limits[0], Name: l.name, RetryAfter: local.limits[0].Window(), Degraded: true, Fallback: true}
 		}
 	}
 	var each []Outcome
-	if len(l.localPolicy) > 1 {
-		each = make([]Outcome, len(l.localPolicy))
+	if len(local.policies) > 1 {
+		each = make([]Outcome, len(local.policies))
 	}
-	r := l.result(l.local.apply(op, key, n, l.localPolicy, each), each, l.localLimits)
+	r := l.result(l.local.apply(op, key, n, local.policies, each), each, local)
 	r.Degraded, r.Fallback = true, true
 	return r
 }
