@@ -30,7 +30,7 @@ func (c *scriptedClient) EvalSha(context.Context, string, []string, ...any) *red
 // whole process with redis_rate in bench/.
 func TestRedisPathAllocs(t *testing.T) {
 	reply := redis.NewCmd(context.Background())
-	reply.SetVal([]any{int64(1), int64(99), int64(0), int64(10000)})
+	reply.SetVal("1,99,0,10000")
 	c := &scriptedClient{reply: reply}
 	l := mustNew(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(100), FailMode: core.FailOpen})
 	ctx := context.Background()

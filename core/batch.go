@@ -2,22 +2,27 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// How a RedisStore's decisions travel. Each caller puts its request in a
-// queue and waits for its own answer, or its context's end. A queue's
-// sender goroutine sends what is queued as one script call, hands out the
-// answers, and sends again what queued meanwhile. So a lone decision
-// leaves at once, alone, and under concurrency batches grow with the load:
-// no timer, no added delay. A store's one queue has up to maxSenders
-// senders, so one batch is encoded or decoded while another is in Redis;
-// a queue per subject has one. A sender exits as soon as its queue is
-// empty.
+// How a RedisStore's decisions travel. Each caller puts its request in its
+// destination's queue (the store's one queue; a Cluster's or Ring's queue
+// per node) and waits for its own answer, or its context's end. A request
+// that finds no call on its way out starts one at once, on a goroutine of
+// its own (a carrier), which takes everything queued by the time it runs:
+// so a decision waits for a call to leave, never for another call to come
+// back, and under load, while the machine is busy, batches grow by
+// themselves — no timer, no added delay. A queue has at most maxCalls
+// carriers, the client's connection pool: past it requests wait for the
+// first carrier back, which takes them all. A lone decision with a client
+// that bounds calls by their deadline goes on its caller's goroutine.
 
 // request is one decision waiting in a queue.
 type request struct {
@@ -27,8 +32,8 @@ type request struct {
 	n        int
 	policies []Policy
 
-	reply []any // the script's answer for this request, or
-	err   error // why there is none; both set before done closes
+	reply string // this request's part of the script's reply, or
+	err   error  // why there is none; both set before done closes
 	done  chan struct{}
 	gone  atomic.Bool // the caller stopped waiting: not sent if not yet sent
 }
@@ -44,12 +49,9 @@ const (
 // Its fields are guarded by the store's mu.
 type queue struct {
 	waiting []*request
-	sending int // script calls in flight, by senders or inline
-	senders int // sender goroutines running for this queue
+	calls   int  // carriers running, and inline calls in flight
+	leaving bool // a carrier is on its way to take what is waiting
 }
-
-// maxSenders bounds the batches of a store's one queue in flight at once.
-const maxSenders = 2
 
 // Bounds of one script call: Lua's unpack takes about 8000 values.
 const (
@@ -57,70 +59,106 @@ const (
 	maxBatchKeys = 4096
 )
 
-// enqueue queues r, starting its queue's sender if none is running, or,
-// when nothing is queued or in flight and the client bounds its calls by
-// r's deadline, reports that r goes alone on its caller's goroutine: a
-// lone caller then pays no hand-off to a sender and back.
-func (s *RedisStore) enqueue(r *request) (q *queue, inline bool) {
+// callError is the error of one failed store call, shared by every
+// decision that rode in it: the circuit breaker counts the call once.
+type callError struct {
+	call uint64 // unique per store call
+	err  error
+}
+
+func (e *callError) Error() string { return e.err.Error() }
+func (e *callError) Unwrap() error { return e.err }
+
+// poolSize is the number of connections the client may open to one
+// server: a queue's bound on calls in flight.
+func poolSize(c redis.UniversalClient) int {
+	n := 0
+	switch c := c.(type) {
+	case *redis.Client:
+		if c != nil {
+			n = c.Options().PoolSize
+		}
+	case *redis.ClusterClient:
+		if c != nil {
+			n = c.Options().PoolSize
+		}
+	case *redis.Ring:
+		if c != nil {
+			n = c.Options().PoolSize
+		}
+	}
+	if n <= 0 {
+		n = 10 * runtime.GOMAXPROCS(0) // go-redis's default
+	}
+	return n
+}
+
+// enqueue queues r for dest, starting a carrier if none is on its way and
+// the queue has room, or, when nothing is queued or in flight and the
+// client bounds its calls by r's deadline, reports that r goes alone on
+// its caller's goroutine: a lone caller then pays no hand-off.
+func (s *RedisStore) enqueue(r *request, dest string) (q *queue, inline bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q = s.queues[s.dest(r)]
+	q = s.queues[dest]
 	if q == nil {
 		q = &queue{}
-		s.queues[s.dest(r)] = q
+		s.queues[dest] = q
 	}
-	if s.inline && q.sending == 0 && len(q.waiting) == 0 {
+	if s.inline && q.calls == 0 && len(q.waiting) == 0 {
 		if _, ok := r.ctx.Deadline(); ok {
-			q.sending++
+			q.calls++
 			return q, true
 		}
 	}
 	r.done = make(chan struct{})
 	q.waiting = append(q.waiting, r)
-	if q.senders == 0 || (!s.split && q.senders < maxSenders) {
-		q.senders++
-		go s.drain(s.dest(r), q)
-	}
+	s.startCarrier(dest, q)
 	return q, false
 }
 
-// dest names r's queue: its subject for a Cluster or Ring, else "".
-func (s *RedisStore) dest(r *request) string {
-	if s.split {
-		return r.subj
+// startCarrier starts a carrier for q unless one is on its way or q has
+// maxCalls. s.mu is held.
+func (s *RedisStore) startCarrier(dest string, q *queue) {
+	if !q.leaving && q.calls < s.maxCalls && len(q.waiting) > 0 {
+		q.leaving = true
+		q.calls++
+		go s.carry(dest, q)
 	}
-	return ""
 }
 
 // sendAlone sends r, which enqueue let go inline on q, under r's own
 // deadline.
-func (s *RedisStore) sendAlone(q *queue, r *request) {
+func (s *RedisStore) sendAlone(dest string, q *queue, r *request) {
 	s.send(r.ctx, []*request{r})
 	s.mu.Lock()
-	q.sending--
-	s.forget(s.dest(r), q)
+	q.calls--
+	s.startCarrier(dest, q)
+	s.forget(dest, q)
 	s.mu.Unlock()
 }
 
-// forget drops a subject's queue once nothing uses it. s.mu is held.
+// forget drops a node's queue once nothing uses it. s.mu is held.
 func (s *RedisStore) forget(dest string, q *queue) {
-	if s.split && q.senders == 0 && q.sending == 0 && len(q.waiting) == 0 && s.queues[dest] == q {
+	if dest != "" && q.calls == 0 && len(q.waiting) == 0 && s.queues[dest] == q {
 		delete(s.queues, dest)
 	}
 }
 
-// drain sends q's requests, a batch at a time, until q stays empty.
-func (s *RedisStore) drain(dest string, q *queue) {
+// carry sends what waits in q as one call, hands out the answers, and goes
+// on with what queued meanwhile if no other carrier is on its way.
+func (s *RedisStore) carry(dest string, q *queue) {
 	for {
 		s.mu.Lock()
 		batch := s.next(q)
+		q.leaving = false
 		if batch == nil {
-			q.senders--
+			q.calls--
 			s.forget(dest, q)
 			s.mu.Unlock()
 			return
 		}
-		q.sending++
+		s.startCarrier(dest, q) // more than one call's worth is waiting
 		s.mu.Unlock()
 		ctx, cancel := batchContext(batch)
 		s.send(ctx, batch)
@@ -129,7 +167,13 @@ func (s *RedisStore) drain(dest string, q *queue) {
 			close(r.done)
 		}
 		s.mu.Lock()
-		q.sending--
+		if q.leaving || len(q.waiting) == 0 {
+			q.calls--
+			s.forget(dest, q)
+			s.mu.Unlock()
+			return
+		}
+		q.leaving = true
 		s.mu.Unlock()
 	}
 }
@@ -156,77 +200,176 @@ func (s *RedisStore) next(q *queue) []*request {
 	return batch
 }
 
-// send decides batch with one call of tokenBuckets under ctx and leaves
-// each request's answer (or error) in it.
+// send decides batch under ctx and leaves each request's answer (or
+// error) in it: one call of tokenBuckets for a standalone Redis, a
+// pipeline of one call per subject for a Cluster or Ring (a script's keys
+// must share a slot).
 func (s *RedisStore) send(ctx context.Context, batch []*request) {
+	call := s.idSeq.Add(1)
 	defer func() {
 		if p := recover(); p != nil {
-			err := fmt.Errorf("core: the Redis client panicked: %v", p)
-			for _, r := range batch {
-				if r.reply == nil && r.err == nil {
-					r.err = err
-				}
-			}
+			s.fail(batch, call, fmt.Errorf("core: the Redis client panicked: %v", p))
 		}
 	}()
-	keys := make([]string, 0, len(batch)*len(batch[0].policies))
+	if !s.split || len(batch) == 1 {
+		keys, args := s.encode(ctx, call, batch)
+		reply, err := tokenBuckets.Run(ctx, s.client, keys, args...).Text()
+		s.settle(ctx, batch, call, reply, err)
+		return
+	}
+	groups := bySubject(batch)
+	keys, args := make([][]string, len(groups)), make([][]any, len(groups))
+	cmds := make([]*redis.Cmd, len(groups))
+	pipe := s.client.Pipeline()
+	for i, g := range groups {
+		keys[i], args[i] = s.encode(ctx, s.idSeq.Add(1), g)
+		cmds[i] = tokenBuckets.EvalSha(ctx, pipe, keys[i], args[i]...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// The script cache was emptied (restart, failover, SCRIPT FLUSH):
+		// send again, with the script, what it did not run.
+		pipe = s.client.Pipeline()
+		for i, c := range cmds {
+			if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+				cmds[i] = tokenBuckets.Eval(ctx, pipe, keys[i], args[i]...)
+			}
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	for i, g := range groups {
+		reply, err := cmds[i].Text()
+		s.settle(ctx, g, call, reply, err)
+	}
+}
+
+// bySubject splits a batch into its subjects' requests, in order.
+func bySubject(batch []*request) [][]*request {
+	var groups [][]*request
+	at := make(map[string]int, len(batch))
+	for _, r := range batch {
+		i, ok := at[r.subj]
+		if !ok {
+			i = len(groups)
+			at[r.subj] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], r)
+	}
+	return groups
+}
+
+// encode returns the keys and arguments of one tokenBuckets call deciding
+// batch, whose id is call.
+func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) ([]string, []any) {
+	keys := make([]string, 0, 1+len(batch)*len(batch[0].policies))
 	var polBuf [8]*Policy
 	var idxBuf [16]int
 	pols, idx := polBuf[:0], idxBuf[:0]
-	args := make([]any, 3, 3+4*len(batch[0].policies)+4*len(batch))
+	args := make([]any, 4, 4+len(batch[0].policies)+4*len(batch))
 	for _, r := range batch {
 		for i := range r.policies {
 			p := &r.policies[i]
 			keys = append(keys, s.key(r.subj, p.Name))
 			j := 0
-			for j < len(pols) && pols[j] != p {
+			for j < len(pols) && pols[j] != p && pols[j].desc != p.describe() {
 				j++
 			}
 			if j == len(pols) {
 				pols = append(pols, p)
-				args = append(args, p.args()...)
+				args = append(args, p.describe())
 			}
 			idx = append(idx, j+1)
 		}
 	}
-	args[0], args[1], args[2] = s.nextID(), len(batch), len(pols)
+	id := s.idBase + strconv.FormatUint(call, 36)
+	keys = append(keys, s.prefix+"{"+batch[0].subj+"} "+id)
+	args[0], args[1], args[2], args[3] = id, recordTTL(ctx), len(batch), len(pols)
 	for _, r := range batch {
-		args = append(args, len(r.policies), r.op, r.n)
+		args = append(args, r.op, r.n, len(r.policies))
 		for _, j := range idx[:len(r.policies)] {
 			args = append(args, j)
 		}
 		idx = idx[len(r.policies):]
 	}
-	reply, err := tokenBuckets.Run(ctx, s.client, keys, args...).Slice()
-	if err == nil {
-		if !s.ready.Load() {
-			s.ready.Store(true)
-		}
-		if s.lastErr.Load() != nil {
-			s.lastErr.Store(nil)
-		}
+	return keys, args
+}
+
+// recordTTL is how long (ms) a call's replay record is kept: past any
+// re-send of the call, which go-redis makes only before ctx's deadline.
+func recordTTL(ctx context.Context) int64 {
+	ttl := int64(2000)
+	if d, ok := ctx.Deadline(); ok {
+		ttl += max(0, time.Until(d).Milliseconds())
 	} else {
+		ttl += 10000
+	}
+	return ttl
+}
+
+// settle leaves the answers of one script call, or its error, in batch.
+func (s *RedisStore) settle(ctx context.Context, batch []*request, call uint64, reply string, err error) {
+	if err != nil {
 		last := err // a copy, so that err itself is not allocated on every call
 		s.lastErr.Store(&last)
-		if c, ok := s.client.(*redis.ClusterClient); ok {
+		if c, ok := s.client.(*redis.ClusterClient); ok && !slotMoving(err) {
 			// A failed primary's slots move to its replica: read the new
 			// map now, not at go-redis's next periodic refresh (60s).
 			c.ReloadState(ctx)
 		}
+		s.fail(batch, call, err)
+		return
 	}
-	off := 0
+	if !s.ready.Load() {
+		s.ready.Store(true)
+	}
+	if s.lastErr.Load() != nil {
+		s.lastErr.Store(nil)
+	}
 	for _, r := range batch {
 		w := 1 + 3*len(r.policies)
-		switch {
-		case err != nil:
-			r.err = err
-		case off+w > len(reply):
-			r.err = fmt.Errorf("%w: %d values for %d decisions", ErrBadReply, len(reply), len(batch))
-		default:
-			r.reply = reply[off : off+w : off+w]
+		end := fieldsEnd(reply, w)
+		if end < 0 {
+			r.err = fmt.Errorf("%w: %q for %d decisions", ErrBadReply, truncate(reply), len(batch))
+			continue
 		}
-		off += w
+		r.reply, reply = reply[:end], reply[min(end+1, len(reply)):]
 	}
+}
+
+// fail gives every request of batch not yet answered the error of call.
+func (s *RedisStore) fail(batch []*request, call uint64, err error) {
+	var ce *callError
+	if !errors.As(err, &ce) {
+		ce = &callError{call: call, err: err}
+	}
+	for _, r := range batch {
+		if r.reply == "" && r.err == nil {
+			r.err = ce
+		}
+	}
+}
+
+// fieldsEnd returns the end of the first n comma-separated fields of s,
+// or -1 when s has fewer.
+func fieldsEnd(s string, n int) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ',' {
+			if n--; n == 0 {
+				return i
+			}
+		}
+	}
+	if n == 1 && s != "" {
+		return len(s)
+	}
+	return -1
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }
 
 // batchContext is the context a batch is sent under: the values of its
@@ -253,12 +396,12 @@ func batchContext(batch []*request) (context.Context, context.CancelFunc) {
 // minSend is the least time a script call is given.
 const minSend = time.Second
 
-// args returns p's script arguments: capacity, refill, unit, tick. Built
-// once by Policies, they cost no allocation per call (see BENCHMARKS.md,
-// "Tricks kept").
-func (p *Policy) args() []any {
-	if p.argv != nil {
-		return p.argv
+// describe returns p's script argument. Built once by Policies, it costs
+// no allocation per call (see BENCHMARKS.md, "Tricks kept").
+func (p *Policy) describe() string {
+	if p.desc != "" {
+		return p.desc
 	}
-	return []any{p.Capacity, p.Refill, p.Unit, p.Tick}
+	return strconv.FormatInt(p.Capacity, 10) + ":" + strconv.FormatInt(p.Refill, 10) + ":" +
+		strconv.FormatInt(p.Unit, 10) + ":" + strconv.FormatInt(p.Tick, 10)
 }

@@ -86,10 +86,10 @@ func batchScriptDecisions(cmd redis.Cmder) int64 {
 		return 0
 	}
 	nk, _ := a[2].(int)
-	if len(a) <= 4+nk {
+	if len(a) <= 5+nk {
 		return 0
 	}
-	n, _ := a[4+nk].(int)
+	n, _ := a[5+nk].(int) // ARGV[3]
 	return int64(n)
 }
 
@@ -587,7 +587,7 @@ func (c *panickyClient) EvalSha(ctx context.Context, _ string, _ []string, _ ...
 		panic("client bug")
 	}
 	cmd := redis.NewCmd(ctx)
-	cmd.SetVal([]any{int64(1), int64(9), int64(0), int64(1000)})
+	cmd.SetVal("1,9,0,1000")
 	return cmd
 }
 
@@ -630,9 +630,9 @@ func TestBatchingClientPanic(t *testing.T) {
 	}
 }
 
-// TestBatchingCluster: on a ClusterClient decisions queue per subject, so
-// each batch is one script call to one slot; each subject, decided by one
-// goroutine only, loses exactly one token per decision.
+// TestBatchingCluster: on a ClusterClient decisions queue per node and
+// travel in pipelines of one script call per subject; each subject,
+// decided by one goroutine only, loses exactly one token per decision.
 func TestBatchingCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Redis Cluster: skipped with -short")
@@ -659,9 +659,7 @@ func TestBatchingCluster(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if pc.pipes.Load() != 0 {
-		t.Fatalf("%d pipelines sent; want one script call per batch", pc.pipes.Load())
-	}
+	t.Logf("%d pipelines, %.1f script calls each", pc.pipes.Load(), float64(pc.cmds.Load())/max(1, float64(pc.pipes.Load())))
 }
 
 // BenchmarkRedis: decisions on 10k keys through a Redis of the benchmark's

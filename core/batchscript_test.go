@@ -291,3 +291,141 @@ func TestBatchBounds(t *testing.T) {
 		t.Errorf("batch sizes %v, want %v", sizes, want)
 	}
 }
+
+// TestScriptReplayAfterOtherWrites (issue 22): a call re-sent after its
+// reply was lost — go-redis's retry — is recognised even when another
+// instance wrote the same buckets in between: it is charged nothing
+// again and answered exactly as the first time (a charged request is
+// never refused), for takes, refunds and a mixed batch.
+func TestScriptReplayAfterOtherWrites(t *testing.T) {
+	for name, c := range scriptServers(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			prefix := redistest.Prefix(t)
+			s := NewRedisStore(c, WithPrefix(prefix))
+			other := NewRedisStore(c, WithPrefix(prefix)) // another instance
+			ps := mustPolicies(t, NamedLimit{Name: "a", Limit: slow})
+			req := func(op, n int) *request {
+				return &request{ctx: ctx, subj: "k", op: op, n: n, policies: ps}
+			}
+			for _, tc := range []struct {
+				name  string
+				batch []*request
+				want  int64 // tokens left after the call and the other's take
+			}{
+				{"lone take", []*request{req(opTake, 1)}, 5 - 1 - 1},
+				{"batch of takes", []*request{req(opTake, 1), req(opTake, 2), req(opTake, 1)}, 5 - 4 - 1},
+				{"refund", []*request{req(opRefund, 2)}, 5 - 3 + 2 - 1},
+			} {
+				if err := s.Reset(ctx, "k", ps); err != nil {
+					t.Fatal(err)
+				}
+				if tc.name == "refund" {
+					if _, err := s.Take(ctx, "k", 3, ps, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				keys, args := s.encode(ctx, s.idSeq.Add(1), tc.batch)
+				first, err := tokenBuckets.Run(ctx, c, keys, args...).Text()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if o, err := other.Take(ctx, "k", 1, ps, nil); err != nil || !o.Allowed {
+					t.Fatalf("%s: the other instance's take: %+v %v", tc.name, o, err)
+				}
+				again, err := tokenBuckets.Run(ctx, c, keys, args...).Text()
+				if err != nil || again != first {
+					t.Errorf("%s: re-sent call answered %q %v, first %q", tc.name, again, err, first)
+				}
+				o, err := s.Peek(ctx, "k", 1, ps, nil)
+				if err != nil || o.Remaining != tc.want {
+					t.Errorf("%s: %d tokens left (%v), want %d: the re-sent call was charged again", tc.name, o.Remaining, err, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestScriptLimitChange (issue 22): a bucket written under one limit and
+// read under another of the same name: what was spent carries over (new
+// capacity − spent, clamped), across tick units too, and the key expires
+// when the new limit's bucket would be full again.
+func TestScriptLimitChange(t *testing.T) {
+	for name, c := range scriptServers(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)))
+			pol := func(l Limit) []Policy { return mustPolicies(t, NamedLimit{Name: "q", Limit: l}) }
+			for _, tc := range []struct {
+				name      string
+				from, to  Limit
+				spend     int
+				wantLeft  int64
+				wantAllow bool
+				maxPTTL   time.Duration
+			}{
+				{"raise within µs", PerMinute(60), PerMinute(100), 40, 60 - 1, true, time.Minute},
+				{"lower within µs", PerMinute(100), PerMinute(60), 70, 0, false, time.Minute + 2*time.Second},
+				{"raise across units", PerDay(100000), PerDay(123457), 50000, 73457 - 1, true, 24 * time.Hour},
+				{"lower across units", PerDay(123457), PerDay(100000), 100000, 0, false, 24*time.Hour + 2*time.Second},
+				{"same limit", PerHour(7), PerHour(7), 3, 3, true, time.Hour},
+			} {
+				subj := "s-" + tc.name
+				if tc.spend > 0 {
+					if o, err := s.Take(ctx, subj, tc.spend, pol(tc.from), nil); err != nil || !o.Allowed {
+						t.Fatalf("%s: spending %d: %+v %v", tc.name, tc.spend, o, err)
+					}
+				}
+				o, err := s.Take(ctx, subj, 1, pol(tc.to), nil)
+				if err != nil || o.Allowed != tc.wantAllow || o.Remaining != tc.wantLeft {
+					t.Errorf("%s: %+v %v; want allowed %v with %d left", tc.name, o, err, tc.wantAllow, tc.wantLeft)
+				}
+				if !tc.wantAllow && (o.RetryAfter <= 0 || o.RetryAfter > tc.to.Period) {
+					t.Errorf("%s: RetryAfter %v", tc.name, o.RetryAfter)
+				}
+				if pttl := c.PTTL(ctx, s.key(hashSubject(subj), "q")).Val(); pttl <= 0 || pttl > tc.maxPTTL+time.Second {
+					t.Errorf("%s: PTTL %v, want at most %v", tc.name, pttl, tc.maxPTTL+time.Second)
+				}
+			}
+		})
+	}
+}
+
+// TestScriptClockSteps (issue 22): the Redis clock jumps an hour ahead and
+// is corrected. The jump refills at most one burst; after the correction
+// the buckets stamped in the future are re-stamped, and no refusal lasts
+// longer than the RetryAfter it announced.
+func TestScriptClockSteps(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	s := NewRedisStore(c)
+	ps := mustPolicies(t, NamedLimit{Name: "s", Limit: PerSecond(10)})
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	take := func(at time.Duration, n int) Outcome {
+		t.Helper()
+		m.SetTime(t0.Add(at))
+		o, err := s.Take(ctx, "k", n, ps, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	if o := take(0, 10); !o.Allowed {
+		t.Fatalf("the burst: %+v", o)
+	}
+	if o := take(time.Hour, 10); !o.Allowed {
+		t.Fatalf("an hour ahead, a full bucket: %+v", o)
+	}
+	for _, back := range []time.Duration{time.Second, -10 * time.Second} {
+		o := take(back, 1)
+		if o.Allowed || o.RetryAfter <= 0 || o.RetryAfter > 100*time.Millisecond {
+			t.Fatalf("clock back at %v: %+v; want denied for at most 100ms", back, o)
+		}
+		if o2 := take(back+o.RetryAfter, 1); !o2.Allowed {
+			t.Errorf("clock back at %v, %v later (the RetryAfter announced): %+v; the bucket froze", back, o.RetryAfter, o2)
+		}
+		take(back+o.RetryAfter, 1) // drain again before the next step
+	}
+}

@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -109,6 +110,10 @@ func stores(t *testing.T) map[string]func(t *testing.T) clockStore {
 
 // exactOnly names the cases that hang on less than a millisecond: they run
 // on stopped clocks only.
+// memoryStampsPending names the cases whose semantics changed with issue
+// 22 on Redis first; the memory store's change removes its entries.
+var memoryStampsPending = map[string]bool{"clock moved back": true}
+
 var exactOnly = map[string]bool{"a day, counted in ms": true, "30 days, counted in ms": true, "a billion a second": true}
 
 // step is one decision of a conformance case and what it must return.
@@ -166,13 +171,14 @@ var conformance = []struct {
 		{n: 2, allow: true, rem: 0, reset: time.Second},
 		{wait: time.Hour, n: 2, allow: true, rem: 0, reset: time.Second},
 	}},
-	// A failover can turn the server's clock back: elapsed time counts as
-	// zero, and the bucket's time must not move back with it, or the
-	// interval would be refilled twice.
+	// A failover can turn the server's clock back: a bucket stamped ahead
+	// of it is read as of its stamp (no refill, nothing lost) and re-stamped
+	// at the current time, so it refills from now: it never freezes.
 	{"clock moved back", core.PerSecond(1).WithBurst(2), []step{
 		{allow: true, rem: 1, reset: time.Second},
 		{wait: -5 * time.Second, allow: true, rem: 0, reset: 2 * time.Second},
-		{wait: 5500 * time.Millisecond, allow: false, rem: 0, retry: 500 * time.Millisecond, reset: 1500 * time.Millisecond},
+		{wait: 500 * time.Millisecond, allow: false, rem: 0, retry: 500 * time.Millisecond, reset: 1500 * time.Millisecond},
+		{wait: 500 * time.Millisecond, allow: true, rem: 0, reset: 2 * time.Second},
 	}},
 	// Limits whose numbers do not fit below 2^53 in µs count in ms.
 	{"a day, counted in ms", core.PerDay(123457), []step{
@@ -215,6 +221,9 @@ func TestStoreConformance(t *testing.T) {
 			for _, tc := range conformance {
 				t.Run(tc.name, func(t *testing.T) {
 					s := mk(t)
+					if storeName == "memory" && memoryStampsPending[tc.name] {
+						t.Skip("the memory store's re-stamping after a clock step lands with issue 22's memory change")
+					}
 					if s.realTime && exactOnly[tc.name] {
 						t.Skip("needs a stopped clock")
 					}
@@ -260,6 +269,9 @@ func backdate(t *testing.T, c *redis.Client, prefix string, d time.Duration) {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
+		if strings.Contains(k, "} ") {
+			continue // a call's replay record, not a bucket
+		}
 		v, err := c.Get(ctx, k).Result()
 		if err != nil {
 			continue // expired meanwhile

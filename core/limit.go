@@ -119,13 +119,15 @@ func (l Limit) policy(name string) Policy {
 	periodTicks := l.Period.Microseconds() / tick
 	g := gcd(int64(l.Rate), periodTicks)
 	unit := periodTicks / g
-	return Policy{
+	p := Policy{
 		Name:     name,
 		Capacity: int64(l.Capacity()) * unit,
 		Refill:   int64(l.Rate) / g,
 		Unit:     unit,
 		Tick:     tick,
 	}
+	p.desc = p.describe()
+	return p
 }
 
 func gcd(a, b int64) int64 {
@@ -169,7 +171,6 @@ func Policies(limits ...NamedLimit) ([]Policy, error) {
 			}
 		}
 		ps[i] = nl.Limit.policy(nl.Name)
-		ps[i].argv = []any{ps[i].Capacity, ps[i].Refill, ps[i].Unit, ps[i].Tick}
 	}
 	return ps, nil
 }

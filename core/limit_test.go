@@ -44,8 +44,8 @@ func TestPerDayOnRedis(t *testing.T) {
 		t.Fatalf("after the burst: %+v; want denied for at most 700ms", r)
 	}
 	v := c.Get(ctx, store.Key(l.Name(), "k")).Val()
-	if parts := strings.Split(v, ":"); len(parts) != 3 || len(parts[1]) != 13 {
-		t.Fatalf("bucket holds %q; want <units>:<ms since the epoch>:<call id>", v)
+	if parts := strings.Split(v, ":"); len(parts) != 6 || len(parts[1]) != 13 || parts[5] != "1000" {
+		t.Fatalf("bucket holds %q; want <units>:<ms since the epoch>:<capacity>:<refill>:<unit>:1000 (µs per tick)", v)
 	}
 	time.Sleep(r.RetryAfter)
 	if r, _ := l.Allow(ctx, "k"); !r.Allowed {

@@ -7,102 +7,134 @@ import "github.com/redis/go-redis/v9"
 // of requests in turn: a later request sees what an earlier one took. A
 // lone decision is a batch of one. It is the only script RedisStore sends.
 //
-// ARGV: the call's id, the number of requests D, the number of distinct
-// policies P; then per policy its capacity in units, refill in units per
-// tick, units per token and µs per tick; then per request its number of
-// policies m, its operation, its cost n and the index (1..P) of each of
-// its policies. KEYS are every request's buckets, in the same order. The
+// ARGV: the call's id, the replay record's expiry (ms), the number of
+// requests D, the number of distinct policies P; then each policy as
+// "capacity:refill:unit:tick" (units, units per tick, units per token, µs
+// per tick); then per request its operation, its cost n, its number of
+// policies m and the index (1..P) of each. KEYS are every request's
+// buckets, in the same order, then the call's replay record. The
 // operations: 1 takes n tokens, all or nothing over the request's
 // policies; 2 peeks (whether n would be taken, taking nothing); 3 refunds
-// n tokens to every policy, each capped at its capacity. The reply is, per
-// request: allowed (1 or 0; a refund is always 1), then per policy whole
-// tokens left, µs until n tokens exist (0 unless not allowed) and µs until
-// the bucket is full.
+// n tokens to every policy, each capped at its capacity. The reply is one
+// string of integers separated by ",": per request, allowed (1 or 0; a
+// refund is always 1), then per policy whole tokens left, µs until n
+// tokens exist (0 unless not allowed) and µs until the bucket is full.
 //
-// A bucket's value is "<units>:<tick>:<id>": the tokens (in units) it held
-// at that tick of the server's clock, and the id of the call that wrote it;
-// a missing key is a full bucket. Only an allowed take and a refund write; a
-// bucket's tick never moves back (a failover can turn the clock back:
-// otherwise an interval would be refilled twice). Each bucket taken from is
-// written once, at the end, with an expiry (ms) a second after it would be
-// full again. Commands: TIME, MGET, and one SET per bucket taken from.
+// A bucket's value is "<units>:<tick>:<policy>": the tokens (in units) it
+// held at that tick of the server's clock, counted in the policy that
+// wrote it; a missing key is a full bucket. So any limit reads what any
+// other wrote: the bucket is refilled to now in its own policy, and what
+// it has spent carries over (capacity − spent in the reader's units,
+// rounded toward fewer tokens, clamped to [0, capacity]); a bucket in the
+// reader's own policy is read with no rounding at all.
+//
+// Only an allowed take and a refund write, each bucket once at the end,
+// stamped with the current tick, expiring (ms) a second after it would be
+// full again. A bucket stamped ahead of the clock (a failover or an NTP
+// step moved it back) is read as of its stamp, and any take re-stamps it
+// at the current tick, so that no refusal outlasts the RetryAfter it
+// announced. Commands: TIME, MGET, one SET per bucket written, and one SET
+// of the replay record when anything was written.
 //
 // Exactly once: go-redis re-sends a script whose reply was lost on a
-// broken connection. A call that finds its own id on one of its buckets
-// has already run, and takes or refunds nothing again: a lone take is
-// answered allowed (it was: only an allowed take writes) with its buckets
-// as they are now; the takes of a larger batch, whose individual answers
-// are lost, are answered denied — early, never over the limit.
+// broken connection. A call that wrote anything keeps its reply under its
+// id for a few seconds (the replay record, in the slot of its first
+// bucket); a re-sent call finds it and returns it, taking and refunding
+// nothing again, whatever other calls wrote in between.
 //
 // Every number stays an integer below 2^53, which New checks, so the
 // double arithmetic of Lua is exact and nothing drifts.
 var tokenBuckets = redis.NewScript(`
 local ceil, floor, find, sub, format = math.ceil, math.floor, string.find, string.sub, string.format
+local nk = #KEYS
+local vals = redis.call('MGET', unpack(KEYS))
+if vals[nk] then return vals[nk] end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local id = ARGV[1]
-local D, P = tonumber(ARGV[2]), tonumber(ARGV[3])
-local pol = {}
-for j = 1, P do
-  local tick = tonumber(ARGV[4*j+3])
-  local nowt = floor(now / tick)
-  pol[tostring(j)] = {tonumber(ARGV[4*j]), tonumber(ARGV[4*j+1]), tonumber(ARGV[4*j+2]), tick, nowt, now - nowt * tick}
+local D, P = tonumber(ARGV[3]), tonumber(ARGV[4])
+local pols, byDesc = {}, {}
+local function policy(desc)
+  local p = byDesc[desc]
+  if p == nil then
+    p = false
+    local a = find(desc, ':', 1, true)
+    local b = a and find(desc, ':', a + 1, true)
+    local c = b and find(desc, ':', b + 1, true)
+    if c then
+      local tick = tonumber(sub(desc, c + 1))
+      if tick and tick > 0 then
+        p = {tonumber(sub(desc, 1, a - 1)), tonumber(sub(desc, a + 1, b - 1)), tonumber(sub(desc, b + 1, c - 1)), tick, floor(now / tick), desc}
+        p[7] = now - p[5] * tick
+        if not (p[1] and p[2] and p[3]) or p[2] <= 0 or p[3] <= 0 then p = false end
+      end
+    end
+    byDesc[desc] = p
+  end
+  return p
 end
-local vals = redis.call('MGET', unpack(KEYS))
-local state, replay = {}, false
-for i = 1, #KEYS do
+for j = 1, P do pols[j] = policy(ARGV[4 + j]) end
+-- state[key]: {units, stamp, policy} as read, then as written; false: full
+local state = {}
+for i = 1, nk - 1 do
   local key = KEYS[i]
   if state[key] == nil then
-    local st = false
-    local v = vals[i]
+    local st, v = false, vals[i]
     if v then
       local s1 = find(v, ':', 1, true)
-      if s1 then
-        local s2 = find(v, ':', s1 + 1, true)
-        local units, ts = tonumber(sub(v, 1, s1 - 1)), tonumber(sub(v, s1 + 1, (s2 or 0) - 1))
-        if s2 and sub(v, s2 + 1) == id then replay = true end
-        if units and ts then st = {units, ts} end
+      local s2 = s1 and find(v, ':', s1 + 1, true)
+      if s2 then
+        local units, ts = tonumber(sub(v, 1, s1 - 1)), tonumber(sub(v, s1 + 1, s2 - 1))
+        if units and ts then st = {units, ts, policy(sub(v, s2 + 1))} end
       end
     end
     state[key] = st
   end
 end
+-- tokens returns the units bucket st holds now in policy p's units, and
+-- whether it is stamped ahead of the clock.
+local function tokens(st, p)
+  if not st then return p[1], false end
+  local q = st[3] or p
+  local tok, el = st[1], q[5] - st[2]
+  local ahead = el < 0
+  if ahead then el = 0 end
+  if tok >= q[1] or el >= ceil((q[1] - tok) / q[2]) then tok = q[1] else tok = tok + el * q[2] end
+  if q ~= p and q[6] ~= p[6] then
+    local spent = (q[1] - tok) * p[3]
+    if spent < 9007199254740992 then spent = ceil(spent / q[3]) else spent = ceil((q[1] - tok) / q[3] * p[3]) end
+    tok = p[1] - spent
+    if tok < 0 then tok = 0 end
+  end
+  return tok, ahead
+end
+local function num(x)
+  if x < 1e14 then return x end
+  return format('%d', x)
+end
 local out, order, px = {}, {}, {}
-local o, k, a = 0, 0, 4 + 4 * P
+local o, k, a = 0, 0, 5 + P
 for _ = 1, D do
-  local m, op, n = tonumber(ARGV[a]), tonumber(ARGV[a+1]), tonumber(ARGV[a+2])
-  local tokens = {}
+  local op, n, m = tonumber(ARGV[a]), tonumber(ARGV[a+1]), tonumber(ARGV[a+2])
+  local toks, aheads = {}, {}
   local allowed = 1
   for i = 1, m do
-    local p = pol[ARGV[a+2+i]]
-    local cap, rate = p[1], p[2]
-    local tok = cap
-    local st = state[KEYS[k+i]]
-    if st then
-      local el = p[5] - st[2]
-      if el < 0 then el = 0 end
-      if st[1] < cap and el < ceil((cap - st[1]) / rate) then tok = st[1] + el * rate end
-    end
-    tokens[i] = tok
+    local p = pols[tonumber(ARGV[a+2+i])]
+    local tok, ahead = tokens(state[KEYS[k+i]], p)
+    toks[i], aheads[i] = tok, ahead
     if tok < n * p[3] then allowed = 0 end
   end
   local write = 0
   if op == 1 then
-    if replay then
-      if D == 1 then allowed = 1 else allowed = 0 end
-    elseif allowed == 1 then
-      write = -1
-    end
+    if allowed == 1 then write = -1 end
   elseif op == 3 then
-    allowed = 1
-    if not replay then write = 1 end
+    allowed, write = 1, 1
   end
   out[o+1] = allowed
   for i = 1, m do
-    local p = pol[ARGV[a+2+i]]
-    local cap, rate, unit, tick, nowt, phase = p[1], p[2], p[3], p[4], p[5], p[6]
+    local p = pols[tonumber(ARGV[a+2+i])]
+    local cap, rate, unit, tick, phase = p[1], p[2], p[3], p[4], p[7]
     local need = n * unit
-    local left = tokens[i]
+    local left = toks[i]
     local retry, reset = 0, 0
     if write == -1 then
       left = left - need
@@ -113,26 +145,27 @@ for _ = 1, D do
       retry = ceil((need - left) / rate) * tick - phase
     end
     if left < cap then reset = ceil((cap - left) / rate) * tick - phase end
-    out[o+3*i-1] = floor(left / unit)
-    out[o+3*i] = retry
-    out[o+3*i+1] = reset
-    if write ~= 0 then
+    out[o+3*i-1] = num(floor(left / unit))
+    out[o+3*i] = num(retry)
+    out[o+3*i+1] = num(reset)
+    if write ~= 0 or (op == 1 and aheads[i]) then
       local key = KEYS[k+i]
-      local st = state[key]
-      local stamp = nowt
-      if st and st[2] > nowt then stamp = st[2] end
       if not px[key] then order[#order+1] = key end
-      state[key] = {left, stamp}
-      px[key] = ceil(((stamp - nowt) * tick + reset) / 1000) + 1000
+      state[key] = {left, p[5], p}
+      px[key] = ceil(reset / 1000) + 1000
     end
   end
   o = o + 1 + 3 * m
   k = k + m
   a = a + 3 + m
 end
+local reply = table.concat(out, ',')
+local wrote = false
 for _, key in ipairs(order) do
   local st = state[key]
-  redis.call('SET', key, format('%d:%d:%s', st[1], st[2], id), 'PX', px[key])
+  redis.call('SET', key, format('%d:%d:', st[1], st[2]) .. st[3][6], 'PX', px[key])
+  wrote = true
 end
-return out
+if wrote then redis.call('SET', KEYS[nk], reply, 'PX', tonumber(ARGV[2])) end
+return reply
 `)

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,13 +21,14 @@ import (
 // Cluster or Ring.
 //
 // Decisions batch themselves: one made while nothing is in flight is sent
-// at once, alone; decisions that arrive while a call is in flight leave
-// together, in one script call, as soon as it returns. No timer, no delay
-// for a lone caller; under concurrency Redis and the client spend much less
-// per decision. Each decision in a batch is exactly what it would be alone.
-// A standalone Redis (Sentinel's included) takes one call at a time for the
-// whole store; a Cluster or Ring one per subject, so one slot's trouble
-// never holds up another's decisions.
+// at once, alone; decisions that arrive while calls are in flight leave in
+// the next call at once, together with whatever else queued by then. No
+// timer, no delay for a lone caller, and a decision waits for one round
+// trip, never for another call's; under load Redis and the client spend
+// much less per decision. Each decision in a batch is exactly what it
+// would be alone. A Cluster or Ring batches per node (a pipeline of one
+// script call per subject), so one node's trouble never holds up
+// another's decisions.
 //
 // Keys are laid out as <prefix>{<subject>}:<policy>. The braces are a Redis
 // Cluster hash tag: every policy of one subject lives in one slot, so a
@@ -38,8 +38,9 @@ import (
 // expires a second after its bucket would be full again.
 //
 // A decision is charged at most once even when go-redis re-sends a script
-// whose reply was lost (its default MaxRetries): each call carries an id
-// that the script recognises.
+// whose reply was lost (its default MaxRetries): each call carries an id,
+// and the script keeps the reply of a call that wrote anything under it
+// for a few seconds, so a re-sent call gets the answers of its first run.
 //
 // Recommended client options: ContextTimeoutEnabled: true, so a stalled
 // Redis frees the connection at the decision's deadline; the default
@@ -50,11 +51,12 @@ type RedisStore struct {
 	client redis.UniversalClient
 	prefix string
 
-	mu     sync.Mutex
-	queues map[string]*queue // by subject for a Cluster or Ring, else one, ""
-	split  bool              // Cluster or Ring: decisions queue per subject
-	ready  atomic.Bool       // a call succeeded: a Cluster client has its slot map
-	inline bool              // the client bounds calls by their context's deadline
+	mu       sync.Mutex
+	queues   map[string]*queue // by node for a Cluster or Ring, else one, ""
+	split    bool              // Cluster or Ring: decisions queue per node
+	maxCalls int               // calls in flight per queue: the client's pool
+	ready    atomic.Bool       // a call succeeded: a Cluster client has its slot map
+	inline   bool              // the client bounds calls by their context's deadline
 
 	lastErr atomic.Pointer[error] // the last call's error; nil after a success
 
@@ -79,12 +81,6 @@ func WithPrefix(prefix string) RedisOption {
 	}
 	return func(s *RedisStore) { s.prefix = prefix }
 }
-
-// WithBatching is a no-op kept for one release: batching is now how every
-// RedisStore sends its decisions.
-//
-// Deprecated: remove the option; the behaviour it enabled is the default.
-func WithBatching() RedisOption { return func(*RedisStore) {} }
 
 // NewRedisStore returns a store using client. It does not dial: an
 // unreachable Redis at startup is a failing store, handled by FailMode.
@@ -114,6 +110,7 @@ func NewRedisStore(client redis.UniversalClient, opts ...RedisOption) *RedisStor
 		s.split = c != nil
 		s.inline = c != nil && c.Options().ContextTimeoutEnabled
 	}
+	s.maxCalls = poolSize(client)
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	s.idBase = hex.EncodeToString(b[:]) + "."
@@ -198,8 +195,12 @@ func (s *RedisStore) do(ctx context.Context, op int, subject string, n int, poli
 		return Outcome{}, err
 	}
 	r := &request{ctx: ctx, subj: hashSubject(subject), op: op, n: n, policies: policies}
-	if q, inline := s.enqueue(r); inline {
-		s.sendAlone(q, r)
+	var dest string
+	if s.split {
+		dest = s.node(subject)
+	}
+	if q, inline := s.enqueue(r, dest); inline {
+		s.sendAlone(dest, q, r)
 	} else if err := wait(ctx, r); err != nil {
 		return Outcome{}, err
 	}
@@ -265,36 +266,34 @@ func (s *RedisStore) node(subject string) string {
 	return c.Options().Addr
 }
 
-// nextID returns a call id unique to this call.
-func (s *RedisStore) nextID() string {
-	var b [48]byte
-	return string(strconv.AppendUint(append(b[:0], s.idBase...), s.idSeq.Add(1), 36))
-}
-
-func parseReply(reply []any, each []Outcome) (Outcome, error) {
-	if len(reply) < 4 || (len(reply)-1)%3 != 0 || (each != nil && len(each) != (len(reply)-1)/3) {
-		return Outcome{}, fmt.Errorf("%w: %d values", ErrBadReply, len(reply))
-	}
-	allowed, ok := reply[0].(int64)
-	if !ok {
-		return Outcome{}, fmt.Errorf("%w: %T", ErrBadReply, reply[0])
+// parseReply reads one request's part of the script's reply: allowed,
+// then per policy whole tokens left, µs until n tokens exist and µs until
+// the bucket is full, separated by commas. It returns the binding outcome
+// and fills each (when not nil) with every policy's.
+func parseReply(reply string, each []Outcome) (Outcome, error) {
+	var v [3]int64
+	allowed, rest, ok := nextInt(reply)
+	if !ok || rest == "" {
+		return Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, truncate(reply))
 	}
 	var best Outcome
-	for i := 0; 1+3*i < len(reply); i++ {
-		rem, ok1 := reply[1+3*i].(int64)
-		retry, ok2 := reply[2+3*i].(int64)
-		reset, ok3 := reply[3+3*i].(int64)
-		if !ok1 || !ok2 || !ok3 {
-			return Outcome{}, fmt.Errorf("%w: non-integer value", ErrBadReply)
+	for i := 0; rest != ""; i++ {
+		for j := range v {
+			if v[j], rest, ok = nextInt(rest); !ok {
+				return Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, truncate(reply))
+			}
 		}
 		o := Outcome{
 			Allowed:    allowed == 1,
 			Policy:     i,
-			Remaining:  rem,
-			RetryAfter: time.Duration(retry) * time.Microsecond,
-			ResetAfter: time.Duration(reset) * time.Microsecond,
+			Remaining:  v[0],
+			RetryAfter: time.Duration(v[1]) * time.Microsecond,
+			ResetAfter: time.Duration(v[2]) * time.Microsecond,
 		}
 		if each != nil {
+			if i >= len(each) {
+				return Outcome{}, fmt.Errorf("%w: more outcomes than %d policies", ErrBadReply, len(each))
+			}
 			each[i] = o
 		}
 		if i == 0 || binds(o, best) {
@@ -302,6 +301,29 @@ func parseReply(reply []any, each []Outcome) (Outcome, error) {
 		}
 	}
 	return best, nil
+}
+
+// nextInt parses the non-negative integer that starts s, up to a comma,
+// and returns what follows the comma.
+func nextInt(s string) (v int64, rest string, ok bool) {
+	i := 0
+	for ; i < len(s) && s[i] != ','; i++ {
+		c := s[i]
+		if c < '0' || c > '9' || v > (1<<62)/10 {
+			return 0, "", false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if i == 0 {
+		return 0, "", false
+	}
+	if i < len(s) {
+		i++ // the comma
+		if i == len(s) {
+			return 0, "", false
+		}
+	}
+	return v, s[i:], true
 }
 
 // Reset implements Resetter: it deletes subject's buckets, which are then full.

@@ -59,7 +59,7 @@ type Policy struct {
 	Unit     int64  // units per token
 	Tick     int64  // µs per tick
 
-	argv []any // RedisStore's script arguments for this policy, built once
+	desc string // "Capacity:Refill:Unit:Tick", RedisStore's script argument, built once
 }
 
 // Outcome is a store's answer for one policy.
