@@ -2,6 +2,9 @@
 GO       ?= go
 PKGS     ?= ./...
 FUZZTIME ?= 10s
+# Modules of their own that test and lint cover too (grpc/: so that
+# net/http-only users never download gRPC).
+MODULES  ?= grpc
 # Tests and scripts use REDIS_ADDR when set, else 127.0.0.1:6379; the demo
 # uses an embedded Redis unless REDIS_ADDR is set.
 
@@ -15,6 +18,7 @@ demo: ## run the demo: three instances sharing one limit (embedded Redis)
 
 test: ## run every test with -race (real Redis at REDIS_ADDR; skipped when absent unless RATELIMIT_REQUIRE_REDIS=1)
 	$(GO) test -race -shuffle=on -count=1 -timeout 10m $(PKGS)
+	set -e; for m in $(MODULES); do (cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 10m ./...); done
 
 test-short: ## fast tests only (memory store, miniredis)
 	$(GO) test -short -count=1 $(PKGS)
@@ -22,8 +26,10 @@ test-short: ## fast tests only (memory store, miniredis)
 lint: ## gofmt, go vet, staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
 	@command -v staticcheck >/dev/null 2>&1 || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	$$(command -v staticcheck || echo $$($(GO) env GOPATH)/bin/staticcheck) $(PKGS)
+	set -e; sc=$$(command -v staticcheck || echo $$($(GO) env GOPATH)/bin/staticcheck); for m in $(MODULES); do (cd $$m && $$sc ./...); done
 
 fuzz: ## run each fuzz target for FUZZTIME (default 10s)
 	@./scripts/fuzz.sh $(FUZZTIME)
