@@ -110,17 +110,27 @@ func stores(t *testing.T) map[string]func(t *testing.T) clockStore {
 
 // exactOnly names the cases that hang on less than a millisecond: they run
 // on stopped clocks only.
-// memoryStampsPending names the cases whose semantics changed with issue
-// 22 on Redis first; the memory store's change removes its entries.
-var memoryStampsPending = map[string]bool{"clock moved back": true}
+var exactOnly = map[string]bool{"a day, counted in ms": true, "30 days, counted in ms": true, "a billion a second": true,
+	"rounding only where the scale changes": true}
 
-var exactOnly = map[string]bool{"a day, counted in ms": true, "30 days, counted in ms": true, "a billion a second": true}
+// keptWaits names the cases where a decision that writes nothing (a
+// denied take, a peek) reads a bucket another limit wrote: the memory
+// store counts RetryAfter and ResetAfter on that bucket as it stays,
+// refilling under the limit that wrote it (true under a lowered limit);
+// redisKeptWaits says whether the Redis script (core/lua.go) does yet:
+// flip it to true when it does.
+var keptWaits = map[string]bool{"a raised limit: what was spent carries over": true,
+	"a day's quota raised, then lowered": true, "rounding only where the scale changes": true}
+
+const redisKeptWaits = false
 
 // step is one decision of a conformance case and what it must return.
 type step struct {
 	wait  time.Duration // clock advance before the decision
 	key   string        // default "k"
 	n     int           // default 1
+	lim   core.Limit    // default the case's limit; the policy name stays
+	peek  bool          // Peek instead of Take
 	allow bool
 	rem   int64
 	retry time.Duration
@@ -180,6 +190,67 @@ var conformance = []struct {
 		{wait: 500 * time.Millisecond, allow: false, rem: 0, retry: 500 * time.Millisecond, reset: 1500 * time.Millisecond},
 		{wait: 500 * time.Millisecond, allow: true, rem: 0, reset: 2 * time.Second},
 	}},
+	{"an hour ahead, then back", core.PerSecond(1).WithBurst(2), []step{
+		{n: 2, allow: true, rem: 0, reset: 2 * time.Second},
+		{wait: time.Hour, n: 2, allow: true, rem: 0, reset: 2 * time.Second},
+		{wait: -time.Hour, allow: false, rem: 0, retry: time.Second, reset: 2 * time.Second},
+		// Refused no longer than the RetryAfter announced.
+		{wait: time.Second, allow: true, rem: 0, reset: 2 * time.Second},
+		{allow: false, rem: 0, retry: time.Second, reset: 2 * time.Second},
+	}},
+	{"ten seconds back", core.PerSecond(10), []step{
+		{n: 10, allow: true, rem: 0, reset: time.Second},
+		{wait: -10 * time.Second, allow: false, rem: 0, retry: 100 * time.Millisecond, reset: time.Second},
+		{wait: 100 * time.Millisecond, allow: true, rem: 0, reset: time.Second},
+	}},
+	{"a peek never re-stamps", core.PerSecond(10), []step{
+		{n: 10, allow: true, rem: 0, reset: time.Second},
+		{wait: -10 * time.Second, peek: true, allow: false, rem: 0, retry: 100 * time.Millisecond, reset: time.Second},
+		// Still ahead: the take re-stamps.
+		{wait: 100 * time.Millisecond, allow: false, rem: 0, retry: 100 * time.Millisecond, reset: time.Second},
+		{wait: 100 * time.Millisecond, allow: true, rem: 0, reset: time.Second},
+	}},
+	// A bucket keeps the limit that wrote it: read under another limit of
+	// the same name, what was spent carries over (new capacity - spent,
+	// clamped to [0, capacity]). A decision that writes nothing (a denied
+	// take, a peek) leaves the bucket under the limit that wrote it: its
+	// waits are those of that bucket as it refills, so a RetryAfter stays
+	// true under a lowered limit.
+	{"a raised limit: what was spent carries over", core.PerMinute(60), []step{
+		{n: 40, allow: true, rem: 20, reset: 40 * time.Second},
+		{lim: core.PerMinute(100), peek: true, allow: true, rem: 60, reset: 40 * time.Second},
+		{lim: core.PerMinute(100), n: 60, allow: true, rem: 0, reset: time.Minute},
+		{lim: core.PerMinute(100), allow: false, rem: 0, retry: 600 * time.Millisecond, reset: time.Minute},
+		// Back to 60: 100 spent, clamped at 0, until 41 have refilled at
+		// 100 a minute.
+		{allow: false, rem: 0, retry: 24600 * time.Millisecond, reset: time.Minute},
+		{wait: 24600 * time.Millisecond, allow: true, rem: 0, reset: time.Minute},
+	}},
+	// 100000 a day counts in µs, 123457 a day in ms.
+	{"a day's quota raised, then lowered", core.PerDay(100000), []step{
+		{n: 50000, allow: true, rem: 50000, reset: 12 * time.Hour},
+		{lim: core.PerDay(123457), peek: true, allow: true, rem: 73457, reset: 12 * time.Hour},
+		{lim: core.PerDay(123457), n: 73457, allow: true, rem: 0, reset: 24 * time.Hour},
+		{lim: core.PerDay(123457), allow: false, rem: 0, retry: 700 * time.Millisecond, reset: 24 * time.Hour},
+		{wait: 700 * time.Millisecond, lim: core.PerDay(123457), allow: true, rem: 0, reset: 24 * time.Hour},
+		// Lowered: 123457 spent, less 700 ms of refill, clamps at 0 until
+		// the spending is under 99999 at 123457 a day.
+		{allow: false, rem: 0, retry: 16416819 * time.Millisecond, reset: 24 * time.Hour},
+		{wait: 16416819 * time.Millisecond, allow: true, rem: 0, reset: 86399999569 * time.Microsecond},
+	}},
+	// 3 a second counts 10^6 units a token, 2 a second 5×10^5: a fraction
+	// of a unit spent rounds up, once, where the scale changes; an
+	// unchanged limit reads its bucket exactly.
+	{"rounding only where the scale changes", core.PerSecond(3), []step{
+		{allow: true, rem: 2, reset: 333334 * time.Microsecond},
+		// 999997 units spent: ⌈999997/2⌉ = 499999 of 10^6 spent, 500001
+		// left; the bucket fills at 3 a second.
+		{wait: time.Microsecond, lim: core.PerSecond(2), peek: true, allow: true, rem: 1, reset: 333333 * time.Microsecond},
+		{lim: core.PerSecond(3), peek: true, allow: true, rem: 2, reset: 333333 * time.Microsecond},
+		{lim: core.PerSecond(2), allow: true, rem: 0, reset: 999999 * time.Microsecond},
+		// 999999 spent of 10^6 is 1999998 of 3×10^6: 1000002 left.
+		{lim: core.PerSecond(3), peek: true, allow: true, rem: 1, reset: 999999 * time.Microsecond},
+	}},
 	// Limits whose numbers do not fit below 2^53 in µs count in ms.
 	{"a day, counted in ms", core.PerDay(123457), []step{
 		{n: 123457, allow: true, rem: 0, reset: 24 * time.Hour},
@@ -221,11 +292,11 @@ func TestStoreConformance(t *testing.T) {
 			for _, tc := range conformance {
 				t.Run(tc.name, func(t *testing.T) {
 					s := mk(t)
-					if storeName == "memory" && memoryStampsPending[tc.name] {
-						t.Skip("the memory store's re-stamping after a clock step lands with issue 22's memory change")
-					}
 					if s.realTime && exactOnly[tc.name] {
 						t.Skip("needs a stopped clock")
+					}
+					if keptWaits[tc.name] && storeName != "memory" && !redisKeptWaits {
+						t.Skip("waits on a bucket kept under another limit: not in the Redis script yet (redisKeptWaits)")
 					}
 					if s.realTime {
 						// Real Redis's clock moves during the case; check
@@ -242,13 +313,12 @@ func TestStoreConformance(t *testing.T) {
 
 func runExact(t *testing.T, s clockStore, l core.Limit, steps []step) {
 	t.Helper()
-	p := []core.Policy{policyOf(t, "conf", l)}
 	for i, st := range steps {
 		if st.wait != 0 {
 			s.advance(st.wait)
 		}
 		key, n := orKey(st.key), max(st.n, 1)
-		got, err := s.store.Take(context.Background(), key, n, p, nil)
+		got, err := decideStep(t, s.store, l, st, key, n)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
@@ -305,7 +375,6 @@ func backdate(t *testing.T, c *redis.Client, prefix string, d time.Duration) {
 func runLoose(t *testing.T, cs clockStore, l core.Limit, steps []step) {
 	t.Helper()
 	s := cs.store
-	p := []core.Policy{policyOf(t, "conf", l)}
 	const slack = 250 * time.Millisecond
 	for i, st := range steps {
 		if st.wait != 0 {
@@ -314,7 +383,7 @@ func runLoose(t *testing.T, cs clockStore, l core.Limit, steps []step) {
 			}
 			cs.advance(st.wait)
 		}
-		got, err := s.Take(context.Background(), orKey(st.key), max(st.n, 1), p, nil)
+		got, err := decideStep(t, s, l, st, orKey(st.key), max(st.n, 1))
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
@@ -328,6 +397,20 @@ func runLoose(t *testing.T, cs clockStore, l core.Limit, steps []step) {
 			t.Errorf("step %d: ResetAfter %v, want about %v", i, got.ResetAfter, st.reset)
 		}
 	}
+}
+
+// decideStep runs st on s: a Take, or a Peek, under the step's limit (the
+// case's by default), always under the policy name "conf".
+func decideStep(t *testing.T, s core.Store, l core.Limit, st step, key string, n int) (core.Outcome, error) {
+	t.Helper()
+	if st.lim != (core.Limit{}) {
+		l = st.lim
+	}
+	p := []core.Policy{policyOf(t, "conf", l)}
+	if st.peek {
+		return s.(core.Peeker).Peek(context.Background(), key, n, p, nil)
+	}
+	return s.Take(context.Background(), key, n, p, nil)
 }
 
 func orKey(k string) string {

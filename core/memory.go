@@ -3,9 +3,11 @@ package core
 import (
 	"context"
 	"hash/maphash"
+	"math/bits"
 	"runtime"
 	"sync"
 	"time"
+	"unique"
 )
 
 // MemoryStore keeps token buckets in this process, with the same semantics
@@ -19,6 +21,13 @@ import (
 // WithMaxKeys. A new subject arriving at a full shard evicts the sampled
 // bucket closest to full (another subject's, unless every sample is its
 // own), whose subject then starts again from a full bucket.
+//
+// A bucket describes itself, as on Redis: it keeps the policy that wrote
+// it, so a bucket written under one limit and read under another (the same
+// Name, a changed Limit) carries over what was spent, and one stamped
+// ahead of an injected clock that moved back is read as of its stamp and
+// re-stamped by the next take (DESIGN §3, "Limits that change", "Time
+// steps").
 //
 // A MemoryStore is safe for concurrent use and needs no Close.
 type MemoryStore struct {
@@ -41,13 +50,112 @@ type memShard struct {
 	// serves one limiter, so its name is hashed once, not per decision.
 	name     string
 	nameHash uint64
-	_        [56]byte // keep shards on separate cache lines
+	// Likewise the shape of the policy last decided here, and its handle.
+	shapeKey policyShape
+	shape    unique.Handle[policyShape]
+	_        [16]byte // keep shards on separate cache lines
+}
+
+// policyShape is a policy's arithmetic without its name: what a bucket
+// needs to be read under another policy.
+type policyShape struct{ capacity, refill, unit, tick int64 }
+
+func shapeOf(p *Policy) policyShape { return policyShape{p.Capacity, p.Refill, p.Unit, p.Tick} }
+
+// policy returns the shape as a nameless Policy, for its arithmetic.
+func (sp *policyShape) policy() Policy {
+	return Policy{Capacity: sp.capacity, Refill: sp.refill, Unit: sp.unit, Tick: sp.tick}
 }
 
 type memBucket struct {
-	units int64 // tokens in units at ts
-	ts    int64 // µs on the store's clock; never moves back, so no interval is refilled twice
-	full  int64 // µs at which the bucket is full again
+	units int64                      // tokens in units of shape at ts
+	ts    int64                      // µs on the store's clock at the last write
+	shape unique.Handle[policyShape] // the policy that wrote the bucket
+}
+
+// memEpoch is where the store's clock starts, in µs: a multiple of every
+// tick, large enough that an injected clock moved back past the store's
+// creation (time.Time.Sub saturates at 292 years) still reads positive,
+// so that tick arithmetic never needs a floor division.
+const memEpoch = 10_000_000_000_000_000
+
+// read returns the units b holds at now under p, whose shape is hp: under
+// b's own policy, refilled at every tick boundary passed, then, when p is
+// another policy, what was spent carried over (see carry); own is then the
+// units under b's own policy, else -1. ahead reports a bucket stamped in a
+// later tick than now (an injected clock moved back): it is read as of
+// its stamp.
+func (b *memBucket) read(p *Policy, hp unique.Handle[policyShape], now int64) (tokens, own int64, ahead bool) {
+	if b.shape == hp {
+		if p.Tick == 1 {
+			ahead = b.ts > now
+		} else {
+			ahead = b.ts/p.Tick > now/p.Tick
+		}
+		return p.refill(b.units, b.ts, now), -1, ahead
+	}
+	sp := b.shape.Value()
+	old := sp.policy()
+	own = old.refill(b.units, b.ts, now)
+	return carry(p, &sp, own), own, b.ts/sp.tick > now/sp.tick
+}
+
+// decideKept is Policy.decide for a bucket read under p but kept under its
+// own policy sp (a denied take, a peek: nothing is written), which holds
+// own units: the waits are those of the bucket as it stays, refilling
+// under sp, so a RetryAfter announced under a lowered limit is the true
+// one: the next take under p finds n tokens then.
+func (p *Policy) decideKept(sp *policyShape, own, tokens int64, n int, allowed bool, now int64) decision {
+	d := decision{allowed: allowed, remaining: tokens / p.Unit}
+	need := int64(n) * p.Unit
+	phase := now % sp.tick
+	if tokens < need {
+		// carry(own') ≥ need ⇔ own' ≥ sp.capacity - ⌊(capacity - need) × sp.unit / Unit⌋.
+		hi, lo := bits.Mul64(uint64(p.Capacity-need), uint64(sp.unit))
+		var q uint64
+		if hi < uint64(p.Unit) {
+			q, _ = bits.Div64(hi, lo, uint64(p.Unit))
+		} else {
+			q = uint64(sp.capacity) // cannot happen: tokens < need means q < capacity
+		}
+		target := sp.capacity - int64(min(q, uint64(sp.capacity)))
+		d.retryAfter = time.Duration(ceilDiv(target-own, sp.refill)*sp.tick-phase) * time.Microsecond
+	}
+	if tokens < p.Capacity {
+		d.resetAfter = time.Duration(ceilDiv(sp.capacity-own, sp.refill)*sp.tick-phase) * time.Microsecond
+	}
+	return d
+}
+
+// carry returns the units under p of a bucket holding tok units under
+// shape sp: p's capacity less what was spent, ⌈spent × p.Unit / sp.unit⌉
+// (rounded only here, where the scale changes), clamped to [0, capacity].
+func carry(p *Policy, sp *policyShape, tok int64) int64 {
+	spent := sp.capacity - tok
+	if spent <= 0 {
+		return p.Capacity
+	}
+	hi, lo := bits.Mul64(uint64(spent), uint64(p.Unit))
+	if hi >= uint64(sp.unit) {
+		return 0 // the quotient does not even fit in 64 bits
+	}
+	q, r := bits.Div64(hi, lo, uint64(sp.unit))
+	if q >= uint64(p.Capacity) {
+		return 0
+	}
+	if r != 0 {
+		q++ // at most the capacity now
+	}
+	return p.Capacity - int64(q)
+}
+
+// fullAt returns the µs at which b is full again under its own policy.
+func (b *memBucket) fullAt() int64 {
+	sp := b.shape.Value()
+	if b.units >= sp.capacity {
+		return b.ts
+	}
+	return (b.ts/sp.tick + ceilDiv(sp.capacity-b.units, sp.refill)) * sp.tick
 }
 
 // MemoryOption configures a MemoryStore.
@@ -113,7 +221,7 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 	empty := maphash.String(s.seed, "")
 	for i := range s.shards {
 		s.shards[i].slots = make([]memSlot, minSlots)
-		s.shards[i].nextSweep = s.sweep
+		s.shards[i].nextSweep = memEpoch + s.sweep
 		s.shards[i].nameHash = empty
 	}
 	return s
@@ -121,14 +229,14 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 
 var _ Store = (*MemoryStore)(nil)
 
-// now returns the store's clock in µs since it was made. Without an
-// injected clock it reads only the monotonic clock (time.Since), half the
-// cost of time.Now, which also reads the wall clock.
+// now returns the store's clock in µs: memEpoch when it was made. Without
+// an injected clock it reads only the monotonic clock (time.Since), half
+// the cost of time.Now, which also reads the wall clock.
 func (s *MemoryStore) now() int64 {
 	if s.clock == nil {
-		return time.Since(s.base).Microseconds()
+		return memEpoch + time.Since(s.base).Microseconds()
 	}
-	return s.clock().Sub(s.base).Microseconds()
+	return memEpoch + s.clock().Sub(s.base).Microseconds()
 }
 
 // Take implements Store. It never blocks on I/O, and fails only for a
@@ -148,6 +256,17 @@ func (sh *memShard) hash(s *MemoryStore, hs uint64, name string) uint64 {
 		sh.name, sh.nameHash = name, maphash.String(s.seed, name)
 	}
 	return (hs ^ sh.nameHash) | 1
+}
+
+// shapeFor returns the handle of p's shape, the same for every policy
+// with p's arithmetic.
+func (sh *memShard) shapeFor(p *Policy) unique.Handle[policyShape] {
+	// The zero shapeKey is no valid policy's (Refill > 0), so the zero
+	// handle is never returned.
+	if k := shapeOf(p); k != sh.shapeKey {
+		sh.shapeKey, sh.shape = k, unique.Make(k)
+	}
+	return sh.shape
 }
 
 func (s *MemoryStore) take(subject string, n int, policies []Policy, each []Outcome) Outcome {
@@ -170,8 +289,8 @@ func (s *MemoryStore) lock(subject string) (sh *memShard, hs uint64, now int64) 
 	hs = maphash.String(s.seed, subject)
 	sh = &s.shards[hs&s.mask]
 	// The clock is read before the lock, to keep the critical section
-	// short; two callers may then reach a bucket out of clock order, so a
-	// bucket's time never moves back (see memBucket.ts).
+	// short; two callers may then reach a bucket out of clock order: see
+	// recheck.
 	now = s.now()
 	sh.mu.Lock()
 	if now >= sh.nextSweep {
@@ -181,61 +300,104 @@ func (s *MemoryStore) lock(subject string) (sh *memShard, hs uint64, now int64) 
 	return sh, hs, now
 }
 
+// recheck returns the time to decide a bucket stamped at ts with, now
+// having been read before the lock. A bucket stamped later was written by
+// a caller that read the clock after us and locked first: reading the
+// clock again, under the lock, orders us after it (the monotonic clock
+// does not go back), so no interval is refilled twice. Only an injected
+// clock moved back leaves the bucket ahead (see memBucket.read).
+func (s *MemoryStore) recheck(ts, now int64) int64 {
+	if ts > now {
+		return s.now()
+	}
+	return now
+}
+
 // take1 is take for one policy, the Limiter's hot path.
 func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
 	sh, hs, now := s.lock(subject)
 	// One lookup: buckets are updated in place.
-	h := sh.hash(s, hs, p.Name)
+	h, hp := sh.hash(s, hs, p.Name), sh.shapeFor(p)
 	var b *memBucket
+	tokens, own, ahead := p.Capacity, int64(-1), false
 	if i, ok := sh.find(h, p.Name, subject); ok {
 		b = &sh.slots[i].memBucket
-	}
-	tokens := p.Capacity
-	if b != nil {
-		tokens = p.refill(b.units, b.ts, now)
+		now = s.recheck(b.ts, now)
+		tokens, own, ahead = b.read(p, hp, now)
 	}
 	allowed := tokens >= int64(n)*p.Unit
-	d, left := p.decide(tokens, n, allowed, now)
+	var d decision
 	if allowed {
-		sh.put(s, b, h, p.Name, subject, left, now, d.resetAfter)
+		var left int64
+		d, left = p.decide(tokens, n, true, now)
+		sh.put(s, b, h, hp, p.Name, subject, left, now)
+	} else {
+		if own < 0 {
+			d, _ = p.decide(tokens, n, false, now)
+		} else {
+			sp := b.shape.Value()
+			d = p.decideKept(&sp, own, tokens, n, false, now)
+		}
+		if ahead {
+			b.restamp(now)
+		}
 	}
 	sh.mu.Unlock()
 	return d
 }
 
-// put writes a bucket that was taken from: b, or, when nil, a bucket
-// inserted for key (name, subject), holds left units at now, or at its own
-// later time (a bucket's time never moves back).
-func (sh *memShard) put(s *MemoryStore, b *memBucket, h uint64, name, subject string, left, now int64, resetAfter time.Duration) {
-	ts := now
+// put writes a bucket that was taken from or refunded to: b, or, when
+// nil, a bucket inserted for key (name, subject), holds left units of
+// shape hp at now.
+func (sh *memShard) put(s *MemoryStore, b *memBucket, h uint64, hp unique.Handle[policyShape], name, subject string, left, now int64) {
 	if b == nil {
 		b = sh.insert(h, name, subject, s.perShard)
-	} else {
-		ts = max(ts, b.ts)
 	}
-	*b = memBucket{units: left, ts: ts, full: ts + int64(resetAfter/time.Microsecond)}
+	*b = memBucket{units: left, ts: now, shape: hp}
+}
+
+// restamp moves a bucket stamped ahead of now back to now, holding what it
+// was read with (its units, at most its capacity) under its own policy: a
+// clock moved back then refuses no longer than the RetryAfter it announces.
+func (b *memBucket) restamp(now int64) {
+	b.units = min(b.units, b.shape.Value().capacity)
+	b.ts = now
+}
+
+// memRead is what applyMany read of one policy's bucket.
+type memRead struct {
+	hash   uint64
+	tokens int64 // under the policy decided
+	own    int64 // under the bucket's own policy when another, else -1
+	shape  unique.Handle[policyShape]
+	ahead  bool
 }
 
 // applyMany runs one operation of the script (opTake, opPeek, opRefund)
 // for every policy of subject at once, with the script's arithmetic. The
 // shard is locked.
 func (sh *memShard) applyMany(s *MemoryStore, hs uint64, subject string, op, n int, policies []Policy, each []Outcome, now int64) Outcome {
-	var small [4]int64
-	var smallH [4]uint64
-	tokens, hashes := small[:0], smallH[:0]
+	var small [4]memRead
+	reads := small[:0]
 	if len(policies) > len(small) {
-		tokens, hashes = make([]int64, 0, len(policies)), make([]uint64, 0, len(policies))
+		reads = make([]memRead, 0, len(policies))
 	}
-	allowed := true
-	for i := range policies {
+	allowed, rechecked := true, false
+	for i := 0; i < len(policies); i++ {
 		p := &policies[i]
-		h := sh.hash(s, hs, p.Name)
-		t := p.Capacity
-		if b := sh.lookup(h, p.Name, subject); b != nil {
-			t = p.refill(b.units, b.ts, now)
+		r := memRead{hash: sh.hash(s, hs, p.Name), tokens: p.Capacity, own: -1}
+		if b := sh.lookup(r.hash, p.Name, subject); b != nil {
+			if !rechecked && b.ts > now {
+				// Every policy is decided at one time: start again.
+				now, rechecked = s.recheck(b.ts, now), true
+				reads, allowed, i = reads[:0], true, -1
+				continue
+			}
+			r.tokens, r.own, r.ahead = b.read(p, sh.shapeFor(p), now)
+			r.shape = b.shape
 		}
-		tokens, hashes = append(tokens, t), append(hashes, h)
-		if t < int64(n)*p.Unit {
+		reads = append(reads, r)
+		if r.tokens < int64(n)*p.Unit {
 			allowed = false
 		}
 	}
@@ -243,32 +405,34 @@ func (sh *memShard) applyMany(s *MemoryStore, hs uint64, subject string, op, n i
 	for i := range policies {
 		p := &policies[i]
 		need := int64(n) * p.Unit
+		r := &reads[i]
 		var d decision
 		var left int64
-		write := false
-		switch op {
-		case opTake:
-			d, left = p.decide(tokens[i], n, allowed, now)
-			write = allowed
-		case opPeek:
-			d, _ = p.decide(tokens[i], n, false, now)
-			d.allowed = allowed
-		case opRefund:
-			left = min(p.Capacity, tokens[i]+need)
+		write := op == opRefund || op == opTake && allowed
+		switch {
+		case op == opRefund:
+			left = min(p.Capacity, r.tokens+need)
 			d, _ = p.decide(left+need, n, true, now) // takes need: leaves left
-			write = true
+		case write:
+			d, left = p.decide(r.tokens, n, true, now)
+		case r.own < 0:
+			d, _ = p.decide(r.tokens, n, false, now)
+		default:
+			sp := r.shape.Value()
+			d = p.decideKept(&sp, r.own, r.tokens, n, false, now)
 		}
-		o := d.outcome(i)
+		d.allowed = op == opRefund || allowed
+		// Looked up again: an insert for an earlier policy may have moved
+		// this bucket.
 		if write {
-			// Looked up again: an insert for an earlier policy may have
-			// moved this bucket.
-			h := hashes[i]
-			sh.put(s, sh.lookup(h, p.Name, subject), h, p.Name, subject, left, now, o.ResetAfter)
+			sh.put(s, sh.lookup(r.hash, p.Name, subject), r.hash, sh.shapeFor(p), p.Name, subject, left, now)
+		} else if op == opTake && r.ahead {
+			sh.lookup(r.hash, p.Name, subject).restamp(now)
 		}
 		if each != nil {
-			each[i] = o
+			each[i] = d.outcome(i)
 		}
-		if i == 0 || binds(o, best) {
+		if o := d.outcome(i); i == 0 || binds(o, best) {
 			best = o
 		}
 	}

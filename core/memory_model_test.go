@@ -22,10 +22,11 @@ import (
 // same random operations and an injected clock, and checks the open-
 // addressing table's invariants directly, with hashes chosen to collide.
 
-// refillRef is Policy.refill in exact arithmetic: units plus max(0, now-ts)
-// × Refill, capped at Capacity.
+// refillRef is Policy.refill in exact arithmetic: units plus Refill for
+// every tick boundary from ts to now (none when now is earlier), capped at
+// Capacity.
 func refillRef(p *Policy, units, ts, now int64) int64 {
-	el := new(big.Int).Sub(big.NewInt(now), big.NewInt(ts))
+	el := new(big.Int).Sub(big.NewInt(floorDivRef(now, p.Tick)), big.NewInt(floorDivRef(ts, p.Tick)))
 	if el.Sign() < 0 {
 		el.SetInt64(0)
 	}
@@ -35,6 +36,12 @@ func refillRef(p *Policy, units, ts, now int64) int64 {
 		return p.Capacity
 	}
 	return v.Int64()
+}
+
+// floorDivRef returns ⌊a/b⌋ for b > 0.
+func floorDivRef(a, b int64) int64 {
+	q, _ := new(big.Int).DivMod(big.NewInt(a), big.NewInt(b), new(big.Int)) // Euclidean: floor for b > 0
+	return q.Int64()
 }
 
 // refillDiv is Policy.refill as it was before the 128-bit comparison, for
@@ -108,9 +115,15 @@ func TestRefillExact(t *testing.T) {
 // refKey is a bucket's key in the reference model.
 type refKey struct{ name, subject string }
 
-type refBucket struct{ units, ts int64 }
+// refBucket is a bucket in the reference model: units at µs ts under the
+// policy that wrote it (nameless).
+type refBucket struct {
+	units, ts int64
+	by        Policy
+}
 
-// refStore is DESIGN §3's token bucket with one Go map and big integers.
+// refStore is DESIGN §3's token bucket with one Go map and big integers,
+// as shared/STATE.md words it: buckets describe themselves.
 type refStore map[refKey]refBucket
 
 func ceilDivRef(a, b int64) int64 {
@@ -121,14 +134,93 @@ func ceilDivRef(a, b int64) int64 {
 	return q.Int64()
 }
 
-func (m refStore) take(now int64, subject string, n int, ps []Policy, each []Outcome) Outcome {
+func nameless(p Policy) Policy {
+	return Policy{Capacity: p.Capacity, Refill: p.Refill, Unit: p.Unit, Tick: p.Tick}
+}
+
+// read returns b's units at now under p: refilled under the policy that
+// wrote it, then, under another policy, capacity less what was spent,
+// ⌈spent × Unit / old Unit⌉, clamped to [0, capacity]. ahead: stamped in
+// a later tick than now.
+func (b refBucket) read(p *Policy, now int64) (tokens int64, ahead bool) {
+	ahead = floorDivRef(b.ts, b.by.Tick) > floorDivRef(now, b.by.Tick)
+	tok := refillRef(&b.by, b.units, b.ts, now)
+	if b.by.Capacity == p.Capacity && b.by.Refill == p.Refill && b.by.Unit == p.Unit && b.by.Tick == p.Tick {
+		return tok, ahead
+	}
+	spent := new(big.Int).Mul(big.NewInt(b.by.Capacity-tok), big.NewInt(p.Unit))
+	q, m := new(big.Int).DivMod(spent, big.NewInt(b.by.Unit), new(big.Int))
+	if m.Sign() != 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	left := new(big.Int).Sub(big.NewInt(p.Capacity), q)
+	if left.Sign() < 0 {
+		return 0, ahead
+	}
+	return left.Int64(), ahead
+}
+
+// outcome is one policy's answer with left units after the operation, with
+// waits counted to a tick boundary from now.
+func refOutcome(p *Policy, i int, allowed bool, left, need, now int64, retry bool) Outcome {
+	phase := now - floorDivRef(now, p.Tick)*p.Tick
+	o := Outcome{Allowed: allowed, Policy: i, Remaining: left / p.Unit}
+	if retry && left < need {
+		o.RetryAfter = time.Duration(ceilDivRef(need-left, p.Refill)*p.Tick-phase) * time.Microsecond
+	}
+	if left < p.Capacity {
+		o.ResetAfter = time.Duration(ceilDivRef(p.Capacity-left, p.Refill)*p.Tick-phase) * time.Microsecond
+	}
+	return o
+}
+
+// kept is the outcome under p of a decision that leaves k's bucket as it
+// is (a denied take, a peek) holding tokens: its waits are found by
+// searching the ticks of the bucket's own policy for the first at which it
+// reads need, and capacity, under p (from now when stamped ahead).
+func (m refStore) kept(k refKey, p *Policy, i int, allowed bool, tokens, need, now int64) Outcome {
+	b, ok := m[k]
+	if !ok || b.by.Capacity == p.Capacity && b.by.Refill == p.Refill && b.by.Unit == p.Unit && b.by.Tick == p.Tick {
+		return refOutcome(p, i, allowed, tokens, need, now, true)
+	}
+	if floorDivRef(b.ts, b.by.Tick) > floorDivRef(now, b.by.Tick) {
+		b = refBucket{min(b.units, b.by.Capacity), now, b.by}
+	}
+	t0 := floorDivRef(now, b.by.Tick)
+	// first returns the µs from now to the first tick at which the bucket
+	// reads at least want under p.
+	first := func(want int64) time.Duration {
+		lo, hi := int64(0), ceilDivRef(b.by.Capacity, b.by.Refill)+1
+		for lo < hi {
+			mid := lo + (hi-lo)/2
+			if got, _ := b.read(p, (t0+mid)*b.by.Tick); got >= want {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		return time.Duration((t0+lo)*b.by.Tick-now) * time.Microsecond
+	}
+	o := Outcome{Allowed: allowed, Policy: i, Remaining: tokens / p.Unit}
+	if tokens < need {
+		o.RetryAfter = first(need)
+	}
+	if tokens < p.Capacity {
+		o.ResetAfter = first(p.Capacity)
+	}
+	return o
+}
+
+// apply runs op (opTake, opPeek, opRefund) on subject's buckets under ps.
+func (m refStore) apply(op int, now int64, subject string, n int, ps []Policy, each []Outcome) Outcome {
 	tokens := make([]int64, len(ps))
+	ahead := make([]bool, len(ps))
 	allowed := true
 	for i := range ps {
 		p := &ps[i]
 		tokens[i] = p.Capacity
 		if b, ok := m[refKey{p.Name, subject}]; ok {
-			tokens[i] = refillRef(p, b.units, b.ts, now)
+			tokens[i], ahead[i] = b.read(p, now)
 		}
 		if tokens[i] < int64(n)*p.Unit {
 			allowed = false
@@ -137,31 +229,35 @@ func (m refStore) take(now int64, subject string, n int, ps []Policy, each []Out
 	var best Outcome
 	for i := range ps {
 		p := &ps[i]
+		k := refKey{p.Name, subject}
 		need := int64(n) * p.Unit
-		left := tokens[i]
-		o := Outcome{Allowed: allowed, Policy: i}
-		if allowed {
-			left -= need
-			k := refKey{p.Name, subject}
-			ts := now
-			if b, ok := m[k]; ok {
-				ts = max(ts, b.ts)
+		var o Outcome
+		switch {
+		case op == opTake && allowed:
+			o = refOutcome(p, i, true, tokens[i]-need, need, now, false)
+			m[k] = refBucket{tokens[i] - need, now, nameless(*p)}
+		case op == opTake:
+			o = m.kept(k, p, i, false, tokens[i], need, now)
+			if ahead[i] {
+				b := m[k]
+				m[k] = refBucket{min(b.units, b.by.Capacity), now, b.by}
 			}
-			m[k] = refBucket{left, ts}
-		} else if left < need {
-			o.RetryAfter = time.Duration(ceilDivRef(need-left, p.Refill)) * time.Microsecond
+		case op == opPeek:
+			o = m.kept(k, p, i, allowed, tokens[i], need, now)
+		case op == opRefund:
+			left := min(p.Capacity, tokens[i]+need)
+			o = refOutcome(p, i, true, left, need, now, false)
+			m[k] = refBucket{left, now, nameless(*p)}
 		}
-		o.Remaining = left / p.Unit
-		o.ResetAfter = time.Duration(ceilDivRef(p.Capacity-left, p.Refill)) * time.Microsecond
 		if each != nil {
 			each[i] = o
 		}
 		switch {
 		case i == 0:
 			best = o
-		case allowed && o.Remaining < best.Remaining:
+		case o.Allowed && o.Remaining < best.Remaining:
 			best = o
-		case !allowed && o.RetryAfter > best.RetryAfter:
+		case !o.Allowed && o.RetryAfter > best.RetryAfter:
 			best = o
 		}
 	}
@@ -169,35 +265,45 @@ func (m refStore) take(now int64, subject string, n int, ps []Policy, each []Out
 }
 
 // full reports whether key k's bucket is full at now (or absent).
-func (m refStore) full(k refKey, p *Policy, now int64) bool {
+func (m refStore) full(k refKey, now int64) bool {
 	b, ok := m[k]
-	return !ok || refillRef(p, b.units, b.ts, now) == p.Capacity
+	return !ok || refillRef(&b.by, b.units, b.ts, now) == b.by.Capacity
 }
 
-// modelPolicies returns policies with distinct names (one of them empty,
+// modelPolicies returns policies in groups of one name (one of them empty,
 // and two that differ only in their last byte), from the smallest limits
-// to the largest New accepts.
-func modelPolicies(t *testing.T) []Policy {
-	limits := []NamedLimit{
-		{"", PerHour(3)},
-		{"a", PerSecond(2)},
-		{"b", Limit{Rate: 1, Period: time.Microsecond, Burst: 5}},
-		{"p-1", PerMinute(7).WithBurst(11)},
-		{"p-2", Limit{Rate: 3, Period: 1700 * time.Microsecond, Burst: 4}},
-		{"huge-refill", Limit{Rate: 1<<53 - 2, Period: time.Microsecond, Burst: 1}},
-		{"huge-burst", Limit{Rate: 1, Period: time.Microsecond, Burst: 1<<53 - 1}},
-		{"slow", Limit{Rate: 1, Period: 100 * 365 * 24 * time.Hour, Burst: 2}},
+// to the largest New accepts. The limits of a group share buckets: a
+// bucket is read under one limit after another wrote it, also across time
+// units (µs and ms ticks) and scales.
+func modelPolicies(t *testing.T) [][]Policy {
+	groups := []struct {
+		name   string
+		limits []Limit
+	}{
+		{"", []Limit{PerHour(3)}},
+		{"a", []Limit{PerSecond(2), PerSecond(3), PerSecond(2).WithBurst(5)}},
+		{"b", []Limit{{Rate: 1, Period: time.Microsecond, Burst: 5}}},
+		// Ticks of µs, ms (123457 a day) and s (123456791 a day).
+		{"p-1", []Limit{PerMinute(7).WithBurst(11), PerMinute(100), PerDay(123457).WithBurst(20), PerDay(123457), PerDay(123456791)}},
+		{"p-2", []Limit{{Rate: 3, Period: 1700 * time.Microsecond, Burst: 4}, {Rate: 3, Period: 1700 * time.Millisecond, Burst: 4}}},
+		{"huge-refill", []Limit{{Rate: 1<<53 - 2, Period: time.Microsecond, Burst: 1}}},
+		{"huge-burst", []Limit{{Rate: 1, Period: time.Microsecond, Burst: 1<<53 - 1}, {Rate: 7, Period: time.Second, Burst: 1 << 30}}},
+		{"slow", []Limit{{Rate: 1, Period: 100 * 365 * 24 * time.Hour, Burst: 2}, PerDay(100000).WithBurst(2), PerDay(123457).WithBurst(2)}},
 	}
-	var ps []Policy
-	for _, nl := range limits {
-		one, err := Policies(nl)
-		if err != nil {
-			t.Fatalf("%v: %v", nl, err)
+	var pool [][]Policy
+	for _, g := range groups {
+		var ps []Policy
+		for _, l := range g.limits {
+			one, err := Policies(NamedLimit{Name: "x", Limit: l})
+			if err != nil {
+				t.Fatalf("%v: %v", l, err)
+			}
+			one[0].Name = g.name // keep the empty name: direct store users may send it
+			ps = append(ps, one[0])
 		}
-		one[0].Name = nl.Name // keep the empty name: direct store users may send it
-		ps = append(ps, one[0])
+		pool = append(pool, ps)
 	}
-	return ps
+	return pool
 }
 
 // modelSubjects returns subjects that collide in their bytes as much as
@@ -314,23 +420,35 @@ func runMemoryModel(t *testing.T, seed uint64, sweeps bool) {
 			if rng.IntN(3) == 0 {
 				n = 1 + int(rng.Int64N(min(minCap, 20)))
 			}
+			op, call := opTake, "Take"
+			switch r := rng.IntN(20); {
+			case r < 3:
+				op, call = opPeek, "Peek"
+			case r < 6:
+				op, call = opRefund, "Refund"
+			}
 			want := make([]Outcome, len(ps))
-			wantBest := model.take(now, subject, n, ps, want)
+			wantBest := model.apply(op, now, subject, n, ps, want)
 			got := make([]Outcome, len(ps))
 			var gotBest Outcome
-			if len(ps) == 1 && rng.IntN(2) == 0 {
+			var err error
+			switch {
+			case op == opTake && len(ps) == 1 && rng.IntN(2) == 0:
 				// The Limiter's hot path.
 				gotBest = s.take1(subject, n, &ps[0]).outcome(0)
 				got[0] = gotBest
-			} else {
-				var err error
+			case op == opTake:
 				gotBest, err = s.Take(ctx, subject, n, ps, got)
-				if err != nil {
-					t.Fatal(err)
-				}
+			case op == opPeek:
+				gotBest, err = s.Peek(ctx, subject, n, ps, got)
+			default:
+				gotBest, err = s.Refund(ctx, subject, n, ps, got)
+			}
+			if err != nil {
+				t.Fatal(err)
 			}
 			if gotBest != wantBest || !slices.Equal(got, want) {
-				t.Fatalf("seed %d step %d: Take(%.20q, %d, %v) at %d µs:\n got %+v %+v\nwant %+v %+v", seed, step, subject, n, names(ps), now, gotBest, got, wantBest, want)
+				t.Fatalf("seed %d step %d: %s(%.20q, %d, %v) at %d µs:\n got %+v %+v\nwant %+v %+v", seed, step, call, subject, n, names(ps), now, gotBest, got, wantBest, want)
 			}
 		}
 		if step%50 == 0 || step == 3999 {
@@ -340,10 +458,8 @@ func runMemoryModel(t *testing.T, seed uint64, sweeps bool) {
 			} else if sweeps {
 				notFull := 0
 				for k := range model {
-					for i := range pool {
-						if pool[i].Name == k.name && !model.full(k, &pool[i], now) {
-							notFull++
-						}
+					if !model.full(k, now) {
+						notFull++
 					}
 				}
 				if got < notFull || got > len(model) {
@@ -354,8 +470,9 @@ func runMemoryModel(t *testing.T, seed uint64, sweeps bool) {
 	}
 }
 
-// pickPolicies returns 1–4 distinct policies of pool, in a random order.
-func pickPolicies(rng *rand.Rand, pool []Policy) []Policy {
+// pickPolicies returns 1–4 policies of distinct groups of pool, in a
+// random order, each one of its group's at random.
+func pickPolicies(rng *rand.Rand, pool [][]Policy) []Policy {
 	k := 1
 	if rng.IntN(3) == 0 {
 		k = 2 + rng.IntN(3)
@@ -363,7 +480,7 @@ func pickPolicies(rng *rand.Rand, pool []Policy) []Policy {
 	idx := rng.Perm(len(pool))[:k]
 	ps := make([]Policy, k)
 	for i, j := range idx {
-		ps[i] = pool[j]
+		ps[i] = pool[j][rng.IntN(len(pool[j]))]
 	}
 	return ps
 }
@@ -482,7 +599,7 @@ func TestMemTableCollisions(t *testing.T) {
 						}
 						before := tab.used
 						b := tab.insert(h, k.name, k.subject, limit)
-						b.full = rng.Int64N(100)
+						setFull(b, rng.Int64N(100))
 						hashes[k] = h
 						if before == limit {
 							for mk := range model {
@@ -493,7 +610,7 @@ func TestMemTableCollisions(t *testing.T) {
 								}
 							}
 						}
-						model[k] = b.full
+						model[k] = b.fullAt()
 					case op < 9:
 						if i, found := tab.find(h, k.name, k.subject); found {
 							tab.remove(i)
@@ -517,7 +634,7 @@ func TestMemTableCollisions(t *testing.T) {
 						t.Fatalf("seed %d step %d: used %d, model %d", seed, step, tab.used, len(model))
 					}
 					for mk, full := range model {
-						if b := tab.lookup(hashes[mk], mk.name, mk.subject); b == nil || b.full != full {
+						if b := tab.lookup(hashes[mk], mk.name, mk.subject); b == nil || b.fullAt() != full {
 							t.Fatalf("seed %d step %d: %q: %v, want full %d", seed, step, mk, b, full)
 						}
 					}

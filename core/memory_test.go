@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"testing"
@@ -132,5 +133,71 @@ func TestMemoryManyPoliciesOneSubject(t *testing.T) {
 	}
 	if got := s.Len(); got != len(ps) {
 		t.Fatalf("Len = %d, want %d", got, len(ps))
+	}
+}
+
+// TestMemoryClockStepsNeverFreeze steps an injected clock back and forth
+// (an hour, ten seconds, a second, 100 ms) while one subject asks every
+// 10 ms of real time: no refusal lasts past the RetryAfter it announced
+// plus 1 s unless the clock steps again meanwhile, and over the run at
+// most one burst per step is admitted above the bound.
+func TestMemoryClockStepsNeverFreeze(t *testing.T) {
+	t.Parallel()
+	one, err := core.Policies(core.NamedLimit{Name: "p", Limit: core.PerSecond(5).WithBurst(10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := core.Policies(core.NamedLimit{Name: "p", Limit: core.PerSecond(5).WithBurst(10)}, core.NamedLimit{Name: "m", Limit: core.PerMinute(600)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []time.Duration{time.Hour, 10 * time.Second, time.Second, 100 * time.Millisecond}
+	for name, ps := range map[string][]core.Policy{"one policy": one, "two policies": two} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(1, 2))
+			c := newFakeClock()
+			s := core.NewMemoryStore(core.WithClock(c.Now))
+			const tick = 10 * time.Millisecond
+			var real time.Duration
+			admitted, stepped := 0, 0
+			// Refusals since the last step or admission must end by then.
+			deadline := time.Duration(-1)
+			for i := 0; i < 30000; i++ {
+				real += tick
+				c.Add(tick)
+				if rng.IntN(400) == 0 {
+					d := steps[rng.IntN(len(steps))]
+					if rng.IntN(2) == 0 {
+						d = -d
+					}
+					c.Add(d)
+					stepped++
+					deadline = -1
+				}
+				o, err := s.Take(context.Background(), "k", 1, ps, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if o.Allowed {
+					admitted++
+					deadline = -1
+					continue
+				}
+				if deadline >= 0 && real > deadline {
+					t.Fatalf("at %v: still refused past %v (a RetryAfter announced + 1 s), with no clock step since", real, deadline)
+				}
+				if d := real + o.RetryAfter + time.Second; deadline < 0 || d < deadline {
+					deadline = d
+				}
+			}
+			// 5 a second, a burst of 10, plus a burst per step.
+			if bound := 10 + int(real/(200*time.Millisecond)) + 10*stepped; admitted > bound {
+				t.Fatalf("%d admitted over %v with %d clock steps, bound %d", admitted, real, stepped, bound)
+			}
+			if admitted < int(real/(200*time.Millisecond))/2 {
+				t.Fatalf("%d admitted over %v with %d clock steps: frozen", admitted, real, stepped)
+			}
+		})
 	}
 }

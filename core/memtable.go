@@ -103,7 +103,7 @@ func (t *memTable) resize(n int) {
 // a flood of one-off subjects.
 func (t *memTable) sweep(now int64) {
 	for i := 0; i < len(t.slots); {
-		if sl := &t.slots[i]; sl.hash != 0 && sl.full <= now {
+		if sl := &t.slots[i]; sl.hash != 0 && sl.fullAt() <= now {
 			// remove may move a later entry into i: look at i again.
 			t.remove(i)
 			continue
@@ -128,14 +128,16 @@ func (t *memTable) sweep(now int64) {
 func (t *memTable) evictOne(h uint64, subject string) {
 	mask := len(t.slots) - 1
 	victim, own, n := -1, -1, min(8, t.used)
+	var victimFull, ownFull int64
 	for i, sampled := home(h, mask), 0; sampled < n; i = (i + 1) & mask {
 		if sl := &t.slots[i]; sl.hash != 0 {
+			full := sl.fullAt()
 			if sl.subject == subject {
-				if own < 0 || sl.full < t.slots[own].full {
-					own = i
+				if own < 0 || full < ownFull {
+					own, ownFull = i, full
 				}
-			} else if victim < 0 || sl.full < t.slots[victim].full {
-				victim = i
+			} else if victim < 0 || full < victimFull {
+				victim, victimFull = i, full
 			}
 			sampled++
 		}

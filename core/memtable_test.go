@@ -4,8 +4,15 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+	"unique"
 	"unsafe"
 )
+
+// setFull makes b a bucket that is full again at µs full, 0 ≤ full < 2^40.
+func setFull(b *memBucket, full int64) {
+	const c = 1 << 40
+	*b = memBucket{units: c - full, shape: unique.Make(policyShape{capacity: c, refill: 1, unit: 1, tick: 1})}
+}
 
 // TestMemTableModel runs random inserts, removals, sweeps and evictions
 // against a plain map. The hashes are drawn from a few values so that
@@ -32,8 +39,8 @@ func TestMemTableModel(t *testing.T) {
 					if _, ok := model[k]; !ok {
 						t.Fatalf("seed %d step %d: %v found, not in the model", seed, step, k)
 					}
-					b.full = rng.Int64N(1000)
-					model[k] = b.full
+					setFull(b, rng.Int64N(1000))
+					model[k] = b.fullAt()
 					break
 				}
 				if _, ok := model[k]; ok {
@@ -41,7 +48,7 @@ func TestMemTableModel(t *testing.T) {
 				}
 				n := tab.used
 				b := tab.insert(h, k.name, k.subject, limit)
-				b.full = rng.Int64N(1000)
+				setFull(b, rng.Int64N(1000))
 				if n == limit {
 					// One bucket was evicted: find which.
 					for mk := range model {
@@ -51,7 +58,7 @@ func TestMemTableModel(t *testing.T) {
 						}
 					}
 				}
-				model[k] = b.full
+				model[k] = b.fullAt()
 			case op < 9:
 				if i, ok := tab.find(h, k.name, k.subject); ok {
 					tab.remove(i)
@@ -71,7 +78,7 @@ func TestMemTableModel(t *testing.T) {
 			}
 			for mk, full := range model {
 				b := tab.lookup(hashOf(mk), mk.name, mk.subject)
-				if b == nil || b.full != full {
+				if b == nil || b.fullAt() != full {
 					t.Fatalf("seed %d step %d: %v: got %v, want full %d", seed, step, mk, b, full)
 				}
 			}
