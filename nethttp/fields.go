@@ -7,15 +7,34 @@ import (
 	"github.com/sluicehq/ratelimit/core"
 )
 
-// SetFields sets in h the rate-limit fields that style gives the decision
-// res, with the values Middleware's responses carry: none for HeadersNone
-// or a degraded decision (its numbers would be fiction). Retry-After is not
-// among them. It is for transports other than net/http: package grpc sends
-// these fields as response metadata. Keys are canonical
-// (http.CanonicalHeaderKey).
-func SetFields(h http.Header, style HeaderStyle, res core.Result) {
+// Fields formats the rate-limit header fields of one limiter's decisions
+// for transports other than net/http (package grpc sends them as response
+// metadata): the fields and values Middleware's responses carry, from
+// values formatted once, as a Gate's are. Build it once per limiter; it is
+// safe for concurrent use.
+type Fields struct {
+	style HeaderStyle
+	ph    *policyHeaders
+}
+
+// NewFields returns the Fields of l's decisions in style. It panics if l
+// is nil or style is not one of the constants.
+func NewFields(l *core.Limiter, style HeaderStyle) *Fields {
+	if l == nil {
+		panic("nethttp: NewFields: nil *core.Limiter")
+	}
+	if style < HeadersDraft06 || style > HeadersNone {
+		panic("nethttp: NewFields: unknown " + style.String())
+	}
+	return &Fields{style: style, ph: newPolicyHeaders(l.Limit(), l.Name())}
+}
+
+// Set sets in h the rate-limit fields of the decision res, with canonical
+// keys: none for HeadersNone or a degraded decision (its numbers would be
+// fiction). Retry-After is not among them.
+func (f *Fields) Set(h http.Header, res core.Result) {
 	if res.Degraded {
 		return
 	}
-	setRateLimit(h, style, nil, &res, time.Now)
+	setRateLimit(h, f.style, f.ph, &res, time.Now)
 }
