@@ -61,8 +61,9 @@ func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerI
 type interceptor struct {
 	config
 	def       *core.Limiter
-	unchecked []string  // WithMethods services the registry does not know
-	checkLog  sync.Once // logs unchecked at the first call
+	fields    map[*core.Limiter]*nethttp.Fields // each limiter's header values, formatted once
+	unchecked []string                          // WithMethods services the registry does not know
+	checkLog  sync.Once                         // logs unchecked at the first call
 
 	// Calls that could not be rate limited since the last log line, and
 	// when that line was written (monotonic ns since epoch).
@@ -88,6 +89,12 @@ func newInterceptor(l *core.Limiter, opts []Option) *interceptor {
 		in.logger = slog.Default()
 	}
 	in.unchecked = checkMethods(in.methods)
+	in.fields = map[*core.Limiter]*nethttp.Fields{l: nethttp.NewFields(l, in.style)}
+	for _, ml := range in.methods {
+		if in.fields[ml] == nil {
+			in.fields[ml] = nethttp.NewFields(ml, in.style)
+		}
+	}
 	return in
 }
 
@@ -123,7 +130,7 @@ func (in *interceptor) decide(ctx context.Context, fullMethod string) (metadata.
 	if in.observe != nil {
 		in.observe(ctx, fullMethod, res, nil, in.dryRun)
 	}
-	md := in.metadata(res)
+	md := in.metadata(lim, res)
 	if res.Allowed || in.dryRun {
 		return md, nil
 	}
@@ -143,32 +150,41 @@ func (in *interceptor) fail(ctx context.Context, fullMethod string, err error) e
 	return failure(err)
 }
 
-// metadata returns the rate-limit fields of res as metadata, formatted by
-// nethttp (the same values as an HTTP response's), or nil for none.
-func (in *interceptor) metadata(res core.Result) metadata.MD {
+// metadata returns the rate-limit fields of res, decided by lim, as
+// metadata, formatted by nethttp (the same values as an HTTP response's),
+// or nil for none.
+func (in *interceptor) metadata(lim *core.Limiter, res core.Result) metadata.MD {
 	if in.style == HeadersNone || res.Degraded {
 		return nil
 	}
+	f := in.fields[lim]
+	if f == nil {
+		return nil // not reached: every limiter has its Fields
+	}
 	h := make(http.Header, 4)
-	nethttp.SetFields(h, in.style, res)
+	f.Set(h, res)
 	md := make(metadata.MD, len(h))
 	for k, v := range h {
-		md[lowerKey(k)] = v
+		name, ok := metadataNames[k]
+		if !ok {
+			name = strings.ToLower(k)
+		}
+		md[name] = v
 	}
 	return md
 }
 
-// lowerKeys maps nethttp's canonical field names, a handful, to metadata
-// names, so a call does not lower-case them again.
-var lowerKeys sync.Map
-
-func lowerKey(k string) string {
-	if v, ok := lowerKeys.Load(k); ok {
-		return v.(string)
-	}
-	v := strings.ToLower(k)
-	lowerKeys.Store(k, v)
-	return v
+// metadataNames maps the canonical field names nethttp sets to metadata
+// names, which are lower case, so a call does not lower-case them again.
+var metadataNames = map[string]string{
+	"Ratelimit-Limit":       "ratelimit-limit",
+	"Ratelimit-Remaining":   "ratelimit-remaining",
+	"Ratelimit-Reset":       "ratelimit-reset",
+	"Ratelimit-Policy":      "ratelimit-policy",
+	"Ratelimit":             "ratelimit",
+	"X-Ratelimit-Limit":     "x-ratelimit-limit",
+	"X-Ratelimit-Remaining": "x-ratelimit-remaining",
+	"X-Ratelimit-Reset":     "x-ratelimit-reset",
 }
 
 // epoch anchors the monotonic clock of failure logs.
