@@ -439,7 +439,10 @@ func (l *Limiter) apply(ctx context.Context, op int, key string, n int, set *pol
 // when it is long (bounded memory), or, for Redis, when it holds what
 // could break the Cluster hash tag.
 func (l *Limiter) subject(key string) string {
-	if l.mem != nil && len(key) <= maxRawSubject {
+	// The memory store takes any byte in a subject: only a long key is
+	// digested, and a key starting with '~' too (hashSubject), so that no
+	// key spells another's digest.
+	if l.mem != nil && len(key) <= maxRawSubject && key[0] != '~' {
 		return key
 	}
 	return hashSubject(key)

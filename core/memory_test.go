@@ -2,8 +2,11 @@ package core_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -199,5 +202,26 @@ func TestMemoryClockStepsNeverFreeze(t *testing.T) {
 				t.Fatalf("%d admitted over %v with %d clock steps: frozen", admitted, real, stepped)
 			}
 		})
+	}
+}
+
+// TestMemoryDigestKeyOwnBucket: a Limiter on the memory store keeps a long
+// key under its digest ("~" and hex); a short key that spells that digest
+// is another key and gets a bucket of its own (issue 23, item 7).
+func TestMemoryDigestKeyOwnBucket(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 100)
+	sum := sha256.Sum256([]byte(long))
+	digest := "~" + hex.EncodeToString(sum[:16])
+	l := mustNew(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerHour(1), FailMode: core.FailClosed})
+	ctx := context.Background()
+	for i, c := range []struct {
+		key   string
+		allow bool
+	}{{long, true}, {digest, true}, {digest, false}, {long, false}, {"~", true}, {"~", false}} {
+		r, err := l.Allow(ctx, c.key)
+		if err != nil || r.Allowed != c.allow {
+			t.Fatalf("request %d (%.10q…): allowed %v, %v; want %v", i, c.key, r.Allowed, err, c.allow)
+		}
 	}
 }
