@@ -39,7 +39,8 @@ type MemoryStore struct {
 	perShard int
 	sweep    int64 // µs between sweeps of one shard
 
-	names nameBook // the policy names of the limiters using the store
+	names  nameBook   // the policy names of the limiters using the store
+	leases leaseTable // Concurrency's leases (concurrency_memory.go)
 }
 
 type memShard struct {

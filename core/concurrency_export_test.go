@@ -1,0 +1,54 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// AcquireWithID is Acquire with the lease id chosen by the test, to send
+// the same acquire twice as go-redis does when a reply is lost.
+func AcquireWithID(c *Concurrency, ctx context.Context, key, id string) (*Lease, Result, error) {
+	return c.acquire(ctx, hashSubject(key), id)
+}
+
+// ForgeLease returns a lease of key with id that Acquire never granted.
+func ForgeLease(c *Concurrency, key, id string) *Lease {
+	return &Lease{c: c, subj: hashSubject(key), id: id}
+}
+
+// LeaseID returns l's id.
+func LeaseID(l *Lease) string { return l.id }
+
+// LeaseKey returns the Redis key of key's leases under name.
+func LeaseKey(s *RedisStore, name, key string) string { return s.leaseKey(hashSubject(key), name) }
+
+// RenewNow runs one renewal round of every kept lease, however recently
+// renewed.
+func RenewNow(c *Concurrency) { c.renew(0) }
+
+// RenewOnce renews l alone, kept or not, and reports whether it still
+// existed.
+func RenewOnce(c *Concurrency, l *Lease) (bool, error) {
+	if c.mem != nil {
+		return c.mem.renewLease(c.name, l.subj, l.id, c.lease), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	got, err := c.rs.renewLeases(ctx, c.name, c.lease, []*Lease{l})
+	return got[0] == renewed, err
+}
+
+// Kept reports how many leases c renews in the background.
+func Kept(c *Concurrency) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.kept)
+}
+
+// Crash makes c stop renewing its leases without releasing them, as an
+// instance that died would.
+func Crash(c *Concurrency) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.kept)
+}
