@@ -11,6 +11,7 @@ import (
 
 	ratelimit "github.com/sluicehq/ratelimit/chi"
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 )
 
@@ -41,7 +42,7 @@ func TestAttackSpoofedForwardedFor(t *testing.T) {
 				//lint:ignore SA1019 deprecated for the very reason this case shows
 				r.Use(middleware.RealIP)
 			}
-			r.Use(ratelimit.Middleware(newLimiter(t, core.PerMinute(limit)), ratelimit.WithKey(tc.key)))
+			r.Use(ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(limit)), ratelimit.WithKey(tc.key)))
 			r.Get("/", func(http.ResponseWriter, *http.Request) { reached++ })
 			for i := range sent {
 				req := httptest.NewRequest(http.MethodGet, "/", nil)

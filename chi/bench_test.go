@@ -3,23 +3,15 @@ package chi_test
 import (
 	"context"
 	"net/http"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	ratelimit "github.com/sluicehq/ratelimit/chi"
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/nethttp"
 )
-
-// steppingClock advances a second on every read, so a PerSecond(100)
-// bucket is full before each decision: every request is allowed.
-func steppingClock() func() time.Time {
-	var n atomic.Int64
-	return func() time.Time { return epoch.Add(time.Duration(n.Add(1)) * time.Second) }
-}
 
 func constantKey(*http.Request) (string, error) { return "client-1", nil }
 
@@ -35,7 +27,7 @@ func (w *discardWriter) WriteHeader(int)             {}
 // router (before routing) or on the route itself (after routing).
 func benchRouter(tb testing.TB, mw func(*core.Limiter) func(http.Handler) http.Handler, onRoute bool) (http.Handler, *discardWriter, *http.Request) {
 	lim, err := core.New(core.Config{
-		Store:    core.NewMemoryStore(core.WithClock(steppingClock())),
+		Store:    core.NewMemoryStore(core.WithClock(limitertest.Stepping())),
 		Limit:    core.PerSecond(100),
 		FailMode: core.FailOpen,
 	})

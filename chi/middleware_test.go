@@ -4,27 +4,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
 	ratelimit "github.com/sluicehq/ratelimit/chi"
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
-
-func newLimiter(t testing.TB, l core.Limit) *core.Limiter {
-	t.Helper()
-	lim, err := core.New(core.Config{
-		Store:    core.NewMemoryStore(core.WithClock(func() time.Time { return epoch })),
-		Limit:    l,
-		FailMode: core.FailOpen,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lim
-}
 
 type want struct {
 	path  string
@@ -50,16 +37,16 @@ var ok = func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.Statu
 func TestRoutesWherever(t *testing.T) {
 	t.Run("root", func(t *testing.T) {
 		r := chi.NewRouter()
-		r.Use(ratelimit.Middleware(newLimiter(t, core.PerMinute(50)),
-			ratelimit.WithRoutes(map[string]*core.Limiter{"/api/users/{id}": newLimiter(t, core.PerMinute(1))})))
+		r.Use(ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(50)),
+			ratelimit.WithRoutes(map[string]*core.Limiter{"/api/users/{id}": limitertest.NewLimiter(t, core.PerMinute(1))})))
 		r.Route("/api", func(r chi.Router) { r.Get("/users/{id}", ok); r.Get("/items", ok) })
 		expect(t, r, want{"/api/users/1", 200, "1"}, want{"/api/users/2", 429, "1"}, want{"/api/items", 200, "50"}, want{"/nope", 404, "50"})
 	})
 	t.Run("sub-router", func(t *testing.T) {
 		r := chi.NewRouter()
 		r.Route("/api", func(r chi.Router) {
-			r.Use(ratelimit.Middleware(newLimiter(t, core.PerMinute(50)),
-				ratelimit.WithRoutes(map[string]*core.Limiter{"/api/users/{id}": newLimiter(t, core.PerMinute(1))})))
+			r.Use(ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(50)),
+				ratelimit.WithRoutes(map[string]*core.Limiter{"/api/users/{id}": limitertest.NewLimiter(t, core.PerMinute(1))})))
 			r.Get("/users/{id}", ok)
 			r.Get("/items", ok)
 		})
@@ -68,19 +55,19 @@ func TestRoutesWherever(t *testing.T) {
 	t.Run("group and route", func(t *testing.T) {
 		r := chi.NewRouter()
 		r.Group(func(r chi.Router) {
-			r.Use(ratelimit.Middleware(newLimiter(t, core.PerMinute(50)),
-				ratelimit.WithRoutes(map[string]*core.Limiter{"/users/{id}": newLimiter(t, core.PerMinute(1))})))
+			r.Use(ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(50)),
+				ratelimit.WithRoutes(map[string]*core.Limiter{"/users/{id}": limitertest.NewLimiter(t, core.PerMinute(1))})))
 			r.Get("/users/{id}", ok)
 			r.Get("/items", ok)
 		})
-		r.With(ratelimit.Middleware(newLimiter(t, core.PerMinute(2)))).Get("/login", ok)
+		r.With(ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(2)))).Get("/login", ok)
 		expect(t, r, want{"/users/1", 200, "1"}, want{"/users/2", 429, "1"}, want{"/items", 200, "50"}, want{"/login", 200, "2"})
 	})
 	t.Run("after StripSlashes", func(t *testing.T) {
 		r := chi.NewRouter()
 		r.Use(middleware.StripSlashes)
-		r.Use(ratelimit.Middleware(newLimiter(t, core.PerMinute(50)),
-			ratelimit.WithRoutes(map[string]*core.Limiter{"/users/{id}": newLimiter(t, core.PerMinute(1))})))
+		r.Use(ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(50)),
+			ratelimit.WithRoutes(map[string]*core.Limiter{"/users/{id}": limitertest.NewLimiter(t, core.PerMinute(1))})))
 		r.Get("/users/{id}", ok)
 		expect(t, r, want{"/users/1/", 200, "1"}, want{"/users/2", 429, "1"})
 	})
@@ -90,7 +77,7 @@ func TestRoutesWherever(t *testing.T) {
 func TestOutsideChi(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /users/{id}", ok)
-	h := ratelimit.Middleware(newLimiter(t, core.PerMinute(1)),
-		ratelimit.WithRoutes(map[string]*core.Limiter{"/users/{id}": newLimiter(t, core.PerMinute(5))}))(mux)
+	h := ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(1)),
+		ratelimit.WithRoutes(map[string]*core.Limiter{"/users/{id}": limitertest.NewLimiter(t, core.PerMinute(5))}))(mux)
 	expect(t, h, want{"/users/1", 200, "1"}, want{"/users/1", 429, "1"})
 }

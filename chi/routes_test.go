@@ -13,6 +13,7 @@ import (
 
 	ratelimit "github.com/sluicehq/ratelimit/chi"
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 // TestRoutesIssue14 replays each chi set-up of issue 14 that left a strict
@@ -93,8 +94,8 @@ func TestRoutesIssue14(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var log bytes.Buffer
-			mw := ratelimit.Middleware(newLimiter(t, core.PerMinute(100)),
-				ratelimit.WithRoutes(map[string]*core.Limiter{c.pattern: newLimiter(t, core.PerMinute(3))}),
+			mw := ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(100)),
+				ratelimit.WithRoutes(map[string]*core.Limiter{c.pattern: limitertest.NewLimiter(t, core.PerMinute(3))}),
 				ratelimit.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
 			h := c.build(mw)
 			got := 0
@@ -119,7 +120,7 @@ func TestRoutesIssue14(t *testing.T) {
 }
 
 func TestRoutesSyntax(t *testing.T) {
-	l := newLimiter(t, core.PerMinute(1))
+	l := limitertest.NewLimiter(t, core.PerMinute(1))
 	defer func() {
 		if got, _ := recover().(string); !strings.Contains(got, `pattern "/users/:id": chi writes a path parameter "{id}", not ":id"`) {
 			t.Errorf("panic %q", got)

@@ -2,23 +2,15 @@ package echo_test
 
 import (
 	"net/http"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/ratelimit/core"
 	ratelimit "github.com/sluicehq/ratelimit/echo"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/nethttp"
 )
-
-// steppingClock advances a second on every read, so a PerSecond(100)
-// bucket is full before each decision: every request is allowed.
-func steppingClock() func() time.Time {
-	var n atomic.Int64
-	return func() time.Time { return epoch.Add(time.Duration(n.Add(1)) * time.Second) }
-}
 
 func constantKey(*http.Request) (string, error) { return "client-1", nil }
 
@@ -60,7 +52,7 @@ var setups = []struct {
 
 func benchApp(tb testing.TB, mw func(*core.Limiter) echo.MiddlewareFunc) (http.Handler, *discardWriter, *http.Request) {
 	lim, err := core.New(core.Config{
-		Store:    core.NewMemoryStore(core.WithClock(steppingClock())),
+		Store:    core.NewMemoryStore(core.WithClock(limitertest.Stepping())),
 		Limit:    core.PerSecond(100),
 		FailMode: core.FailOpen,
 	})

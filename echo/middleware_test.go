@@ -5,29 +5,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/ratelimit/core"
 	ratelimit "github.com/sluicehq/ratelimit/echo"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 )
-
-var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func newLimiter(t testing.TB, l core.Limit) *core.Limiter {
-	t.Helper()
-	lim, err := core.New(core.Config{
-		Store:    core.NewMemoryStore(core.WithClock(func() time.Time { return epoch })),
-		Limit:    l,
-		FailMode: core.FailOpen,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lim
-}
 
 func get(h http.Handler, path string) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
@@ -49,7 +34,7 @@ func TestDeniedStopsTheChain(t *testing.T) {
 			return err
 		}
 	})
-	e.Use(ratelimit.Middleware(newLimiter(t, core.PerMinute(1))))
+	e.Use(ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(1))))
 	e.GET("/", func(c echo.Context) error { handled++; return c.NoContent(http.StatusNoContent) })
 
 	if w := get(e, "/"); w.Code != http.StatusNoContent {
@@ -66,14 +51,14 @@ func TestDeniedStopsTheChain(t *testing.T) {
 
 // Group and route middlewares see the route path, as e.Use does.
 func TestRoutesInGroupsAndRoutes(t *testing.T) {
-	strict := newLimiter(t, core.PerMinute(1))
+	strict := limitertest.NewLimiter(t, core.PerMinute(1))
 	e := echo.New()
 	ok := func(c echo.Context) error { return c.NoContent(http.StatusOK) }
-	api := e.Group("/api", ratelimit.Middleware(newLimiter(t, core.PerMinute(50)),
+	api := e.Group("/api", ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(50)),
 		ratelimit.WithRoutes(map[string]*core.Limiter{"/api/users/:id": strict})))
 	api.GET("/users/:id", ok)
 	api.GET("/items", ok)
-	e.GET("/login", ok, ratelimit.Middleware(newLimiter(t, core.PerMinute(2))))
+	e.GET("/login", ok, ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(2))))
 
 	for _, c := range []struct {
 		path  string
@@ -103,7 +88,7 @@ func TestMiddlewareWithKey(t *testing.T) {
 			return next(c)
 		}
 	})
-	e.Use(ratelimit.MiddlewareWithKey(newLimiter(t, core.PerMinute(1)), ratelimit.ContextKey("user"),
+	e.Use(ratelimit.MiddlewareWithKey(limitertest.NewLimiter(t, core.PerMinute(1)), ratelimit.ContextKey("user"),
 		ratelimit.WithObserver(func(_ *http.Request, _ core.Result, err error, _ bool) {
 			if err != nil {
 				seen = append(seen, "error")
@@ -169,7 +154,7 @@ func TestMiddlewareWithKeyPanicsOnNil(t *testing.T) {
 			t.Error("no panic")
 		}
 	}()
-	ratelimit.MiddlewareWithKey(newLimiter(t, core.PerMinute(1)), nil)
+	ratelimit.MiddlewareWithKey(limitertest.NewLimiter(t, core.PerMinute(1)), nil)
 }
 
 // TestMiddlewareWithKeySkip: WithSkip runs before the KeyFunc, which a
@@ -178,7 +163,7 @@ func TestMiddlewareWithKeySkip(t *testing.T) {
 	calls := 0
 	key := func(echo.Context) (string, error) { calls++; return "user:alice", nil }
 	e := echo.New()
-	e.Use(ratelimit.MiddlewareWithKey(newLimiter(t, core.PerMinute(1)), key,
+	e.Use(ratelimit.MiddlewareWithKey(limitertest.NewLimiter(t, core.PerMinute(1)), key,
 		ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" })))
 	e.GET("/health", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
 	e.GET("/", func(c echo.Context) error { return c.NoContent(http.StatusOK) })

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	ratelimit "github.com/sluicehq/ratelimit/echo"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 // TestRoutesIssue14 replays the echo set-ups of issue 14 and its kin that
@@ -49,8 +50,8 @@ func TestRoutesIssue14(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var log bytes.Buffer
 			e := echo.New()
-			c.build(e, ratelimit.Middleware(newLimiter(t, core.PerMinute(100)),
-				ratelimit.WithRoutes(map[string]*core.Limiter{c.pattern: newLimiter(t, core.PerMinute(3))}),
+			c.build(e, ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(100)),
+				ratelimit.WithRoutes(map[string]*core.Limiter{c.pattern: limitertest.NewLimiter(t, core.PerMinute(3))}),
 				ratelimit.WithLogger(slog.New(slog.NewTextHandler(&log, nil)))))
 			path := c.path
 			if path == "" {
@@ -80,7 +81,7 @@ func TestRoutesIssue14(t *testing.T) {
 }
 
 func TestRoutesSyntax(t *testing.T) {
-	l := newLimiter(t, core.PerMinute(1))
+	l := limitertest.NewLimiter(t, core.PerMinute(1))
 	defer func() {
 		if got, _ := recover().(string); !strings.Contains(got, `pattern "/users/{id}": echo writes a path parameter ":id", not "{id}"`) {
 			t.Errorf("panic %q", got)

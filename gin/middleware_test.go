@@ -6,33 +6,18 @@ import (
 	"net/http/httptest"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/ratelimit/core"
 	ratelimit "github.com/sluicehq/ratelimit/gin"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 )
 
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.ReleaseMode) // no debug route listing on stdout
 	os.Exit(m.Run())
-}
-
-var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func newLimiter(t testing.TB, l core.Limit) *core.Limiter {
-	t.Helper()
-	lim, err := core.New(core.Config{
-		Store:    core.NewMemoryStore(core.WithClock(func() time.Time { return epoch })),
-		Limit:    l,
-		FailMode: core.FailOpen,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lim
 }
 
 func get(h http.Handler, path string) *httptest.ResponseRecorder {
@@ -52,7 +37,7 @@ func TestDeniedAborts(t *testing.T) {
 		c.Next()
 		status, aborted = c.Writer.Status(), c.IsAborted()
 	})
-	r.Use(ratelimit.Middleware(newLimiter(t, core.PerMinute(1))))
+	r.Use(ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(1))))
 	r.Use(func(*gin.Context) { after++ })
 	r.GET("/", func(c *gin.Context) { handled++; c.Status(http.StatusNoContent) })
 
@@ -70,14 +55,14 @@ func TestDeniedAborts(t *testing.T) {
 
 // Group and route middlewares see the route path, as r.Use does.
 func TestRoutesInGroupsAndRoutes(t *testing.T) {
-	strict := newLimiter(t, core.PerMinute(1))
+	strict := limitertest.NewLimiter(t, core.PerMinute(1))
 	r := gin.New()
 	ok := func(c *gin.Context) { c.Status(http.StatusOK) }
-	api := r.Group("/api", ratelimit.Middleware(newLimiter(t, core.PerMinute(50)),
+	api := r.Group("/api", ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(50)),
 		ratelimit.WithRoutes(map[string]*core.Limiter{"/api/users/:id": strict})))
 	api.GET("/users/:id", ok)
 	api.GET("/items", ok)
-	r.GET("/login", ratelimit.Middleware(newLimiter(t, core.PerMinute(2))), ok)
+	r.GET("/login", ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(2))), ok)
 
 	for _, c := range []struct {
 		path  string
@@ -104,7 +89,7 @@ func TestMiddlewareWithKey(t *testing.T) {
 		}
 	})
 	var errs []error
-	r.Use(ratelimit.MiddlewareWithKey(newLimiter(t, core.PerMinute(1)), ratelimit.ContextKey("user"),
+	r.Use(ratelimit.MiddlewareWithKey(limitertest.NewLimiter(t, core.PerMinute(1)), ratelimit.ContextKey("user"),
 		ratelimit.WithObserver(func(_ *http.Request, _ core.Result, err error, _ bool) {
 			if err != nil {
 				errs = append(errs, err)
@@ -157,7 +142,7 @@ func TestContextKey(t *testing.T) {
 
 func TestPanicsOnNil(t *testing.T) {
 	for name, f := range map[string]func(){
-		"MiddlewareWithKey": func() { ratelimit.MiddlewareWithKey(newLimiter(t, core.PerMinute(1)), nil) },
+		"MiddlewareWithKey": func() { ratelimit.MiddlewareWithKey(limitertest.NewLimiter(t, core.PerMinute(1)), nil) },
 	} {
 		func() {
 			defer func() {
@@ -176,7 +161,7 @@ func TestMiddlewareWithKeySkip(t *testing.T) {
 	calls := 0
 	key := func(*gin.Context) (string, error) { calls++; return "user:alice", nil }
 	r := gin.New()
-	r.Use(ratelimit.MiddlewareWithKey(newLimiter(t, core.PerMinute(1)), key,
+	r.Use(ratelimit.MiddlewareWithKey(limitertest.NewLimiter(t, core.PerMinute(1)), key,
 		ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" })))
 	r.GET("/health", func(c *gin.Context) { c.Status(http.StatusOK) })
 	r.GET("/", func(c *gin.Context) { c.Status(http.StatusOK) })

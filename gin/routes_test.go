@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	ratelimit "github.com/sluicehq/ratelimit/gin"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 // TestRoutesIssue14: a strict POST /login limit (3 a minute) written with
@@ -31,8 +32,8 @@ func TestRoutesIssue14(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var log bytes.Buffer
 			r := gin.New()
-			r.Use(ratelimit.Middleware(newLimiter(t, core.PerMinute(100)),
-				ratelimit.WithRoutes(map[string]*core.Limiter{c.pattern: newLimiter(t, core.PerMinute(3))}),
+			r.Use(ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(100)),
+				ratelimit.WithRoutes(map[string]*core.Limiter{c.pattern: limitertest.NewLimiter(t, core.PerMinute(3))}),
 				ratelimit.WithLogger(slog.New(slog.NewTextHandler(&log, nil)))))
 			r.POST("/login", func(c *gin.Context) { c.Status(http.StatusOK) })
 			srv := httptest.NewServer(r)
@@ -62,7 +63,7 @@ func TestRoutesIssue14(t *testing.T) {
 }
 
 func TestRoutesSyntax(t *testing.T) {
-	l := newLimiter(t, core.PerMinute(1))
+	l := limitertest.NewLimiter(t, core.PerMinute(1))
 	defer func() {
 		if got, _ := recover().(string); !strings.Contains(got, `pattern "/users/{id}": gin writes a path parameter ":id", not "{id}"`) {
 			t.Errorf("panic %q", got)

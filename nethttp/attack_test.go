@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 )
 
@@ -41,10 +42,10 @@ func (c attackChain) reached(sent int, req func(i int) *http.Request) int {
 func TestAttackAPIKeyRotation(t *testing.T) {
 	const sent, perKey, perIP = 50, 3, 10
 	byKey := func(k keyfuncs.KeyFunc) func(http.Handler) http.Handler {
-		return Middleware(newLimiter(t, core.PerMinute(perKey), newClock()), WithKey(k))
+		return Middleware(limitertest.NewLimiter(t, core.PerMinute(perKey)), WithKey(k))
 	}
 	byIP := func() func(http.Handler) http.Handler {
-		return Middleware(newLimiter(t, core.PerMinute(perIP), newClock())) // keyfuncs.IP()
+		return Middleware(limitertest.NewLimiter(t, core.PerMinute(perIP))) // keyfuncs.IP()
 	}
 	apiKey := keyfuncs.Header("X-API-Key")
 	req := func(int) *http.Request {
@@ -79,7 +80,7 @@ func TestAttackAPIKeyRotation(t *testing.T) {
 func TestAttackIPv6Rotation(t *testing.T) {
 	const sent, limit, coarse = 256, 3, 10
 	by := func(lim int, opts ...keyfuncs.IPOption) func(http.Handler) http.Handler {
-		return Middleware(newLimiter(t, core.PerMinute(lim), newClock()), WithKey(keyfuncs.IP(opts...)))
+		return Middleware(limitertest.NewLimiter(t, core.PerMinute(lim)), WithKey(keyfuncs.IP(opts...)))
 	}
 	req := func(i int) *http.Request {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)

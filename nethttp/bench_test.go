@@ -2,27 +2,19 @@ package nethttp
 
 import (
 	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
-
-// steppingClock advances a second on every read, so a PerSecond(100)
-// bucket is full before each decision: every request is allowed, with
-// small numbers in the header fields.
-func steppingClock() func() time.Time {
-	var n atomic.Int64
-	return func() time.Time { return epoch.Add(time.Duration(n.Add(1)) * time.Second) }
-}
 
 // allowedSetup is the allowed path through Middleware with the memory
 // store and one client: the request and the writer's header map are reused,
 // so only the middleware's own work is measured.
 func allowedSetup(tb testing.TB, opts ...Option) (http.Handler, *discardWriter, *http.Request) {
-	l := newLimiterCfg(tb, core.Config{
-		Store:    core.NewMemoryStore(core.WithClock(steppingClock())),
+	l := limitertest.New(tb, core.Config{
+		Store:    core.NewMemoryStore(core.WithClock(limitertest.Stepping())),
 		Limit:    core.PerSecond(100),
 		FailMode: core.FailOpen,
 	})
@@ -63,8 +55,8 @@ func BenchmarkMiddlewareAllowed(b *testing.B) {
 }
 
 func BenchmarkMiddlewareDenied(b *testing.B) {
-	l := newLimiterCfg(b, core.Config{
-		Store:    core.NewMemoryStore(core.WithClock(func() time.Time { return epoch })),
+	l := limitertest.New(b, core.Config{
+		Store:    core.NewMemoryStore(core.WithClock(func() time.Time { return limitertest.Epoch })),
 		Limit:    core.PerMinute(1),
 		FailMode: core.FailOpen,
 	})
@@ -88,8 +80,8 @@ func BenchmarkMiddlewareDenied(b *testing.B) {
 // another), also through WithRoutes and WithLimiterFunc (the key
 // function's are the key function's), and at most 2 with keyfuncs.IP.
 func TestAllowedAllocs(t *testing.T) {
-	other := newLimiterCfg(t, core.Config{
-		Store:    core.NewMemoryStore(core.WithClock(steppingClock())),
+	other := limitertest.New(t, core.Config{
+		Store:    core.NewMemoryStore(core.WithClock(limitertest.Stepping())),
 		Limit:    core.PerSecond(100),
 		FailMode: core.FailOpen,
 		Name:     "other",
@@ -128,14 +120,14 @@ func BenchmarkMiddlewareServeMux(b *testing.B) {
 	noop := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	mux.Handle("GET /users/{id}", noop)
 	mux.Handle("GET /", noop)
-	other := newLimiterCfg(b, core.Config{
-		Store:    core.NewMemoryStore(core.WithClock(steppingClock())),
+	other := limitertest.New(b, core.Config{
+		Store:    core.NewMemoryStore(core.WithClock(limitertest.Stepping())),
 		Limit:    core.PerSecond(100),
 		FailMode: core.FailOpen,
 		Name:     "users",
 	})
 	_, w, _ := allowedSetup(b)
-	l := newLimiterCfg(b, core.Config{Store: core.NewMemoryStore(core.WithClock(steppingClock())), Limit: core.PerSecond(100), FailMode: core.FailOpen})
+	l := limitertest.New(b, core.Config{Store: core.NewMemoryStore(core.WithClock(limitertest.Stepping())), Limit: core.PerSecond(100), FailMode: core.FailOpen})
 	h := Middleware(l, WithKey(constantKey), WithRoutes(map[string]*core.Limiter{"GET /users/{id}": other}), WithServeMux(mux))(mux)
 	r, _ := http.NewRequest(http.MethodGet, "/users/42", nil)
 	b.ReportAllocs()
@@ -151,8 +143,8 @@ func BenchmarkMiddlewareServeMux(b *testing.B) {
 // BenchmarkAllowNReference is the limiter alone under the same setup as
 // BenchmarkMiddlewareAllowed: the difference is the middleware's own cost.
 func BenchmarkAllowNReference(b *testing.B) {
-	l := newLimiterCfg(b, core.Config{
-		Store:    core.NewMemoryStore(core.WithClock(steppingClock())),
+	l := limitertest.New(b, core.Config{
+		Store:    core.NewMemoryStore(core.WithClock(limitertest.Stepping())),
 		Limit:    core.PerSecond(100),
 		FailMode: core.FailOpen,
 	})

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 // Fields sets exactly the rate-limit fields Middleware sends, allowed and
@@ -19,9 +20,9 @@ func TestFieldsAreMiddlewares(t *testing.T) {
 			"one":     {Limit: core.PerMinute(2)},
 			"several": {Limit: core.PerSecond(2), Extra: []core.NamedLimit{{Name: "hourly", Limit: core.PerHour(3)}}},
 		} {
-			clk := newClock()
+			clk := limitertest.NewClock()
 			cfg.Store, cfg.FailMode = core.NewMemoryStore(core.WithClock(clk.Now)), core.FailOpen
-			lim := newLimiterCfg(t, cfg)
+			lim := limitertest.New(t, cfg)
 			mw := Middleware(lim, WithHeaders(style))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 			f := NewFields(lim, style)
 			for i := range 4 {

@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 )
 
 func TestDenied429Body(t *testing.T) {
-	clk := newClock()
-	h := Middleware(newLimiter(t, core.PerMinute(1), clk))(okHandler)
+	clk := limitertest.NewClock()
+	h := Middleware(limitertest.NewLimiterClock(t, core.PerMinute(1), clk.Now))(okHandler)
 	get(h, "/")
 	w := get(h, "/")
 	const body = `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in 60 seconds"}`
@@ -36,7 +37,7 @@ func TestDenied429Body(t *testing.T) {
 }
 
 func TestFailClosedDegraded503(t *testing.T) {
-	l := newLimiterCfg(t, core.Config{Store: downStore{}, Limit: core.PerMinute(3), FailMode: core.FailClosed})
+	l := limitertest.New(t, core.Config{Store: downStore{}, Limit: core.PerMinute(3), FailMode: core.FailClosed})
 	for _, style := range []HeaderStyle{HeadersDraft06, HeadersDraft11, HeadersLegacy, HeadersNone} {
 		t.Run(style.String(), func(t *testing.T) {
 			w := get(Middleware(l, WithHeaders(style))(okHandler), "/")
@@ -56,7 +57,7 @@ func TestFailClosedDegraded503(t *testing.T) {
 
 func TestFailOpenDegradedSendsNoRateLimitFields(t *testing.T) {
 	var seen core.Result
-	l := newLimiterCfg(t, core.Config{Store: downStore{}, Limit: core.PerMinute(3), FailMode: core.FailOpen})
+	l := limitertest.New(t, core.Config{Store: downStore{}, Limit: core.PerMinute(3), FailMode: core.FailOpen})
 	for _, style := range []HeaderStyle{HeadersDraft06, HeadersDraft11, HeadersLegacy, HeadersNone} {
 		w := get(Middleware(l, WithHeaders(style), WithObserver(func(_ *http.Request, res core.Result, _ error, _ bool) { seen = res }))(okHandler), "/")
 		if w.Code != http.StatusOK || !seen.Degraded {
@@ -82,7 +83,7 @@ func TestKeyErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newLimiter(t, core.PerMinute(3), newClock())
+			l := limitertest.NewLimiter(t, core.PerMinute(3))
 			w := get(Middleware(l, WithKey(tt.key))(okHandler), "/")
 			if w.Code != http.StatusBadRequest || w.Body.String() != body {
 				t.Fatalf("got %d %s, want 400 %s", w.Code, w.Body, body)
@@ -107,7 +108,7 @@ func TestKeyErrors(t *testing.T) {
 }
 
 func TestBadCost500(t *testing.T) {
-	l := newLimiter(t, core.PerMinute(3), newClock())
+	l := limitertest.NewLimiter(t, core.PerMinute(3))
 	for _, cost := range []int{0, 4} {
 		w := get(Middleware(l, WithCost(func(*http.Request) int { return cost }))(okHandler), "/")
 		const body = `{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"rate limit could not be applied"}`
@@ -123,8 +124,8 @@ func TestBadCost500(t *testing.T) {
 }
 
 func TestCost(t *testing.T) {
-	clk := newClock()
-	h := Middleware(newLimiter(t, core.PerMinute(3), clk), WithCost(func(r *http.Request) int {
+	clk := limitertest.NewClock()
+	h := Middleware(limitertest.NewLimiterClock(t, core.PerMinute(3), clk.Now), WithCost(func(r *http.Request) int {
 		if r.Method == http.MethodPost {
 			return 2
 		}
@@ -154,7 +155,7 @@ func TestCost(t *testing.T) {
 }
 
 func TestSkip(t *testing.T) {
-	h := Middleware(newLimiter(t, core.PerMinute(1), newClock()), WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))(okHandler)
+	h := Middleware(limitertest.NewLimiter(t, core.PerMinute(1)), WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))(okHandler)
 	get(h, "/")
 	if w := get(h, "/"); w.Code != 429 {
 		t.Fatalf("status %d, want 429", w.Code)
@@ -166,7 +167,7 @@ func TestSkip(t *testing.T) {
 		}
 	}
 	// Skipped requests need no key either.
-	h = Middleware(newLimiter(t, core.PerMinute(1), newClock()), WithKey(keyfuncs.Header("X-API-Key")), WithSkip(func(*http.Request) bool { return true }))(okHandler)
+	h = Middleware(limitertest.NewLimiter(t, core.PerMinute(1)), WithKey(keyfuncs.Header("X-API-Key")), WithSkip(func(*http.Request) bool { return true }))(okHandler)
 	if w := get(h, "/"); w.Code != 200 {
 		t.Fatalf("skipped request without key: %d", w.Code)
 	}
@@ -184,7 +185,7 @@ func TestDryRun(t *testing.T) {
 			denials++
 		}
 	})
-	h := Middleware(newLimiter(t, core.PerMinute(3), newClock()), WithDryRun(), observe)(okHandler)
+	h := Middleware(limitertest.NewLimiter(t, core.PerMinute(3)), WithDryRun(), observe)(okHandler)
 	for range 3 {
 		get(h, "/")
 	}
@@ -197,11 +198,11 @@ func TestDryRun(t *testing.T) {
 	})
 
 	// Key errors and degraded FailClosed denials do not refuse either.
-	h = Middleware(newLimiter(t, core.PerMinute(3), newClock()), WithDryRun(), observe, WithKey(keyfuncs.Header("X-API-Key")))(okHandler)
+	h = Middleware(limitertest.NewLimiter(t, core.PerMinute(3)), WithDryRun(), observe, WithKey(keyfuncs.Header("X-API-Key")))(okHandler)
 	if w := get(h, "/"); w.Code != 200 || errs != 1 {
 		t.Fatalf("dry run key error: %d, %d errors observed", w.Code, errs)
 	}
-	l := newLimiterCfg(t, core.Config{Store: downStore{}, Limit: core.PerMinute(3), FailMode: core.FailClosed})
+	l := limitertest.New(t, core.Config{Store: downStore{}, Limit: core.PerMinute(3), FailMode: core.FailClosed})
 	if w := get(Middleware(l, WithDryRun())(okHandler), "/"); w.Code != 200 || len(w.Header()) != 1 {
 		t.Fatalf("dry run FailClosed: %d %v", w.Code, w.Header())
 	}
@@ -209,7 +210,7 @@ func TestDryRun(t *testing.T) {
 
 func TestDenyHandler(t *testing.T) {
 	var got core.Result
-	h := Middleware(newLimiter(t, core.PerMinute(1), newClock()), WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, res core.Result) {
+	h := Middleware(limitertest.NewLimiter(t, core.PerMinute(1)), WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, res core.Result) {
 		got = res
 		if w.Header().Get("Retry-After") != "60" || w.Header().Get("Ratelimit-Limit") != "1" {
 			t.Errorf("deny handler ran before the fields were set: %v", w.Header())
@@ -224,9 +225,9 @@ func TestDenyHandler(t *testing.T) {
 }
 
 func TestRoutes(t *testing.T) {
-	clk := newClock()
-	def := newLimiter(t, core.PerMinute(3), clk)
-	users := newLimiter(t, core.PerMinute(2), clk)
+	clk := limitertest.NewClock()
+	def := limitertest.NewLimiterClock(t, core.PerMinute(3), clk.Now)
+	users := limitertest.NewLimiterClock(t, core.PerMinute(2), clk.Now)
 	routes := WithRoutes(map[string]*core.Limiter{"GET /users/{id}": users})
 
 	perHandler := http.NewServeMux()
@@ -268,17 +269,17 @@ func TestRoutes(t *testing.T) {
 
 	// Around the whole mux, WithServeMux is not needed: the middleware
 	// asks the mux it wraps.
-	h := Middleware(newLimiter(t, core.PerMinute(3), clk), routes)(whole)
+	h := Middleware(limitertest.NewLimiterClock(t, core.PerMinute(3), clk.Now), routes)(whole)
 	if w := get(h, "/users/1"); w.Header().Get("Ratelimit-Limit") != "2" {
 		t.Errorf("whole mux: Limit %q, want the route's 2", w.Header().Get("Ratelimit-Limit"))
 	}
 }
 
 func TestLimiterFunc(t *testing.T) {
-	clk := newClock()
-	free := newLimiter(t, core.PerMinute(3), clk)
-	pro := newLimiterCfg(t, core.Config{Store: core.NewMemoryStore(core.WithClock(clk.Now)), Limit: core.PerMinute(100), FailMode: core.FailOpen, Name: "pro"})
-	login := newLimiter(t, core.PerMinute(1), clk)
+	clk := limitertest.NewClock()
+	free := limitertest.NewLimiterClock(t, core.PerMinute(3), clk.Now)
+	pro := limitertest.New(t, core.Config{Store: core.NewMemoryStore(core.WithClock(clk.Now)), Limit: core.PerMinute(100), FailMode: core.FailOpen, Name: "pro"})
+	login := limitertest.NewLimiterClock(t, core.PerMinute(1), clk.Now)
 	tiers := WithLimiterFunc(func(r *http.Request) *core.Limiter {
 		if r.Header.Get("X-Plan") == "pro" {
 			return pro
@@ -316,13 +317,13 @@ func TestLimiterFunc(t *testing.T) {
 }
 
 func TestGateBoundsDynamicHeaders(t *testing.T) {
-	clk := newClock()
+	clk := limitertest.NewClock()
 	var lims []*core.Limiter
 	for i := range maxDynamic + 5 {
-		lims = append(lims, newLimiter(t, core.PerMinute(i+1), clk))
+		lims = append(lims, limitertest.NewLimiterClock(t, core.PerMinute(i+1), clk.Now))
 	}
 	i := 0
-	g := NewGate(newLimiter(t, core.PerMinute(1), clk), WithLimiterFunc(func(*http.Request) *core.Limiter { return lims[i] }))
+	g := NewGate(limitertest.NewLimiterClock(t, core.PerMinute(1), clk.Now), WithLimiterFunc(func(*http.Request) *core.Limiter { return lims[i] }))
 	for i = range lims {
 		r, _ := http.NewRequest(http.MethodGet, "/", nil)
 		r.RemoteAddr = "192.0.2.1:1"
@@ -339,7 +340,7 @@ func TestGateBoundsDynamicHeaders(t *testing.T) {
 }
 
 func TestNilPanics(t *testing.T) {
-	l := newLimiter(t, core.PerMinute(1), newClock())
+	l := limitertest.NewLimiter(t, core.PerMinute(1))
 	for name, f := range map[string]func(){
 		"nil limiter":         func() { Middleware(nil) },
 		"nil option":          func() { Middleware(l, nil) },
@@ -368,8 +369,8 @@ func TestNilPanics(t *testing.T) {
 }
 
 func TestDecideRouteKey(t *testing.T) {
-	clk := newClock()
-	g := NewGate(newLimiter(t, core.PerMinute(1), clk), WithKey(func(*http.Request) (string, error) {
+	clk := limitertest.NewClock()
+	g := NewGate(limitertest.NewLimiterClock(t, core.PerMinute(1), clk.Now), WithKey(func(*http.Request) (string, error) {
 		t.Fatal("the Gate's KeyFunc ran although the caller gave the key")
 		return "", nil
 	}), WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" }))
@@ -405,8 +406,8 @@ func TestDecideRouteKey(t *testing.T) {
 // TestDecideKey limits inside a handler, by a username the handler read
 // from the body: the same 429, fields and body as the middleware's.
 func TestDecideKey(t *testing.T) {
-	clk := newClock()
-	g := NewGate(newLimiter(t, core.PerMinute(2), clk))
+	clk := limitertest.NewClock()
+	g := NewGate(limitertest.NewLimiterClock(t, core.PerMinute(2), clk.Now))
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, _ := io.ReadAll(r.Body)
 		if !g.DecideKey(w, r, "user:"+string(user)) {
@@ -443,7 +444,7 @@ func TestDecideKey(t *testing.T) {
 // TestOverTheWire checks a refusal through a real server: net/http sets
 // Content-Length from the single write.
 func TestOverTheWire(t *testing.T) {
-	srv := httptest.NewServer(Middleware(newLimiter(t, core.PerMinute(1), newClock()))(okHandler))
+	srv := httptest.NewServer(Middleware(limitertest.NewLimiter(t, core.PerMinute(1)))(okHandler))
 	defer srv.Close()
 	var last *http.Response
 	for range 2 {
@@ -468,7 +469,7 @@ func TestOverTheWire(t *testing.T) {
 // limit's), and a refusal is a real, approximate limit: 429 with
 // Retry-After, not the blanket 503 of FailClosed.
 func TestFailLocalDegraded(t *testing.T) {
-	l := newLimiterCfg(t, core.Config{Store: downStore{}, Limit: core.PerMinute(1), FailMode: core.FailLocal, Instances: 1})
+	l := limitertest.New(t, core.Config{Store: downStore{}, Limit: core.PerMinute(1), FailMode: core.FailLocal, Instances: 1})
 	h := Middleware(l)(okHandler)
 	w := get(h, "/")
 	if w.Code != http.StatusOK || len(rateLimitFields(w.Header())) != 0 {

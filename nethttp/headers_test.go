@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 const (
@@ -26,13 +27,13 @@ type step struct {
 // runSteps sends the steps through Middleware(limiter of lim, opts...).
 func runSteps(t *testing.T, lim core.Limit, opts []Option, steps []step) {
 	t.Helper()
-	clk := newClock()
+	clk := limitertest.NewClock()
 	opts = append([]Option{WithClock(clk.Now)}, opts...)
-	sendSteps(t, Middleware(newLimiter(t, lim, clk), opts...)(okHandler), clk, steps)
+	sendSteps(t, Middleware(limitertest.NewLimiterClock(t, lim, clk.Now), opts...)(okHandler), clk, steps)
 }
 
 // sendSteps sends the steps to h, moving clk.
-func sendSteps(t *testing.T, h http.Handler, clk *fakeClock, steps []step) {
+func sendSteps(t *testing.T, h http.Handler, clk *limitertest.Clock, steps []step) {
 	t.Helper()
 	for i, s := range steps {
 		clk.Advance(s.advance)
@@ -40,7 +41,7 @@ func sendSteps(t *testing.T, h http.Handler, clk *fakeClock, steps []step) {
 		if w.Code != s.status {
 			t.Fatalf("request %d: status %d, want %d", i+1, w.Code, s.status)
 		}
-		t.Logf("request %d at +%v: %v", i+1, clk.Now().Sub(epoch), w.Header())
+		t.Logf("request %d at +%v: %v", i+1, clk.Now().Sub(limitertest.Epoch), w.Header())
 		wantHeader(t, w.Header(), s.header)
 	}
 }
@@ -66,7 +67,7 @@ func after(d time.Duration, s step) step { s.advance = d; return s }
 // bucket is full again in 20 s; the 4th request at the same instant lacks
 // one token, 20 s away.
 func TestHeadersGolden(t *testing.T) {
-	const resetAt1 = "1767225620" // epoch + 20 s
+	const resetAt1 = "1767225620" // limitertest.Epoch + 20 s
 	tests := []struct {
 		name  string
 		lim   core.Limit
@@ -134,11 +135,11 @@ func TestHeadersGolden(t *testing.T) {
 			allowed("X-Ratelimit-Limit", "3", "X-Ratelimit-Remaining", "1", "X-Ratelimit-Reset", "1767225640"),
 			allowed("X-Ratelimit-Limit", "3", "X-Ratelimit-Remaining", "0", "X-Ratelimit-Reset", "1767225660"),
 			denied("X-Ratelimit-Limit", "3", "X-Ratelimit-Remaining", "0", "X-Ratelimit-Reset", resetAt1, "Retry-After", "20"),
-			// At +7 s a token is 13 s away: still epoch + 20.
+			// At +7 s a token is 13 s away: still limitertest.Epoch + 20.
 			after(7*time.Second, denied("X-Ratelimit-Limit", "3", "X-Ratelimit-Remaining", "0", "X-Ratelimit-Reset", resetAt1, "Retry-After", "13")),
 		},
 	}, {
-		// Full again at epoch + 8.571428 s: rounded up to the next second.
+		// Full again at limitertest.Epoch + 8.571428 s: rounded up to the next second.
 		name: "legacy rounding up",
 		lim:  core.PerMinute(7),
 		opts: []Option{WithHeaders(HeadersLegacy)},
@@ -198,8 +199,8 @@ func TestHeadersMultiLimit(t *testing.T) {
 		steps []step
 	}{"draft06": {HeadersDraft06, steps06}, "draft11": {HeadersDraft11, steps11}} {
 		t.Run(name, func(t *testing.T) {
-			clk := newClock()
-			l := newLimiterCfg(t, core.Config{
+			clk := limitertest.NewClock()
+			l := limitertest.New(t, core.Config{
 				Store:    core.NewMemoryStore(core.WithClock(clk.Now)),
 				Limit:    core.PerSecond(2),
 				Extra:    []core.NamedLimit{{Name: "hourly", Limit: core.PerHour(5)}},
@@ -212,8 +213,8 @@ func TestHeadersMultiLimit(t *testing.T) {
 
 // TestHeadersCustomName checks a Config.Name reaches draft-11 fields.
 func TestHeadersCustomName(t *testing.T) {
-	clk := newClock()
-	l := newLimiterCfg(t, core.Config{
+	clk := limitertest.NewClock()
+	l := limitertest.New(t, core.Config{
 		Store:    core.NewMemoryStore(core.WithClock(clk.Now)),
 		Limit:    core.PerSecond(10),
 		FailMode: core.FailOpen,
@@ -254,8 +255,8 @@ func TestIntString(t *testing.T) {
 func TestHeadersNotShared(t *testing.T) {
 	for style := HeadersDraft06; style < HeadersNone; style++ {
 		t.Run(style.String(), func(t *testing.T) {
-			clk := newClock()
-			l := newLimiterCfg(t, core.Config{Store: core.NewMemoryStore(core.WithClock(clk.Now)), Limit: core.PerSecond(1000), FailMode: core.FailOpen})
+			clk := limitertest.NewClock()
+			l := limitertest.New(t, core.Config{Store: core.NewMemoryStore(core.WithClock(clk.Now)), Limit: core.PerSecond(1000), FailMode: core.FailOpen})
 			vandal := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				for k, v := range w.Header() {
 					for i := range v {
@@ -269,7 +270,7 @@ func TestHeadersNotShared(t *testing.T) {
 			for range 3 {
 				get(h, "/")
 			}
-			deny := Middleware(newLimiter(t, core.PerMinute(1), newClock()), WithHeaders(style))(okHandler)
+			deny := Middleware(limitertest.NewLimiter(t, core.PerMinute(1)), WithHeaders(style))(okHandler)
 			get(deny, "/")
 			get(deny, "/").Header()["Content-Type"][0] = "edited"
 			for range 2 {
@@ -295,8 +296,8 @@ func TestHeadersNotShared(t *testing.T) {
 // quota in RateLimit-Policy, so of PerSecond(10) and PerMinute(10) only
 // the binding one is listed; a third, distinct quota is always listed.
 func TestHeadersDraft06SameQuota(t *testing.T) {
-	clk := newClock()
-	l := newLimiterCfg(t, core.Config{
+	clk := limitertest.NewClock()
+	l := limitertest.New(t, core.Config{
 		Store:    core.NewMemoryStore(core.WithClock(clk.Now)),
 		Limit:    core.PerSecond(10),
 		Extra:    []core.NamedLimit{{Name: "minute", Limit: core.PerMinute(10)}, {Name: "day", Limit: core.PerDay(1000)}},

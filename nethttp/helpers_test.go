@@ -4,61 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/ratelimit/core"
 )
-
-// epoch is the test clock's start: Unix 1767225600.
-var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *fakeClock { return &fakeClock{t: epoch} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-var quiet = slog.New(slog.DiscardHandler)
-
-// newLimiter returns a limiter on a memory store reading clk.
-func newLimiter(t testing.TB, lim core.Limit, clk *fakeClock) *core.Limiter {
-	t.Helper()
-	return newLimiterCfg(t, core.Config{
-		Store:    core.NewMemoryStore(core.WithClock(clk.Now)),
-		Limit:    lim,
-		FailMode: core.FailOpen,
-	})
-}
-
-func newLimiterCfg(t testing.TB, cfg core.Config) *core.Limiter {
-	t.Helper()
-	cfg.Logger = quiet
-	l, err := core.New(cfg)
-	if err != nil {
-		t.Fatalf("core.New: %v", err)
-	}
-	return l
-}
 
 // downStore is a store that cannot decide.
 type downStore struct{}

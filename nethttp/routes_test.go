@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 // strictLogin is issue 14's set-up: a default of 100 a minute and a strict
@@ -18,8 +19,8 @@ type strictLogin struct {
 }
 
 func newStrictLogin(t *testing.T) *strictLogin {
-	clk := newClock()
-	return &strictLogin{def: newLimiter(t, core.PerMinute(100), clk), login: newLimiter(t, core.PerMinute(3), clk), log: &syncBuffer{}}
+	clk := limitertest.NewClock()
+	return &strictLogin{def: limitertest.NewLimiterClock(t, core.PerMinute(100), clk.Now), login: limitertest.NewLimiterClock(t, core.PerMinute(3), clk.Now), log: &syncBuffer{}}
 }
 
 func (s *strictLogin) mw(pattern string, opts ...Option) func(http.Handler) http.Handler {
@@ -171,7 +172,7 @@ func TestRoutesIssue14(t *testing.T) {
 }
 
 func TestRoutesSyntaxPanics(t *testing.T) {
-	l := newLimiter(t, core.PerMinute(1), newClock())
+	l := limitertest.NewLimiter(t, core.PerMinute(1))
 	for _, p := range []string{"post /login", "POST/login", "login", "POST login", " /login", "POST /a b", "/users/:id", "GET /users/:id/posts", "GET\t"} {
 		t.Run(p, func(t *testing.T) {
 			defer func() {
@@ -202,8 +203,8 @@ func TestRoutesSyntaxPanics(t *testing.T) {
 }
 
 func TestRouteLookup(t *testing.T) {
-	clk := newClock()
-	get, post, all := newLimiter(t, core.PerMinute(1), clk), newLimiter(t, core.PerMinute(2), clk), newLimiter(t, core.PerMinute(3), clk)
+	clk := limitertest.NewClock()
+	get, post, all := limitertest.NewLimiterClock(t, core.PerMinute(1), clk.Now), limitertest.NewLimiterClock(t, core.PerMinute(2), clk.Now), limitertest.NewLimiterClock(t, core.PerMinute(3), clk.Now)
 	tbl := newRouteTable(map[string]*core.Limiter{"GET /a": get, "POST /a": post, "/a": all, "/b": all, "GET /c": get})
 	for _, c := range []struct {
 		method, route string
@@ -220,7 +221,7 @@ func TestRouteLookup(t *testing.T) {
 }
 
 func TestCheckRoutes(t *testing.T) {
-	l := newLimiter(t, core.PerMinute(1), newClock())
+	l := limitertest.NewLimiter(t, core.PerMinute(1))
 	var log syncBuffer
 	g := NewGate(l, WithLogger(slog.New(slog.NewTextHandler(&log, nil))), WithRoutes(map[string]*core.Limiter{
 		"POST /login": l, "/users/{id}": l, "GET /typo": l, "PUT /users/{id}": l, "HEAD /h": l,

@@ -3,14 +3,12 @@ package httpconformance_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/internal/gatehook"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/nethttp"
 )
 
@@ -32,40 +31,17 @@ func TestMain(m *testing.M) {
 // nothing to a response the middleware or the handler writes.
 var routerHeaders = []string{}
 
-// epoch is the test clock's start: Unix 1767225600.
-var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
 // withClock sets the clock HeadersLegacy reads, through the test hook.
 func withClock(now func() time.Time) nethttp.Option {
 	return gatehook.WithClock(now).(nethttp.Option)
-}
-
-// clock is a clock the steps move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 // env is what one run of a case (one adapter) builds its app from: a fresh
 // clock and fresh stores, so every adapter starts from the same state.
 type env struct {
 	t   *testing.T
-	clk *clock
+	clk *limitertest.Clock
 }
-
-var quiet = slog.New(slog.DiscardHandler)
 
 // limiter returns a limiter of lim on a memory store reading the clock.
 func (e *env) limiter(lim core.Limit) *core.Limiter {
@@ -79,12 +55,7 @@ func (e *env) down(lim core.Limit, mode core.FailMode) *core.Limiter {
 
 func (e *env) config(cfg core.Config) *core.Limiter {
 	e.t.Helper()
-	cfg.Logger = quiet
-	l, err := core.New(cfg)
-	if err != nil {
-		e.t.Fatalf("core.New: %v", err)
-	}
-	return l
+	return limitertest.New(e.t, cfg)
 }
 
 // failingStore is a store that cannot decide, its error full of internals
@@ -168,7 +139,7 @@ func TestConformance(t *testing.T) {
 			// ref holds the reference (first adapter's) responses.
 			var ref []*httptest.ResponseRecorder
 			for _, ad := range adapters {
-				e := &env{t: t, clk: &clock{t: epoch}}
+				e := &env{t: t, clk: limitertest.NewClock()}
 				h := ad.build(c.app(e), ad)
 				for i, s := range c.steps {
 					e.clk.Advance(s.advance)

@@ -12,6 +12,7 @@ import (
 	"github.com/dunglas/httpsfv"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/nethttp"
 )
 
@@ -61,7 +62,7 @@ func TestStructuredFields(t *testing.T) {
 				for _, sc := range sfScenarios {
 					name := fmt.Sprintf("%s/%s/%s/%s", ad.name, style, set.name, sc.name)
 					t.Run(name, func(t *testing.T) {
-						e := &env{t: t, clk: &clock{t: epoch}}
+						e := &env{t: t, clk: limitertest.NewClock()}
 						cfg := core.Config{Store: core.NewMemoryStore(core.WithClock(e.clk.Now)), Limit: set.limit, Extra: set.extra, FailMode: sc.mode}
 						if sc.down {
 							cfg.Store, cfg.Instances = failingStore{}, 1
