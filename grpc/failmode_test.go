@@ -1,11 +1,13 @@
 package grpc_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	"github.com/sluicehq/ratelimit/core"
@@ -77,5 +79,29 @@ func TestRealRedis(t *testing.T) {
 	c := wantCodes(t, func() call { return s.check(t) }, codes.ResourceExhausted)[0]
 	if d, ok := c.retryDelay(); !ok || d <= 0 || d > 20*time.Second {
 		t.Errorf("RetryInfo %v (present %v), want (0, 20s]", d, ok)
+	}
+}
+
+// A call whose context is already cancelled when the interceptor decides
+// (its client went away) is still decided and counted by the store, never
+// degraded: DESIGN §2a.
+func TestCancelledCallCounted(t *testing.T) {
+	t.Parallel()
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { client.Close() })
+	var obs observations
+	lim := redisLimiter(t, client, "cancel:", core.PerMinute(2), core.FailOpen)
+	goneAway := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		cancel()
+		return h(ctx, req)
+	}
+	s := serve(t, grpc.ChainUnaryInterceptor(goneAway, ratelimit.UnaryServerInterceptor(lim, obs.option())))
+	wantCodes(t, func() call { return s.check(t) }, codes.OK, codes.OK, codes.ResourceExhausted)
+	for i, o := range obs.all() {
+		if o.res.Degraded {
+			t.Errorf("decision %d degraded: a cancelled call reached FailMode", i+1)
+		}
 	}
 }

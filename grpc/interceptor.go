@@ -157,12 +157,8 @@ func (in *interceptor) metadata(lim *core.Limiter, res core.Result) metadata.MD 
 	if in.style == HeadersNone || res.Degraded {
 		return nil
 	}
-	f := in.fields[lim]
-	if f == nil {
-		return nil // not reached: every limiter has its Fields
-	}
 	h := make(http.Header, 4)
-	f.Set(h, res)
+	in.fields[lim].Set(h, res)
 	md := make(metadata.MD, len(h))
 	for k, v := range h {
 		name, ok := metadataNames[k]

@@ -41,6 +41,8 @@ type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
 func PeerIP(opts ...keyfuncs.IPOption) KeyFunc {
 	key, field := keyfuncs.PeerIP(opts...)
 	field = strings.ToLower(field) // metadata names are lower case
+	errs := metadataErrors(field,
+		metadataError{err: keyfuncs.ErrInvalidForwarding, what: "invalid forwarding metadata"})
 	return func(ctx context.Context, _ string) (string, error) {
 		p, ok := peer.FromContext(ctx)
 		if !ok || p.Addr == nil {
@@ -50,7 +52,11 @@ func PeerIP(opts ...keyfuncs.IPOption) KeyFunc {
 		if field != "" {
 			lines = metadata.ValueFromIncomingContext(ctx, field)
 		}
-		return key(p.Addr.String(), lines)
+		k, err := key(p.Addr.String(), lines)
+		if err != nil {
+			return "", errs.named(err)
+		}
+		return k, nil
 	}
 }
 
@@ -71,23 +77,43 @@ func Metadata(name string) KeyFunc {
 	}
 	name = strings.ToLower(name)
 	key := keyfuncs.HeaderLines(name)
-	errs := []*metadataError{
+	errs := metadataErrors(name)
+	return func(ctx context.Context, _ string) (string, error) {
+		k, err := key(metadata.ValueFromIncomingContext(ctx, name))
+		if err != nil {
+			return "", errs.named(err)
+		}
+		return k, nil
+	}
+}
+
+// namedErrors are the errors about one metadata field, built once.
+type namedErrors []*metadataError
+
+// metadataErrors returns the errors about the field name: a missing,
+// repeated or too long value, and extra.
+func metadataErrors(name string, extra ...metadataError) namedErrors {
+	errs := namedErrors{
 		{keyfuncs.ErrMissingHeader, "missing metadata", name},
 		{keyfuncs.ErrRepeatedHeader, "metadata sent more than once:", name},
 		{keyfuncs.ErrValueTooLong, "metadata value too long:", name},
 	}
-	return func(ctx context.Context, _ string) (string, error) {
-		k, err := key(metadata.ValueFromIncomingContext(ctx, name))
-		if err != nil {
-			for _, e := range errs {
-				if errors.Is(err, e.err) {
-					return "", e
-				}
-			}
-			return "", err
-		}
-		return k, nil
+	for _, e := range extra {
+		e.name = name
+		errs = append(errs, &e)
 	}
+	return errs
+}
+
+// named returns the error of errs that err matches, which names the
+// metadata field rather than keyfuncs' header, or err when none does.
+func (errs namedErrors) named(err error) error {
+	for _, e := range errs {
+		if errors.Is(err, e.err) {
+			return e
+		}
+	}
+	return err
 }
 
 // User returns a KeyFunc that keys a call by the user ID that id returns,

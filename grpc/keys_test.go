@@ -159,7 +159,7 @@ func TestPeerTrust(t *testing.T) {
 		{"default", nil, false, codes.OK, ""},
 		{"untrusted peer", ratelimit.PeerIP(keyfuncs.TrustedProxies("10.0.0.0/8")), false, codes.OK, ""},
 		{"trusted peer", ratelimit.PeerIP(keyfuncs.TrustedProxies("127.0.0.0/8")), true, codes.InvalidArgument,
-			"missing or invalid rate-limit key: keyfuncs: invalid forwarding header"},
+			`missing or invalid rate-limit key: grpc: invalid forwarding metadata "x-forwarded-for"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -203,6 +203,8 @@ func TestKeyErrors(t *testing.T) {
 		{"metadata repeated", ratelimit.Metadata("x-api-key"), []string{"x-api-key", "a", "x-api-key", "b"}, codes.InvalidArgument,
 			`missing or invalid rate-limit key: grpc: metadata sent more than once: "x-api-key"`},
 		{"metadata present", ratelimit.Metadata("x-api-key"), []string{"x-api-key", "secret"}, codes.OK, ""},
+		{"trusted header repeated", ratelimit.PeerIP(keyfuncs.TrustedHeader("X-Real-IP", "127.0.0.0/8")), []string{"x-real-ip", "192.0.2.1", "x-real-ip", "192.0.2.2"},
+			codes.InvalidArgument, `missing or invalid rate-limit key: grpc: metadata sent more than once: "x-real-ip"`},
 		{"no user", ratelimit.ContextUser(), nil, codes.InvalidArgument,
 			"missing or invalid rate-limit key: keyfuncs: no user in request context"},
 		{"client text", func(ctx context.Context, _ string) (string, error) {
