@@ -1,0 +1,143 @@
+package nethttp
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/keyfuncs"
+)
+
+// Concurrency returns net/http middleware that lets at most c's Max
+// requests per key run at once, across every instance sharing c's store:
+// each request's key (WithKey, default the client IP) takes a slot before
+// the handler runs and gives it back when the handler returns, panics or
+// its client goes away. While the handler runs longer, the slot is
+// renewed in the background (core.Lease.KeepAlive). When every slot is
+// held the response is 429 Too Many Requests with Retry-After (until the
+// earliest holder's lease ends: an upper bound) and a problem document,
+// from the same DenyHandler as rate limits; 503 when the store is down
+// and c is core.FailClosed. The header fields describe slots:
+// RateLimit-Limit is Max, RateLimit-Remaining the slots left free.
+//
+// The options are the Gate's: WithKey, WithSkip, WithDryRun (every
+// request goes on; a refused one holds no slot), WithDenyHandler,
+// WithErrorHandler, WithObserver, WithHeaders and WithLogger. Options
+// about tokens or per-route limiters (WithCost, WithCountIf,
+// WithLimiterFunc, WithRoutes, WithServeMux) do not apply to an in-flight
+// limit: Concurrency panics when given one, as it does when c or an
+// option is nil.
+func Concurrency(c *core.Concurrency, opts ...Option) func(http.Handler) http.Handler {
+	g := NewConcurrencyGate(c, opts...)
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			lease, ok := g.Acquire(w, r)
+			if !ok {
+				return
+			}
+			defer lease.Release(r.Context())
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// ConcurrencyGate is the HTTP behaviour of Concurrency, for adapters: key
+// → slot → header fields → refusal, written once here. Build it once with
+// NewConcurrencyGate and share it; it is safe for concurrent use.
+type ConcurrencyGate struct {
+	gate    Gate // the options, and the failure log
+	c       *core.Concurrency
+	headers *policyHeaders
+}
+
+// NewConcurrencyGate returns the gate of c with opts applied, then the
+// defaults filled in. It panics as Concurrency does.
+func NewConcurrencyGate(c *core.Concurrency, opts ...Option) *ConcurrencyGate {
+	if c == nil {
+		panic("nethttp: nil *core.Concurrency")
+	}
+	g := &ConcurrencyGate{c: c, headers: newPolicyHeaders(c.Limit(), c.Name())}
+	cfg := &g.gate.config
+	for _, o := range opts {
+		if o == nil {
+			panic("nethttp: nil Option")
+		}
+		o(cfg)
+	}
+	for name, set := range map[string]bool{
+		"WithCost": cfg.cost != nil, "WithCountIf": cfg.countIf != nil, "WithLimiterFunc": cfg.pick != nil,
+		"WithRoutes": cfg.routes != nil, "WithServeMux": cfg.mux != nil,
+	} {
+		if set {
+			panic("nethttp: Concurrency: " + name + " does not apply to an in-flight limit")
+		}
+	}
+	if cfg.key == nil {
+		cfg.key = keyfuncs.IP()
+	}
+	if cfg.deny == nil {
+		cfg.deny = DefaultDenyHandler
+	}
+	if cfg.onError == nil {
+		cfg.onError = DefaultErrorHandler
+	}
+	if cfg.now == nil {
+		cfg.now = time.Now
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	return g
+}
+
+// Acquire takes a slot for r and reports whether the caller should go on
+// to the next handler. When it returns false it has written the whole
+// response (429, 503, 400 or 500, or the DenyHandler's or ErrorHandler's);
+// when true it has only set header fields, and the caller runs the
+// handler, then releases the lease — in a defer, so that a panic releases
+// it too:
+//
+//	lease, ok := g.Acquire(w, r)
+//	if !ok {
+//		return
+//	}
+//	defer lease.Release(r.Context())
+//
+// The lease is nil when nothing is held (a skipped request, a dry-run
+// refusal); Release on nil does nothing. The lease is kept alive while
+// the handler runs (core.Lease.KeepAlive).
+func (g *ConcurrencyGate) Acquire(w http.ResponseWriter, r *http.Request) (*core.Lease, bool) {
+	cfg := &g.gate.config
+	if cfg.skip != nil && cfg.skip(r) {
+		return nil, true
+	}
+	key, err := cfg.key(r)
+	if err == nil && key == "" {
+		err = core.ErrEmptyKey
+	}
+	if err != nil {
+		return nil, g.gate.fail(w, r, &keyError{err})
+	}
+	lease, res, err := g.c.Acquire(r.Context(), key)
+	if err != nil {
+		return nil, g.gate.fail(w, r, err)
+	}
+	if cfg.observe != nil {
+		cfg.observe(r, res, nil, cfg.dryRun)
+	}
+	h := w.Header()
+	if !res.Degraded && cfg.style != HeadersNone {
+		setRateLimit(h, cfg.style, g.headers, &res, cfg.now)
+	}
+	if lease != nil {
+		lease.KeepAlive()
+		return lease, true
+	}
+	if cfg.dryRun {
+		return nil, true
+	}
+	setRetryAfter(h, &res)
+	cfg.deny(w, r, res)
+	return nil, false
+}

@@ -1,0 +1,210 @@
+package nethttp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
+)
+
+// newConcurrency returns a Concurrency of max slots on a MemoryStore
+// reading now.
+func newConcurrency(t testing.TB, max int, now func() time.Time) *core.Concurrency {
+	t.Helper()
+	c, err := core.NewConcurrency(core.ConcurrencyConfig{
+		Store: core.NewMemoryStore(core.WithClock(now)), Name: "exports", Max: max,
+		Lease: 30 * time.Second, FailMode: core.FailClosed,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// holding serves one request through h whose handler stays in until the
+// returned function is called; that function returns its response.
+func holding(t *testing.T, mw func(http.Handler) http.Handler) (release func() *httptest.ResponseRecorder) {
+	t.Helper()
+	in, out := make(chan struct{}), make(chan struct{})
+	done := make(chan *httptest.ResponseRecorder)
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(in)
+		<-out
+		_, _ = io.WriteString(w, "ok")
+	}))
+	go func() { done <- get(h, "/") }()
+	<-in
+	return func() *httptest.ResponseRecorder { close(out); return <-done }
+}
+
+func TestConcurrencyRefusesWhenFull(t *testing.T) {
+	t.Parallel()
+	mw := Concurrency(newConcurrency(t, 1, limitertest.NewClock().Now))
+	h := mw(okHandler)
+	finish := holding(t, mw)
+
+	w := get(h, "/")
+	const body = `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in 30 seconds"}`
+	if w.Code != http.StatusTooManyRequests || w.Body.String() != body {
+		t.Fatalf("while the slot is held: %d %s, want 429 %s", w.Code, w.Body, body)
+	}
+	wantHeader(t, w.Header(), map[string]string{
+		"Content-Type": problem, "X-Content-Type-Options": "nosniff", "Retry-After": "30",
+		"Ratelimit-Limit": "1", "Ratelimit-Remaining": "0", "Ratelimit-Reset": "30", "Ratelimit-Policy": "1;w=30",
+	})
+
+	w = finish()
+	if w.Code != http.StatusOK {
+		t.Fatalf("holder: %d, want 200", w.Code)
+	}
+	wantHeader(t, w.Header(), map[string]string{
+		"Content-Type": "*", "Ratelimit-Limit": "1", "Ratelimit-Remaining": "0", "Ratelimit-Reset": "30", "Ratelimit-Policy": "1;w=30",
+	})
+	for i := range 3 {
+		if w := get(h, "/"); w.Code != http.StatusOK {
+			t.Fatalf("request %d after the holder finished: %d, want 200", i, w.Code)
+		}
+	}
+}
+
+func TestConcurrencyReleasesOnPanic(t *testing.T) {
+	t.Parallel()
+	mw := Concurrency(newConcurrency(t, 1, limitertest.NewClock().Now))
+	panicky := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }))
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the handler's panic did not propagate")
+			}
+		}()
+		get(panicky, "/")
+	}()
+	if w := get(mw(okHandler), "/"); w.Code != http.StatusOK {
+		t.Fatalf("after a panicking handler: %d, want 200 (slot released)", w.Code)
+	}
+}
+
+func TestConcurrencyReleasesWhenClientGone(t *testing.T) {
+	t.Parallel()
+	mw := Concurrency(newConcurrency(t, 1, limitertest.NewClock().Now))
+	ctx, cancel := context.WithCancel(context.Background())
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cancel() // the client hangs up
+		<-r.Context().Done()
+	}))
+	r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+	r.RemoteAddr = "192.0.2.1:1234"
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if w := get(mw(okHandler), "/"); w.Code != http.StatusOK {
+		t.Fatalf("after a client went away: %d, want 200 (slot released)", w.Code)
+	}
+}
+
+// TestConcurrencyRenewsLongRequest: a handler running for several Leases
+// keeps its slot (real time: the renewal goroutine ticks every Lease/3).
+func TestConcurrencyRenewsLongRequest(t *testing.T) {
+	t.Parallel()
+	const lease = 150 * time.Millisecond
+	c, err := core.NewConcurrency(core.ConcurrencyConfig{Store: core.NewMemoryStore(), Name: "long", Max: 1, Lease: lease, FailMode: core.FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw := Concurrency(c)
+	finish := holding(t, mw)
+	for end := time.Now().Add(4 * lease); time.Now().Before(end); time.Sleep(lease / 10) {
+		if w := get(mw(okHandler), "/"); w.Code != http.StatusTooManyRequests {
+			t.Fatalf("%v into a long request: %d, want 429 (slot kept by renewal)", 4*lease-time.Until(end), w.Code)
+		}
+	}
+	finish()
+	if w := get(mw(okHandler), "/"); w.Code != http.StatusOK {
+		t.Fatalf("after the long request: %d, want 200", w.Code)
+	}
+}
+
+// TestConcurrencyKeyErrorsAsGate: key errors, skips and dry-run behave as
+// the rate-limit Gate's.
+func TestConcurrencyKeyErrorsAsGate(t *testing.T) {
+	t.Parallel()
+	badKey := WithKey(func(*http.Request) (string, error) { return "", errors.New("no API key") })
+	emptyKey := WithKey(func(*http.Request) (string, error) { return "", nil })
+	for name, opt := range map[string]Option{"key error": badKey, "empty key": emptyKey} {
+		want := get(Middleware(limitertest.NewLimiter(t, core.PerMinute(1)), opt, WithLogger(limitertest.Quiet))(okHandler), "/")
+		got := get(Concurrency(newConcurrency(t, 1, limitertest.NewClock().Now), opt, WithLogger(limitertest.Quiet))(okHandler), "/")
+		if got.Code != want.Code || got.Body.String() != want.Body.String() {
+			t.Errorf("%s: %d %s, want the Gate's %d %s", name, got.Code, got.Body, want.Code, want.Body)
+		}
+	}
+
+	c := newConcurrency(t, 1, limitertest.NewClock().Now)
+	skip := Concurrency(c, WithSkip(func(*http.Request) bool { return true }))
+	finish := holding(t, Concurrency(c))
+	defer finish()
+	if w := get(skip(okHandler), "/"); w.Code != http.StatusOK || len(rateLimitFields(w.Header())) != 0 {
+		t.Fatalf("skipped: %d %v, want 200 without fields", w.Code, w.Header())
+	}
+	var seen []bool
+	dry := Concurrency(c, WithDryRun(), WithObserver(func(_ *http.Request, res core.Result, _ error, dryRun bool) {
+		seen = append(seen, res.Allowed, dryRun)
+	}))
+	if w := get(dry(okHandler), "/"); w.Code != http.StatusOK || w.Header().Get("Retry-After") != "" || w.Header().Get("Ratelimit-Remaining") != "0" {
+		t.Fatalf("dry-run while full: %d %v, want 200 with fields, no Retry-After", w.Code, w.Header())
+	}
+	if len(seen) != 2 || seen[0] || !seen[1] {
+		t.Fatalf("observer saw %v, want [allowed=false dryRun=true]", seen)
+	}
+}
+
+// TestConcurrencyFailClosed: with the store down, FailClosed refuses with
+// 503 and Retry-After, and no rate-limit fields.
+func TestConcurrencyFailClosed(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	c, err := core.NewConcurrency(core.ConcurrencyConfig{Store: core.NewRedisStore(client), Name: "down", Max: 1, FailMode: core.FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := get(Concurrency(c)(okHandler), "/")
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || len(rateLimitFields(w.Header())) != 0 {
+		t.Fatalf("store down: %d %v, want 503 with Retry-After and no rate-limit fields", w.Code, w.Header())
+	}
+}
+
+func TestConcurrencyRefusesTokenOptions(t *testing.T) {
+	t.Parallel()
+	c := newConcurrency(t, 1, limitertest.NewClock().Now)
+	lim := limitertest.NewLimiter(t, core.PerMinute(1))
+	for name, opt := range map[string]Option{
+		"WithCost":        WithCost(func(*http.Request) int { return 2 }),
+		"WithCountIf":     WithCountIf(func(*http.Request, int) bool { return true }),
+		"WithLimiterFunc": WithLimiterFunc(func(*http.Request) *core.Limiter { return nil }),
+		"WithRoutes":      WithRoutes(map[string]*core.Limiter{"/x": lim}),
+		"WithServeMux":    WithServeMux(http.NewServeMux()),
+		"nil":             nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatalf("Concurrency accepted %s", name)
+				}
+			}()
+			Concurrency(c, opt)
+		})
+	}
+}
