@@ -137,8 +137,31 @@ func (p *Proxy) track(c net.Conn) {
 	p.mu.Unlock()
 }
 
-// pipe copies src to dst, holding bytes while stalled and delaying replies.
+// pipe copies src to dst, holding bytes while stalled. Toward the client
+// it is a delay line: each chunk is written latency after it was read, so
+// replies pipelined on one connection are each delayed once, not in turn.
 func (p *Proxy) pipe(dst, src net.Conn, toClient bool) {
+	type chunk struct {
+		b   []byte
+		due time.Time
+	}
+	line := make(chan chunk, 1024)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for c := range line {
+			if d := time.Until(c.due); d > 0 {
+				time.Sleep(d)
+			}
+			if _, err := dst.Write(c.b); err != nil {
+				dst.Close()
+				for range line { // let the reader finish
+				}
+				return
+			}
+		}
+	}()
+	defer func() { close(line); <-done }()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -154,13 +177,11 @@ func (p *Proxy) pipe(dst, src net.Conn, toClient bool) {
 					time.Sleep(5 * time.Millisecond)
 					continue
 				}
-				if toClient && lat > 0 {
-					time.Sleep(lat)
+				if !toClient {
+					lat = 0
 				}
+				line <- chunk{append([]byte(nil), buf[:n]...), time.Now().Add(lat)}
 				break
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
 			}
 		}
 		if err != nil {
