@@ -22,6 +22,7 @@ import (
 // the default key and TrustedProxies hold the client to the limit, whether
 // it connects directly or through a trusted proxy that appends its address.
 func TestAttackSpoofedForwardedFor(t *testing.T) {
+	t.Parallel()
 	const sent, limit = 8, 3
 	for _, tc := range []struct {
 		name    string

@@ -35,6 +35,7 @@ var ok = func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.Statu
 // WithRoutes works from a middleware anywhere: on the root router and on a
 // sub-router (both before routing), on a group and on a route.
 func TestRoutesWherever(t *testing.T) {
+	t.Parallel()
 	t.Run("root", func(t *testing.T) {
 		r := chi.NewRouter()
 		r.Use(ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(50)),
@@ -75,6 +76,7 @@ func TestRoutesWherever(t *testing.T) {
 
 // Outside chi the middleware still limits, by its default limiter.
 func TestOutsideChi(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /users/{id}", ok)
 	h := ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(1)),

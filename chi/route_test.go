@@ -13,6 +13,7 @@ import (
 // TestRoutePattern checks that RoutePattern, wherever the middleware sits,
 // gives the pattern chi reports in the handler.
 func TestRoutePattern(t *testing.T) {
+	t.Parallel()
 	// seen records RoutePattern as each middleware saw it, by position.
 	seen := map[string]string{}
 	record := func(where string) func(http.Handler) http.Handler {
@@ -92,6 +93,7 @@ func TestRoutePattern(t *testing.T) {
 }
 
 func TestRoutePatternOutsideChi(t *testing.T) {
+	t.Parallel()
 	r := httptest.NewRequest("GET", "/users/1", nil)
 	r.Pattern = "GET /users/{id}"
 	if got := ratelimit.RoutePattern(r); got != "" {

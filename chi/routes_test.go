@@ -20,6 +20,7 @@ import (
 // POST /login limit (3 a minute) unapplied, every POST answered 200: now
 // the limit holds, or the first request logs why it cannot.
 func TestRoutesIssue14(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		pattern string
@@ -120,6 +121,7 @@ func TestRoutesIssue14(t *testing.T) {
 }
 
 func TestRoutesSyntax(t *testing.T) {
+	t.Parallel()
 	l := limitertest.NewLimiter(t, core.PerMinute(1))
 	defer func() {
 		if got, _ := recover().(string); !strings.Contains(got, `pattern "/users/:id": chi writes a path parameter "{id}", not ":id"`) {

@@ -23,6 +23,7 @@ func get(h http.Handler, path string) *httptest.ResponseRecorder {
 // A refusal is written by the middleware and returns nil: the handler does
 // not run, and echo's HTTPErrorHandler does not replace the problem body.
 func TestDeniedStopsTheChain(t *testing.T) {
+	t.Parallel()
 	e := echo.New()
 	var handled, errorHandled int
 	e.HTTPErrorHandler = func(error, echo.Context) { errorHandled++ }
@@ -51,6 +52,7 @@ func TestDeniedStopsTheChain(t *testing.T) {
 
 // Group and route middlewares see the route path, as e.Use does.
 func TestRoutesInGroupsAndRoutes(t *testing.T) {
+	t.Parallel()
 	strict := limitertest.NewLimiter(t, core.PerMinute(1))
 	e := echo.New()
 	ok := func(c echo.Context) error { return c.NoContent(http.StatusOK) }
@@ -78,6 +80,7 @@ func TestRoutesInGroupsAndRoutes(t *testing.T) {
 }
 
 func TestMiddlewareWithKey(t *testing.T) {
+	t.Parallel()
 	var seen []string
 	e := echo.New()
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -124,6 +127,7 @@ func TestMiddlewareWithKey(t *testing.T) {
 }
 
 func TestContextKey(t *testing.T) {
+	t.Parallel()
 	e := echo.New()
 	c := e.NewContext(httptest.NewRequest(http.MethodGet, "/", nil), httptest.NewRecorder())
 	k := ratelimit.ContextKey("user")
@@ -149,6 +153,7 @@ func TestContextKey(t *testing.T) {
 }
 
 func TestMiddlewareWithKeyPanicsOnNil(t *testing.T) {
+	t.Parallel()
 	defer func() {
 		if recover() == nil {
 			t.Error("no panic")
@@ -160,6 +165,7 @@ func TestMiddlewareWithKeyPanicsOnNil(t *testing.T) {
 // TestMiddlewareWithKeySkip: WithSkip runs before the KeyFunc, which a
 // skipped request never reaches (issue 14).
 func TestMiddlewareWithKeySkip(t *testing.T) {
+	t.Parallel()
 	calls := 0
 	key := func(echo.Context) (string, error) { calls++; return "user:alice", nil }
 	e := echo.New()

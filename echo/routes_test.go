@@ -19,6 +19,7 @@ import (
 // left a strict POST /login limit (3 a minute) unapplied, 5 of 5 POSTs
 // answered 200: now the limit holds, or the first request logs why not.
 func TestRoutesIssue14(t *testing.T) {
+	t.Parallel()
 	login := func(c echo.Context) error { return c.NoContent(http.StatusOK) }
 	for _, c := range []struct {
 		name    string
@@ -81,6 +82,7 @@ func TestRoutesIssue14(t *testing.T) {
 }
 
 func TestRoutesSyntax(t *testing.T) {
+	t.Parallel()
 	l := limitertest.NewLimiter(t, core.PerMinute(1))
 	defer func() {
 		if got, _ := recover().(string); !strings.Contains(got, `pattern "/users/{id}": echo writes a path parameter ":id", not "{id}"`) {

@@ -29,6 +29,7 @@ func get(h http.Handler, path string) *httptest.ResponseRecorder {
 // A refusal is written by the middleware, then c.Abort(): later handlers
 // do not run, earlier ones see the status after c.Next().
 func TestDeniedAborts(t *testing.T) {
+	t.Parallel()
 	r := gin.New()
 	var handled, after int
 	var status int
@@ -55,6 +56,7 @@ func TestDeniedAborts(t *testing.T) {
 
 // Group and route middlewares see the route path, as r.Use does.
 func TestRoutesInGroupsAndRoutes(t *testing.T) {
+	t.Parallel()
 	strict := limitertest.NewLimiter(t, core.PerMinute(1))
 	r := gin.New()
 	ok := func(c *gin.Context) { c.Status(http.StatusOK) }
@@ -82,6 +84,7 @@ func TestRoutesInGroupsAndRoutes(t *testing.T) {
 }
 
 func TestMiddlewareWithKey(t *testing.T) {
+	t.Parallel()
 	r := gin.New()
 	r.Use(func(c *gin.Context) {
 		if u := c.GetHeader("X-User"); u != "" {
@@ -120,6 +123,7 @@ func TestMiddlewareWithKey(t *testing.T) {
 }
 
 func TestContextKey(t *testing.T) {
+	t.Parallel()
 	c, _ := gin.CreateTestContext(httptest.NewRecorder())
 	c.Request = httptest.NewRequest(http.MethodGet, "/", nil)
 	k := ratelimit.ContextKey("user")
@@ -141,6 +145,7 @@ func TestContextKey(t *testing.T) {
 }
 
 func TestPanicsOnNil(t *testing.T) {
+	t.Parallel()
 	for name, f := range map[string]func(){
 		"MiddlewareWithKey": func() { ratelimit.MiddlewareWithKey(limitertest.NewLimiter(t, core.PerMinute(1)), nil) },
 	} {
@@ -158,6 +163,7 @@ func TestPanicsOnNil(t *testing.T) {
 // TestMiddlewareWithKeySkip: WithSkip runs before the KeyFunc, which a
 // skipped request never reaches (issue 14).
 func TestMiddlewareWithKeySkip(t *testing.T) {
+	t.Parallel()
 	calls := 0
 	key := func(*gin.Context) (string, error) { calls++; return "user:alice", nil }
 	r := gin.New()

@@ -19,6 +19,7 @@ import (
 // its method applies; a pattern that matches no route is logged at the
 // first request served through an http.Server.
 func TestRoutesIssue14(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, pattern string
 		ok            int
@@ -63,6 +64,7 @@ func TestRoutesIssue14(t *testing.T) {
 }
 
 func TestRoutesSyntax(t *testing.T) {
+	t.Parallel()
 	l := limitertest.NewLimiter(t, core.PerMinute(1))
 	defer func() {
 		if got, _ := recover().(string); !strings.Contains(got, `pattern "/users/{id}": gin writes a path parameter ":id", not "{id}"`) {

@@ -40,6 +40,7 @@ func (c attackChain) reached(sent int, req func(i int) *http.Request) int {
 // second limiter keyed by address that every request also passes holds
 // the client.
 func TestAttackAPIKeyRotation(t *testing.T) {
+	t.Parallel()
 	const sent, perKey, perIP = 50, 3, 10
 	byKey := func(k keyfuncs.KeyFunc) func(http.Handler) http.Handler {
 		return Middleware(limitertest.NewLimiter(t, core.PerMinute(perKey)), WithKey(k))
@@ -78,6 +79,7 @@ func TestAttackAPIKeyRotation(t *testing.T) {
 // its own; IPv6Prefix(56), or a second, coarser limiter keyed by /48, holds
 // the client.
 func TestAttackIPv6Rotation(t *testing.T) {
+	t.Parallel()
 	const sent, limit, coarse = 256, 3, 10
 	by := func(lim int, opts ...keyfuncs.IPOption) func(http.Handler) http.Handler {
 		return Middleware(limitertest.NewLimiter(t, core.PerMinute(lim)), WithKey(keyfuncs.IP(opts...)))

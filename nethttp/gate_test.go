@@ -15,6 +15,7 @@ import (
 )
 
 func TestDenied429Body(t *testing.T) {
+	t.Parallel()
 	clk := limitertest.NewClock()
 	h := Middleware(limitertest.NewLimiterClock(t, core.PerMinute(1), clk.Now))(okHandler)
 	get(h, "/")
@@ -37,6 +38,7 @@ func TestDenied429Body(t *testing.T) {
 }
 
 func TestFailClosedDegraded503(t *testing.T) {
+	t.Parallel()
 	l := limitertest.New(t, core.Config{Store: downStore{}, Limit: core.PerMinute(3), FailMode: core.FailClosed})
 	for _, style := range []HeaderStyle{HeadersDraft06, HeadersDraft11, HeadersLegacy, HeadersNone} {
 		t.Run(style.String(), func(t *testing.T) {
@@ -56,6 +58,7 @@ func TestFailClosedDegraded503(t *testing.T) {
 }
 
 func TestFailOpenDegradedSendsNoRateLimitFields(t *testing.T) {
+	t.Parallel()
 	var seen core.Result
 	l := limitertest.New(t, core.Config{Store: downStore{}, Limit: core.PerMinute(3), FailMode: core.FailOpen})
 	for _, style := range []HeaderStyle{HeadersDraft06, HeadersDraft11, HeadersLegacy, HeadersNone} {
@@ -70,6 +73,7 @@ func TestFailOpenDegradedSendsNoRateLimitFields(t *testing.T) {
 }
 
 func TestKeyErrors(t *testing.T) {
+	t.Parallel()
 	secret := errors.New("parse 10.0.0.1: secret internal detail")
 	const body = `{"type":"about:blank","title":"Bad Request","status":400,"detail":"missing or invalid rate-limit key"}`
 	tests := []struct {
@@ -108,6 +112,7 @@ func TestKeyErrors(t *testing.T) {
 }
 
 func TestBadCost500(t *testing.T) {
+	t.Parallel()
 	l := limitertest.NewLimiter(t, core.PerMinute(3))
 	for _, cost := range []int{0, 4} {
 		w := get(Middleware(l, WithCost(func(*http.Request) int { return cost }))(okHandler), "/")
@@ -124,6 +129,7 @@ func TestBadCost500(t *testing.T) {
 }
 
 func TestCost(t *testing.T) {
+	t.Parallel()
 	clk := limitertest.NewClock()
 	h := Middleware(limitertest.NewLimiterClock(t, core.PerMinute(3), clk.Now), WithCost(func(r *http.Request) int {
 		if r.Method == http.MethodPost {
@@ -155,6 +161,7 @@ func TestCost(t *testing.T) {
 }
 
 func TestSkip(t *testing.T) {
+	t.Parallel()
 	h := Middleware(limitertest.NewLimiter(t, core.PerMinute(1)), WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))(okHandler)
 	get(h, "/")
 	if w := get(h, "/"); w.Code != 429 {
@@ -174,6 +181,7 @@ func TestSkip(t *testing.T) {
 }
 
 func TestDryRun(t *testing.T) {
+	t.Parallel()
 	var denials, errs int
 	observe := WithObserver(func(_ *http.Request, res core.Result, err error, dryRun bool) {
 		if !dryRun {
@@ -209,6 +217,7 @@ func TestDryRun(t *testing.T) {
 }
 
 func TestDenyHandler(t *testing.T) {
+	t.Parallel()
 	var got core.Result
 	h := Middleware(limitertest.NewLimiter(t, core.PerMinute(1)), WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, res core.Result) {
 		got = res
@@ -225,6 +234,7 @@ func TestDenyHandler(t *testing.T) {
 }
 
 func TestRoutes(t *testing.T) {
+	t.Parallel()
 	clk := limitertest.NewClock()
 	def := limitertest.NewLimiterClock(t, core.PerMinute(3), clk.Now)
 	users := limitertest.NewLimiterClock(t, core.PerMinute(2), clk.Now)
@@ -276,6 +286,7 @@ func TestRoutes(t *testing.T) {
 }
 
 func TestLimiterFunc(t *testing.T) {
+	t.Parallel()
 	clk := limitertest.NewClock()
 	free := limitertest.NewLimiterClock(t, core.PerMinute(3), clk.Now)
 	pro := limitertest.New(t, core.Config{Store: core.NewMemoryStore(core.WithClock(clk.Now)), Limit: core.PerMinute(100), FailMode: core.FailOpen, Name: "pro"})
@@ -317,6 +328,7 @@ func TestLimiterFunc(t *testing.T) {
 }
 
 func TestGateBoundsDynamicHeaders(t *testing.T) {
+	t.Parallel()
 	clk := limitertest.NewClock()
 	var lims []*core.Limiter
 	for i := range maxDynamic + 5 {
@@ -340,6 +352,7 @@ func TestGateBoundsDynamicHeaders(t *testing.T) {
 }
 
 func TestNilPanics(t *testing.T) {
+	t.Parallel()
 	l := limitertest.NewLimiter(t, core.PerMinute(1))
 	for name, f := range map[string]func(){
 		"nil limiter":         func() { Middleware(nil) },
@@ -369,6 +382,7 @@ func TestNilPanics(t *testing.T) {
 }
 
 func TestDecideRouteKey(t *testing.T) {
+	t.Parallel()
 	clk := limitertest.NewClock()
 	g := NewGate(limitertest.NewLimiterClock(t, core.PerMinute(1), clk.Now), WithKey(func(*http.Request) (string, error) {
 		t.Fatal("the Gate's KeyFunc ran although the caller gave the key")
@@ -406,6 +420,7 @@ func TestDecideRouteKey(t *testing.T) {
 // TestDecideKey limits inside a handler, by a username the handler read
 // from the body: the same 429, fields and body as the middleware's.
 func TestDecideKey(t *testing.T) {
+	t.Parallel()
 	clk := limitertest.NewClock()
 	g := NewGate(limitertest.NewLimiterClock(t, core.PerMinute(2), clk.Now))
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -444,6 +459,7 @@ func TestDecideKey(t *testing.T) {
 // TestOverTheWire checks a refusal through a real server: net/http sets
 // Content-Length from the single write.
 func TestOverTheWire(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(Middleware(limitertest.NewLimiter(t, core.PerMinute(1)))(okHandler))
 	defer srv.Close()
 	var last *http.Response
@@ -469,6 +485,7 @@ func TestOverTheWire(t *testing.T) {
 // limit's), and a refusal is a real, approximate limit: 429 with
 // Retry-After, not the blanket 503 of FailClosed.
 func TestFailLocalDegraded(t *testing.T) {
+	t.Parallel()
 	l := limitertest.New(t, core.Config{Store: downStore{}, Limit: core.PerMinute(1), FailMode: core.FailLocal, Instances: 1})
 	h := Middleware(l)(okHandler)
 	w := get(h, "/")

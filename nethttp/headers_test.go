@@ -67,6 +67,7 @@ func after(d time.Duration, s step) step { s.advance = d; return s }
 // bucket is full again in 20 s; the 4th request at the same instant lacks
 // one token, 20 s away.
 func TestHeadersGolden(t *testing.T) {
+	t.Parallel()
 	const resetAt1 = "1767225620" // limitertest.Epoch + 20 s
 	tests := []struct {
 		name  string
@@ -167,6 +168,7 @@ func TestHeadersGolden(t *testing.T) {
 // The fields describe the binding limit: the one with the fewest tokens left
 // when allowed, the denying one when refused; RateLimit-Policy lists both.
 func TestHeadersMultiLimit(t *testing.T) {
+	t.Parallel()
 	const (
 		p06 = "2;w=1, 5;w=3600"
 		p11 = `"2-per-1s";q=2;w=1, "hourly";q=5;w=3600`
@@ -213,6 +215,7 @@ func TestHeadersMultiLimit(t *testing.T) {
 
 // TestHeadersCustomName checks a Config.Name reaches draft-11 fields.
 func TestHeadersCustomName(t *testing.T) {
+	t.Parallel()
 	clk := limitertest.NewClock()
 	l := limitertest.New(t, core.Config{
 		Store:    core.NewMemoryStore(core.WithClock(clk.Now)),
@@ -229,6 +232,7 @@ func TestHeadersCustomName(t *testing.T) {
 }
 
 func TestAppendSFString(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"3-per-1m0s": `"3-per-1m0s"`,
 		`a"b\c`:      `"a\"b\\c"`,
@@ -243,6 +247,7 @@ func TestAppendSFString(t *testing.T) {
 }
 
 func TestIntString(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int64{0, 1, 9, 10, 59, 60, 3600, smallInts - 1, smallInts, 1767225620, -1} {
 		if got := intString(n); got != strconv.FormatInt(n, 10) {
 			t.Errorf("intString(%d) = %q", n, got)
@@ -253,6 +258,7 @@ func TestIntString(t *testing.T) {
 // TestHeadersNotShared: a handler that edits a rate-limit value in place
 // (w.Header()[k][0] = …) changes its own response only (issue 14).
 func TestHeadersNotShared(t *testing.T) {
+	t.Parallel()
 	for style := HeadersDraft06; style < HeadersNone; style++ {
 		t.Run(style.String(), func(t *testing.T) {
 			clk := limitertest.NewClock()
@@ -296,6 +302,7 @@ func TestHeadersNotShared(t *testing.T) {
 // quota in RateLimit-Policy, so of PerSecond(10) and PerMinute(10) only
 // the binding one is listed; a third, distinct quota is always listed.
 func TestHeadersDraft06SameQuota(t *testing.T) {
+	t.Parallel()
 	clk := limitertest.NewClock()
 	l := limitertest.New(t, core.Config{
 		Store:    core.NewMemoryStore(core.WithClock(clk.Now)),
@@ -316,6 +323,7 @@ func TestHeadersDraft06SameQuota(t *testing.T) {
 }
 
 func TestListed06(t *testing.T) {
+	t.Parallel()
 	m := newMultiHeaders([]core.PolicyResult{
 		{Name: "a", Limit: core.PerSecond(10)}, {Name: "b", Limit: core.PerMinute(10)},
 		{Name: "c", Limit: core.PerHour(10)}, {Name: "d", Limit: core.PerDay(5)},
@@ -330,6 +338,7 @@ func TestListed06(t *testing.T) {
 // TestWindowSeconds: w stays a valid structured-field integer for windows
 // a time.Duration cannot hold.
 func TestWindowSeconds(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		lim  core.Limit
 		want int64
@@ -347,6 +356,7 @@ func TestWindowSeconds(t *testing.T) {
 }
 
 func TestCeilSeconds(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		d           time.Duration
 		ceil, retry int64
@@ -369,6 +379,7 @@ func TestCeilSeconds(t *testing.T) {
 }
 
 func TestHeaderStyleString(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[HeaderStyle]string{
 		HeadersDraft06: "draft06", HeadersDraft11: "draft11", HeadersLegacy: "legacy", HeadersNone: "none", 9: "HeaderStyle(9)",
 	} {

@@ -33,6 +33,7 @@ func (s *syncBuffer) String() string {
 // TestKeyErrorsAreLoggedOnce: a misconfiguration that fails every request's
 // key is reported, once per interval, without the client's input.
 func TestKeyErrorsAreLoggedOnce(t *testing.T) {
+	t.Parallel()
 	var buf syncBuffer
 	l, err := core.New(core.Config{Store: core.NewMemoryStore(), Limit: core.PerMinute(10), FailMode: core.FailOpen})
 	if err != nil {

@@ -50,6 +50,7 @@ func logging(next http.Handler) http.Handler {
 // strict POST /login limit unapplied (5 of 5 POSTs answered 200): now the
 // limit holds (3 of 5), or the first request logs why it cannot.
 func TestRoutesIssue14(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		pattern string
@@ -172,6 +173,7 @@ func TestRoutesIssue14(t *testing.T) {
 }
 
 func TestRoutesSyntaxPanics(t *testing.T) {
+	t.Parallel()
 	l := limitertest.NewLimiter(t, core.PerMinute(1))
 	for _, p := range []string{"post /login", "POST/login", "login", "POST login", " /login", "POST /a b", "/users/:id", "GET /users/:id/posts", "GET\t"} {
 		t.Run(p, func(t *testing.T) {
@@ -203,6 +205,7 @@ func TestRoutesSyntaxPanics(t *testing.T) {
 }
 
 func TestRouteLookup(t *testing.T) {
+	t.Parallel()
 	clk := limitertest.NewClock()
 	get, post, all := limitertest.NewLimiterClock(t, core.PerMinute(1), clk.Now), limitertest.NewLimiterClock(t, core.PerMinute(2), clk.Now), limitertest.NewLimiterClock(t, core.PerMinute(3), clk.Now)
 	tbl := newRouteTable(map[string]*core.Limiter{"GET /a": get, "POST /a": post, "/a": all, "/b": all, "GET /c": get})
@@ -221,6 +224,7 @@ func TestRouteLookup(t *testing.T) {
 }
 
 func TestCheckRoutes(t *testing.T) {
+	t.Parallel()
 	l := limitertest.NewLimiter(t, core.PerMinute(1))
 	var log syncBuffer
 	g := NewGate(l, WithLogger(slog.New(slog.NewTextHandler(&log, nil))), WithRoutes(map[string]*core.Limiter{

@@ -23,6 +23,7 @@ func get(h http.Handler, path string) *httptest.ResponseRecorder {
 // A refusal is written by the middleware and returns nil: the handler does
 // not run, and echo's HTTPErrorHandler does not replace the problem body.
 func TestDeniedStopsTheChain(t *testing.T) {
+	t.Parallel()
 	e := echo.New()
 	var handled, errorHandled int
 	e.HTTPErrorHandler = func(*echo.Context, error) { errorHandled++ }
@@ -53,6 +54,7 @@ func TestDeniedStopsTheChain(t *testing.T) {
 
 // Group and route middlewares see the route path, as e.Use does.
 func TestRoutesInGroupsAndRoutes(t *testing.T) {
+	t.Parallel()
 	strict := limitertest.NewLimiter(t, core.PerMinute(1))
 	e := echo.New()
 	ok := func(c *echo.Context) error { return c.NoContent(http.StatusOK) }
@@ -80,6 +82,7 @@ func TestRoutesInGroupsAndRoutes(t *testing.T) {
 }
 
 func TestMiddlewareWithKey(t *testing.T) {
+	t.Parallel()
 	var seen []string
 	e := echo.New()
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -126,6 +129,7 @@ func TestMiddlewareWithKey(t *testing.T) {
 }
 
 func TestContextKey(t *testing.T) {
+	t.Parallel()
 	e := echo.New()
 	c := e.NewContext(httptest.NewRequest(http.MethodGet, "/", nil), httptest.NewRecorder())
 	k := ratelimit.ContextKey("user")
@@ -151,6 +155,7 @@ func TestContextKey(t *testing.T) {
 }
 
 func TestMiddlewareWithKeyPanicsOnNil(t *testing.T) {
+	t.Parallel()
 	defer func() {
 		if recover() == nil {
 			t.Error("no panic")
@@ -162,6 +167,7 @@ func TestMiddlewareWithKeyPanicsOnNil(t *testing.T) {
 // TestMiddlewareWithKeySkip: WithSkip runs before the KeyFunc, which a
 // skipped request never reaches.
 func TestMiddlewareWithKeySkip(t *testing.T) {
+	t.Parallel()
 	calls := 0
 	key := func(*echo.Context) (string, error) { calls++; return "user:alice", nil }
 	e := echo.New()
@@ -180,6 +186,7 @@ func TestMiddlewareWithKeySkip(t *testing.T) {
 // TestCountIfStatus: WithCountIf sees the status the handler wrote, or the
 // one echo will write for a returned error.
 func TestCountIfStatus(t *testing.T) {
+	t.Parallel()
 	e := echo.New()
 	e.Use(ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(2)),
 		ratelimit.WithCountIf(func(_ *http.Request, status int) bool { return status >= 400 })))

@@ -134,6 +134,7 @@ func global(lim *core.Limiter, opts ...nethttp.Option) app {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			// ref holds the reference (first adapter's) responses.
@@ -237,6 +238,7 @@ func same(t *testing.T, where, refName string, s step, ref, w *httptest.Response
 
 // TestCaseCount reports the size of the suite in the test log.
 func TestCaseCount(t *testing.T) {
+	t.Parallel()
 	steps := 0
 	for _, c := range cases {
 		steps += len(c.steps)

@@ -69,6 +69,7 @@ func loginApps(l *core.Limiter) map[string]http.Handler {
 // nothing and never lock their client out; failures count, and the fourth
 // against a limit of 3 is refused — in every router.
 func TestCountIfFailedLoginsOnly(t *testing.T) {
+	t.Parallel()
 	for name := range loginApps(mustLimiter(t, core.NewMemoryStore(), "probe")) {
 		t.Run(name, func(t *testing.T) {
 			h := loginApps(mustLimiter(t, core.NewMemoryStore(), "login"))[name]
@@ -105,6 +106,7 @@ func TestCountIfFailedLoginsOnly(t *testing.T) {
 // a flood of concurrent failing logins on real Redis admits at most the
 // limit, whatever the timing (unlike "check, then count afterwards").
 func TestCountIfConcurrentFailures(t *testing.T) {
+	t.Parallel()
 	c := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
 	t.Cleanup(func() { c.Close() })
 	for name := range loginApps(mustLimiter(t, core.NewMemoryStore(), "probe")) {

@@ -25,6 +25,7 @@ var netHTTPOnly = map[string]bool{
 // one import per router is the promise, and the copies have drifted
 // before.
 func TestAdaptersReExportOptions(t *testing.T) {
+	t.Parallel()
 	want := exported(t, "nethttp")
 	if len(want.options) < 10 {
 		t.Fatalf("found %d nethttp options: %v", len(want.options), want.options)

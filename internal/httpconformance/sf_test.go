@@ -55,6 +55,7 @@ var styles = []nethttp.HeaderStyle{nethttp.HeadersDraft06, nethttp.HeadersDraft1
 // style, for one, two and three limits, allowed, refused and degraded,
 // and checks what each style's draft asks of the values.
 func TestStructuredFields(t *testing.T) {
+	t.Parallel()
 	responses := map[string]int{}
 	for _, ad := range adapters {
 		for _, style := range styles {
