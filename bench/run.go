@@ -36,6 +36,7 @@ type Measurement struct {
 	Server                     ServerStats   // Redis work, when there is a server
 	CPU                        time.Duration // this process's CPU time (user + system)
 	Latency                    Histogram
+	Slow                       int64 // decisions that took SlowDecision or longer, counted exactly
 }
 
 // ClientCPUPerOp is this process's CPU time per decision, in microseconds:
@@ -44,14 +45,34 @@ func (m Measurement) ClientCPUPerOp() float64 {
 	return float64(m.CPU.Microseconds()) / float64(m.Decisions)
 }
 
-// Histogram counts decision latencies in power-of-two microsecond buckets:
-// bucket i holds latencies in [2^(i-1), 2^i) µs.
-type Histogram [32]int64
+// Histogram counts decision latencies in log-linear microsecond buckets:
+// below 8 µs one bucket per microsecond, above eight buckets per power of
+// two, so a bucket is at most 1/8 of its lower end wide.
+type Histogram [histBuckets]int64
 
-func (h *Histogram) add(d time.Duration) {
-	us := uint64(d.Microseconds())
-	h[min(bits.Len64(us), len(h)-1)]++
+const histBuckets = 8 * 40 // up to 2^41 µs, about 25 days
+
+// histIndex is the bucket of a latency of us microseconds.
+func histIndex(us uint64) int {
+	if us < 8 {
+		return int(us)
+	}
+	e := bits.Len64(us) - 1 // us in [2^e, 2^(e+1)), e ≥ 3
+	i := (e-2)*8 + int(us>>(e-3)&7)
+	return min(i, histBuckets-1)
 }
+
+// histLower is the lowest latency bucket i holds, in microseconds.
+func histLower(i int) uint64 {
+	if i < 8 {
+		return uint64(i)
+	}
+	e := i/8 + 2
+	return uint64(8+i%8) << (e - 3)
+}
+
+// Add counts one latency.
+func (h *Histogram) Add(d time.Duration) { h[histIndex(uint64(max(0, d.Microseconds())))]++ }
 
 func (h *Histogram) merge(o *Histogram) {
 	for i := range h {
@@ -59,7 +80,8 @@ func (h *Histogram) merge(o *Histogram) {
 	}
 }
 
-// Quantile is an upper bound of the q quantile (the bucket's upper end).
+// Quantile is an upper bound of the q quantile: the upper end of its
+// bucket, at most 12.5 % above the latency itself.
 func (h *Histogram) Quantile(q float64) time.Duration {
 	var n int64
 	for _, c := range h {
@@ -69,24 +91,34 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	var seen int64
 	for i, c := range h {
 		if seen += c; seen > want {
-			return time.Duration(1<<i) * time.Microsecond
+			return time.Duration(histLower(i+1)) * time.Microsecond
 		}
 	}
-	return time.Duration(1<<(len(h)-1)) * time.Microsecond
+	return time.Duration(histLower(len(h))) * time.Microsecond
 }
 
-// Over counts latencies of at least d (to the bucket: d is rounded down to
-// a power of two microseconds).
+// Over counts latencies of at least d, to the bucket: d is rounded down to
+// its bucket's lower end (by at most 1/9 of d).
 func (h *Histogram) Over(d time.Duration) int64 {
 	var n int64
-	for i := bits.Len64(uint64(d.Microseconds())); i < len(h); i++ {
+	for i := histIndex(uint64(max(0, d.Microseconds()))); i < len(h); i++ {
 		n += h[i]
 	}
 	return n
 }
 
+// SlowDecision is the latency from which a decision counts as slow in
+// Measurement.Slow: ratelimit's default Timeout.
+const SlowDecision = 50 * time.Millisecond
+
 // PerSec is decisions per second.
 func (m Measurement) PerSec() float64 { return float64(m.Decisions) / m.Elapsed.Seconds() }
+
+// DecidedPerSec is decisions per second that did not fail: for ratelimit,
+// those the store made (a degraded decision counts as an error).
+func (m Measurement) DecidedPerSec() float64 {
+	return float64(m.Decisions-m.Errors) / m.Elapsed.Seconds()
+}
 
 // NsPerOp is wall time over decisions: the figure RunParallel reports.
 func (m Measurement) NsPerOp() float64 {
@@ -165,10 +197,15 @@ func (r *Runner) Throughput(ctx context.Context, inst *Instance, keys []string, 
 			var n, ok, bad int64
 			var first error
 			var lat Histogram
+			var slow int64
 			for !stop.Load() {
 				t := time.Now()
 				allowed, err := w(ctx, keys[i])
-				lat.add(time.Since(t))
+				took := time.Since(t)
+				lat.Add(took)
+				if took >= SlowDecision {
+					slow++
+				}
 				if i++; i == len(keys) {
 					i = 0
 				}
@@ -187,6 +224,7 @@ func (r *Runner) Throughput(ctx context.Context, inst *Instance, keys []string, 
 			total.Allowed += ok
 			total.Errors += bad
 			total.Latency.merge(&lat)
+			total.Slow += slow
 			if total.FirstErr == nil {
 				total.FirstErr = first
 			}
