@@ -75,6 +75,18 @@ type Env struct {
 	// a second of decisions into fast FailMode ones; throughput runs raise
 	// it so that every decision is the store's.
 	Timeout time.Duration
+	// Cluster, when set, holds the nodes of a Redis Cluster: ratelimit and
+	// redis_rate then get a redis.NewClusterClient (with the same options
+	// they get otherwise) and Addr is unused; other peers refuse.
+	Cluster []string
+	// PlainClient gives ratelimit a client with go-redis's defaults, as
+	// plain redis.NewClient makes it, instead of the README's
+	// ContextTimeoutEnabled.
+	PlainClient bool
+	// FailMode, when set, replaces the package's FailMode for ratelimit.
+	FailMode core.FailMode
+	// Observer, when set, is ratelimit's Config.Observer.
+	Observer core.Observer
 }
 
 // newClient returns a go-redis client with default options (the setup every
@@ -90,6 +102,27 @@ func (e *Env) newClient(tweak func(*redis.Options)) *redis.Client {
 		c.AddHook(e.Trips)
 	}
 	return c
+}
+
+// newUniversal is newClient for the peers that also run on a cluster:
+// a cluster client to e.Cluster when it is set.
+func (e *Env) newUniversal(ctxTimeout bool) redis.UniversalClient {
+	if len(e.Cluster) > 0 {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: e.Cluster, ContextTimeoutEnabled: ctxTimeout})
+		if e.Trips != nil {
+			c.AddHook(e.Trips)
+		}
+		return c
+	}
+	return e.newClient(func(o *redis.Options) { o.ContextTimeoutEnabled = ctxTimeout })
+}
+
+// standaloneOnly refuses a cluster for peers built on *redis.Client.
+func (e *Env) standaloneOnly(peer string) error {
+	if len(e.Cluster) > 0 {
+		return fmt.Errorf("bench: %s is not set up for Redis Cluster here", peer)
+	}
+	return nil
 }
 
 // closeAll closes clients, ignoring errors (the benchmark is over).
@@ -131,24 +164,34 @@ var FailMode = core.FailClosed
 // newRatelimitRedis is ratelimit's default Redis store, set up as its
 // README recommends: core.NewRedisStore(client) with only a prefix, on a
 // client with ContextTimeoutEnabled (a stalled Redis cannot hold a decision
-// past Config.Timeout) and go-redis's default MaxRetries (a re-sent script
-// charges nothing twice).
+// past Config.Timeout; not with env.PlainClient) and go-redis's default
+// MaxRetries (a re-sent script charges nothing twice).
 func newRatelimitRedis(env *Env, lim Limit, prefix string) (*Instance, error) {
-	c := env.newClient(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-	var client redis.UniversalClient = c
+	c := env.newUniversal(!env.PlainClient)
+	client := c
 	if env.Client != nil {
+		sc, ok := c.(*redis.Client)
+		if !ok {
+			c.Close()
+			return nil, errors.New("bench: Env.Client wraps a standalone client only")
+		}
 		var err error
-		if client, err = env.Client(c); err != nil {
+		if client, err = env.Client(sc); err != nil {
 			c.Close()
 			return nil, err
 		}
+	}
+	fm := FailMode
+	if env.FailMode != 0 {
+		fm = env.FailMode
 	}
 	var cause atomic.Pointer[error]
 	l, err := core.New(core.Config{
 		Store:    core.NewRedisStore(client, core.WithPrefix(prefix)),
 		Limit:    core.Limit{Rate: lim.Rate, Period: lim.Period, Burst: lim.Burst},
-		FailMode: FailMode,
+		FailMode: fm,
 		Timeout:  env.Timeout,
+		Observer: env.Observer,
 		OnError:  func(err error) { cause.Store(&err) },
 		Logger:   slog.New(slog.DiscardHandler),
 	})
@@ -190,7 +233,7 @@ func newRatelimitMemory(_ *Env, lim Limit, _ string) (*Instance, error) {
 }
 
 func newRedisRate(env *Env, lim Limit, prefix string) (*Instance, error) {
-	c := env.newClient(nil)
+	c := env.newUniversal(false)
 	l := redis_rate.NewLimiter(c)
 	rl := redis_rate.Limit{Rate: lim.Rate, Burst: lim.Burst, Period: lim.Period}
 	w := func(ctx context.Context, key string) (bool, error) {
@@ -204,6 +247,9 @@ func newRedisRate(env *Env, lim Limit, prefix string) (*Instance, error) {
 }
 
 func newUlule(env *Env, lim Limit, prefix string) (*Instance, error) {
+	if err := env.standaloneOnly("ulule/limiter"); err != nil {
+		return nil, err
+	}
 	c := env.newClient(nil)
 	store, err := ulredis.NewStoreWithOptions(c, ulule.StoreOptions{Prefix: prefix})
 	if err != nil {
@@ -222,6 +268,9 @@ func newUlule(env *Env, lim Limit, prefix string) (*Instance, error) {
 }
 
 func newThrottled(env *Env, lim Limit, prefix string) (*Instance, error) {
+	if err := env.standaloneOnly("throttled"); err != nil {
+		return nil, err
+	}
 	c := env.newClient(nil)
 	store, err := goredisstore.NewCtx(c, prefix)
 	if err != nil {
@@ -248,6 +297,9 @@ func newThrottled(env *Env, lim Limit, prefix string) (*Instance, error) {
 }
 
 func newHTTPRateRedis(env *Env, lim Limit, prefix string) (*Instance, error) {
+	if err := env.standaloneOnly("httprate-redis"); err != nil {
+		return nil, err
+	}
 	// The client httprate-redis builds from Host/Port when given none, with
 	// its own defaults (PoolSize 10, no retries, 250ms timeouts); passed in
 	// only so that round trips are counted like everyone else's.

@@ -140,10 +140,12 @@ func (m Measurement) CmdsPerOp() float64 {
 // RedisCPUPerOp is Redis server CPU time per decision, in microseconds.
 func (m Measurement) RedisCPUPerOp() float64 { return m.Server.CPU * 1e6 / float64(m.Decisions) }
 
-// Runner measures instances against one Redis (or none).
+// Runner measures instances against one Redis, a Redis Cluster, or none.
 type Runner struct {
 	Env   *Env
-	Admin *redis.Client // reads INFO; nil for memory-only runs
+	Admin *redis.Client // reads INFO; nil for memory-only and cluster runs
+	// Nodes read INFO on each node of a cluster; server stats are their sum.
+	Nodes []*redis.Client
 }
 
 // NewRunner connects to the Redis at addr (empty: memory peers only).
@@ -155,11 +157,49 @@ func NewRunner(addr string) *Runner {
 	return r
 }
 
-// Close releases the admin client.
+// NewClusterRunner is a Runner whose Redis peers use a cluster client to
+// the nodes at addrs (see Env.Cluster).
+func NewClusterRunner(addrs []string) *Runner {
+	r := &Runner{Env: &Env{Cluster: addrs, Trips: &TripCounter{}}}
+	for _, a := range addrs {
+		r.Nodes = append(r.Nodes, redis.NewClient(&redis.Options{Addr: a}))
+	}
+	return r
+}
+
+// Close releases the admin clients.
 func (r *Runner) Close() {
 	if r.Admin != nil {
 		r.Admin.Close()
 	}
+	for _, c := range r.Nodes {
+		c.Close()
+	}
+}
+
+// serverStats reads the server's stats, or sums every node's; ok is false
+// when there is no server to ask.
+func (r *Runner) serverStats(ctx context.Context) (st ServerStats, ok bool, err error) {
+	if r.Admin != nil {
+		st, err = ReadServerStats(ctx, r.Admin)
+		return st, true, err
+	}
+	if len(r.Nodes) == 0 {
+		return ServerStats{}, false, nil
+	}
+	st = ServerStats{Calls: map[string]int64{}, Usec: map[string]int64{}}
+	for _, c := range r.Nodes {
+		n, err := ReadServerStats(ctx, c)
+		if err != nil {
+			return ServerStats{}, true, err
+		}
+		st.CPU += n.CPU
+		for k, v := range n.Calls {
+			st.Calls[k] += v
+			st.Usec[k] += n.Usec[k]
+		}
+	}
+	return st, true, nil
 }
 
 // Throughput runs conc goroutines, each with its own Worker of inst, for
@@ -171,13 +211,11 @@ func (r *Runner) Throughput(ctx context.Context, inst *Instance, keys []string, 
 	}
 	var (
 		m0, m1 runtime.MemStats
-		s0, s1 ServerStats
+		s0     ServerStats
 		err    error
 	)
-	if r.Admin != nil {
-		if s0, err = ReadServerStats(ctx, r.Admin); err != nil {
-			return Measurement{}, err
-		}
+	if s0, _, err = r.serverStats(ctx); err != nil {
+		return Measurement{}, err
 	}
 	t0 := r.Env.Trips.Load()
 	cpu0 := processCPU()
@@ -240,10 +278,9 @@ func (r *Runner) Throughput(ctx context.Context, inst *Instance, keys []string, 
 	total.CPU = processCPU() - cpu0
 	total.Mallocs = m1.Mallocs - m0.Mallocs
 	total.Trips = r.Env.Trips.Load() - t0
-	if r.Admin != nil {
-		if s1, err = ReadServerStats(ctx, r.Admin); err != nil {
-			return Measurement{}, err
-		}
+	if s1, ok, err := r.serverStats(ctx); err != nil {
+		return Measurement{}, err
+	} else if ok {
 		total.Server = s1.Sub(s0)
 	}
 	return total, nil
