@@ -7,8 +7,9 @@
 // INFO commandstats counts only its own traffic; -redis uses another server
 // (whose counters then include whatever else talks to it).
 //
-//	go run ./cmd/compare          # full run, about 4 minutes
-//	go run ./cmd/compare -quick   # about 40 seconds
+//	go run ./cmd/compare                 # full run
+//	go run ./cmd/compare -quick          # a shorter one
+//	go run ./cmd/compare -only rtt,flood # some sections (see -only)
 package main
 
 import (
@@ -45,6 +46,14 @@ type config struct {
 	timeout    time.Duration
 	apConc     []int
 	oaInstance []int
+
+	rttLatency   []time.Duration
+	floodLatency time.Duration
+	floodConc    int
+	floodPause   time.Duration
+	floodWindow  time.Duration
+	floodWarm    time.Duration
+	floodRounds  int
 }
 
 func main() {
@@ -59,8 +68,22 @@ func main() {
 	flag.IntVar(&c.oaPer, "oa-goroutines", 4, "goroutines per instance in the over-admission runs")
 	flag.DurationVar(&c.oaPause, "oa-pause", 0, "pause between one goroutine's requests in the over-admission runs (0: closed loop)")
 	flag.DurationVar(&c.timeout, "timeout", time.Second, "ratelimit's Config.Timeout (0: its 50ms default); over-admission also runs a row with the default")
-	flag.StringVar(&c.sections, "only", "redis,memory,admission,autopipeline", "sections to run, comma-separated")
+	flag.StringVar(&c.sections, "only", "redis,memory,admission,autopipeline,rtt,flood,cluster",
+		"sections to run, comma-separated: redis, memory, admission, autopipeline, rtt (through a latency proxy), flood (hot key at +30ms), cluster (a 3-primary Redis Cluster of its own)")
+	rtt := flag.String("rtt", "0ms,5ms,30ms", "latencies the rtt section's proxy adds to every reply, comma-separated")
+	flag.DurationVar(&c.floodLatency, "flood-latency", 30*time.Millisecond, "latency the flood section's proxy adds to every reply")
+	flag.IntVar(&c.floodConc, "flood-goroutines", 64, "goroutines flooding the hot key")
+	flag.DurationVar(&c.floodPause, "flood-pause", 100*time.Microsecond, "pause between one flooding goroutine's requests")
+	flag.DurationVar(&c.floodWindow, "flood-window", 0, "measured time per flood run (default 1.5s, quick 1s)")
+	flag.IntVar(&c.floodRounds, "flood-rounds", 0, "flood rounds, every run reported (default 3, quick 1)")
 	flag.Parse()
+	for _, f := range strings.Split(*rtt, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d < 0 {
+			log.Fatalf("compare: -rtt %q: want durations like 0ms,5ms,30ms", *rtt)
+		}
+		c.rttLatency = append(c.rttLatency, d)
+	}
 	def := func(v *int, full, quick int) {
 		if *v == 0 {
 			*v = full
@@ -79,9 +102,12 @@ func main() {
 	}
 	def(&c.rounds, 7, 1)
 	def(&c.oaRounds, 2, 1)
+	def(&c.floodRounds, 3, 1)
+	defd(&c.floodWindow, 1500*time.Millisecond, time.Second)
 	defd(&c.dur, 500*time.Millisecond, 300*time.Millisecond)
 	defd(&c.oaWindow, 1500*time.Millisecond, 500*time.Millisecond)
 	c.warm = c.dur / 5
+	c.floodWarm = (c.floodWindow / 3).Round(time.Millisecond)
 	c.apConc = []int{1, 16, 64}
 	c.oaInstance = []int{1, 4, 16, 64}
 
@@ -131,6 +157,21 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			return err
 		}
 	}
+	if want("rtt") {
+		if err := roundTrip(ctx, out, c); err != nil {
+			return err
+		}
+	}
+	if want("flood") {
+		if err := hotKeyFlood(ctx, out, c); err != nil {
+			return err
+		}
+	}
+	if want("cluster") {
+		if err := clusterThroughput(ctx, out, c); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(out, "\n_Run took %s._\n", time.Since(started).Round(time.Second))
 	return nil
 }
@@ -167,7 +208,7 @@ func header(ctx context.Context, out io.Writer, c config, admin *redis.Client) {
 		}
 		fmt.Fprintf(out, "Peers: %s.\n", strings.Join(mods, ", "))
 	}
-	fmt.Fprintf(out, "Throughput: %d goroutines, %d round(s) of %v per cell, peers in alternating order, medians; ratelimit with Timeout %v. ",
-		c.conc, c.rounds, c.dur, c.timeout)
+	fmt.Fprintf(out, "Throughput: %d goroutines, %d round(s) of %v per cell, peers in alternating order, medians; ratelimit with Timeout %s (the RTT, flood and Cluster tables: the default). ",
+		c.conc, c.rounds, c.dur, timeoutText(c.timeout))
 	fmt.Fprintf(out, "Over-admission: %v window, %d goroutines per instance, worst of %d round(s).\n", c.oaWindow, c.oaPer, c.oaRounds)
 }

@@ -124,10 +124,13 @@ func matrix(ctx context.Context, c config, r *bench.Runner, peers []bench.Peer, 
 
 // ratio is the median over rounds of ours/theirs decisions per second,
 // each pair measured in the same round.
-func ratio(ours, theirs *cell) float64 {
+func ratio(ours, theirs *cell) float64 { return ratioBy(bench.Measurement.PerSec, ours, theirs) }
+
+// ratioBy is ratio with another figure than decisions per second.
+func ratioBy(f func(bench.Measurement) float64, ours, theirs *cell) float64 {
 	v := make([]float64, 0, len(ours.ms))
 	for i := range min(len(ours.ms), len(theirs.ms)) {
-		v = append(v, ours.ms[i].PerSec()/theirs.ms[i].PerSec())
+		v = append(v, f(ours.ms[i])/f(theirs.ms[i]))
 	}
 	return median(v)
 }
