@@ -89,10 +89,10 @@ func newInterceptor(l *core.Limiter, opts []Option) *interceptor {
 		in.logger = slog.Default()
 	}
 	in.unchecked = checkMethods(in.methods)
-	in.fields = map[*core.Limiter]*nethttp.Fields{l: nethttp.NewFields(l, in.style)}
+	in.fields = map[*core.Limiter]*nethttp.Fields{l: nethttp.NewFields(l.Limit(), l.Name(), in.style)}
 	for _, ml := range in.methods {
 		if in.fields[ml] == nil {
-			in.fields[ml] = nethttp.NewFields(ml, in.style)
+			in.fields[ml] = nethttp.NewFields(ml.Limit(), ml.Name(), in.style)
 		}
 	}
 	return in

@@ -17,16 +17,15 @@ type Fields struct {
 	ph    *policyHeaders
 }
 
-// NewFields returns the Fields of l's decisions in style. It panics if l
-// is nil or style is not one of the constants.
-func NewFields(l *core.Limiter, style HeaderStyle) *Fields {
-	if l == nil {
-		panic("nethttp: NewFields: nil *core.Limiter")
-	}
+// NewFields returns the Fields of the decisions of a limiter whose limit
+// and policy name are lim and name: a core.Limiter's or a
+// core.Concurrency's Limit() and Name(). It panics if style is not one of
+// the constants.
+func NewFields(lim core.Limit, name string, style HeaderStyle) *Fields {
 	if style < HeadersDraft06 || style > HeadersNone {
 		panic("nethttp: NewFields: unknown " + style.String())
 	}
-	return &Fields{style: style, ph: newPolicyHeaders(l.Limit(), l.Name())}
+	return &Fields{style: style, ph: newPolicyHeaders(lim, name)}
 }
 
 // Set sets in h the rate-limit fields of the decision res, with canonical

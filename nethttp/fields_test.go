@@ -24,7 +24,7 @@ func TestFieldsAreMiddlewares(t *testing.T) {
 			cfg.Store, cfg.FailMode = core.NewMemoryStore(core.WithClock(clk.Now)), core.FailOpen
 			lim := limitertest.New(t, cfg)
 			mw := Middleware(lim, WithHeaders(style))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-			f := NewFields(lim, style)
+			f := NewFields(lim.Limit(), lim.Name(), style)
 			for i := range 4 {
 				w := httptest.NewRecorder()
 				mw.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
