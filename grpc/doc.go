@@ -60,6 +60,10 @@
 // (WithSkip, health checks) spend nothing, and WithCost, WithDryRun and
 // WithObserver work as in package nethttp.
 //
+// ConcurrencyUnaryServerInterceptor and ConcurrencyStreamServerInterceptor
+// limit calls in flight instead (core.Concurrency): a call or stream holds
+// a slot of its key from its start until it ends.
+//
 // # Module
 //
 // This package is a module of its own, github.com/sluicehq/ratelimit/grpc,

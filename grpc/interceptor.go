@@ -27,7 +27,7 @@ import (
 // the package documentation). It panics if l is nil, an option is nil, or
 // a WithMethods name cannot match.
 func UnaryServerInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
-	in := newInterceptor(l, opts)
+	in := newRateInterceptor(l, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		md, err := in.decide(ctx, info.FullMethod)
 		if md != nil {
@@ -44,7 +44,7 @@ func UnaryServerInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryServerInt
 // is decided once, when it opens, before the handler runs; the messages it
 // carries then spend nothing. The metadata is the stream's header.
 func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerInterceptor {
-	in := newInterceptor(l, opts)
+	in := newRateInterceptor(l, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		md, err := in.decide(ss.Context(), info.FullMethod)
 		if md != nil {
@@ -57,13 +57,10 @@ func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerI
 	}
 }
 
-// interceptor is the behaviour both interceptors share, built once.
+// interceptor is the behaviour every interceptor of this package shares,
+// built once: the options, key errors and their log.
 type interceptor struct {
 	config
-	def       *core.Limiter
-	fields    map[*core.Limiter]*nethttp.Fields // each limiter's header values, formatted once
-	unchecked []string                          // WithMethods services the registry does not know
-	checkLog  sync.Once                         // logs unchecked at the first call
 
 	// Calls that could not be rate limited since the last log line, and
 	// when that line was written (monotonic ns since epoch).
@@ -71,11 +68,18 @@ type interceptor struct {
 	lastLog  atomic.Int64
 }
 
-func newInterceptor(l *core.Limiter, opts []Option) *interceptor {
-	if l == nil {
-		panic("grpc: nil *core.Limiter")
-	}
-	in := &interceptor{def: l}
+// rateInterceptor is the behaviour of the rate-limit interceptors.
+type rateInterceptor struct {
+	*interceptor
+	def       *core.Limiter
+	fields    map[*core.Limiter]*nethttp.Fields // each limiter's header values, formatted once
+	unchecked []string                          // WithMethods services the registry does not know
+	checkLog  sync.Once                         // logs unchecked at the first call
+}
+
+// newInterceptor applies opts, then fills in the defaults.
+func newInterceptor(opts []Option) *interceptor {
+	in := &interceptor{}
 	for _, o := range opts {
 		if o == nil {
 			panic("grpc: nil Option")
@@ -88,6 +92,14 @@ func newInterceptor(l *core.Limiter, opts []Option) *interceptor {
 	if in.logger == nil {
 		in.logger = slog.Default()
 	}
+	return in
+}
+
+func newRateInterceptor(l *core.Limiter, opts []Option) *rateInterceptor {
+	if l == nil {
+		panic("grpc: nil *core.Limiter")
+	}
+	in := &rateInterceptor{interceptor: newInterceptor(opts), def: l}
 	in.unchecked = checkMethods(in.methods)
 	in.fields = map[*core.Limiter]*nethttp.Fields{l: nethttp.NewFields(l.Limit(), l.Name(), in.style)}
 	for _, ml := range in.methods {
@@ -98,22 +110,36 @@ func newInterceptor(l *core.Limiter, opts []Option) *interceptor {
 	return in
 }
 
+// keyOf returns the key of a call to fullMethod, or skip for a call
+// WithSkip exempts, or the status error that refuses it (nil in dry-run
+// mode, with skip then true too).
+func (in *interceptor) keyOf(ctx context.Context, fullMethod string) (key string, skip bool, err error) {
+	if in.skip != nil && in.skip(ctx, fullMethod) {
+		return "", true, nil
+	}
+	key, err = in.key(ctx, fullMethod)
+	switch {
+	case err != nil:
+		err = &keyError{err}
+	case key == "":
+		err = &keyError{errEmptyKey}
+	default:
+		return key, false, nil
+	}
+	err = in.fail(ctx, fullMethod, err)
+	return "", err == nil, err
+}
+
 // decide decides a call to fullMethod when it opens. It returns the header
 // metadata to send (nil for none) and the status error refusing the call,
 // nil to let it go on.
-func (in *interceptor) decide(ctx context.Context, fullMethod string) (metadata.MD, error) {
+func (in *rateInterceptor) decide(ctx context.Context, fullMethod string) (metadata.MD, error) {
 	if in.unchecked != nil {
 		in.checkLog.Do(in.logUnchecked)
 	}
-	if in.skip != nil && in.skip(ctx, fullMethod) {
-		return nil, nil
-	}
-	key, err := in.key(ctx, fullMethod)
-	switch {
-	case err != nil:
-		return nil, in.fail(ctx, fullMethod, &keyError{err})
-	case key == "":
-		return nil, in.fail(ctx, fullMethod, &keyError{errEmptyKey})
+	key, skip, err := in.keyOf(ctx, fullMethod)
+	if skip || err != nil {
+		return nil, err
 	}
 	lim := in.def
 	if l := in.methods[fullMethod]; l != nil {
@@ -130,7 +156,7 @@ func (in *interceptor) decide(ctx context.Context, fullMethod string) (metadata.
 	if in.observe != nil {
 		in.observe(ctx, fullMethod, res, nil, in.dryRun)
 	}
-	md := in.metadata(lim, res)
+	md := in.metadata(in.fields[lim], res)
 	if res.Allowed || in.dryRun {
 		return md, nil
 	}
@@ -150,15 +176,14 @@ func (in *interceptor) fail(ctx context.Context, fullMethod string, err error) e
 	return failure(err)
 }
 
-// metadata returns the rate-limit fields of res, decided by lim, as
-// metadata, formatted by nethttp (the same values as an HTTP response's),
-// or nil for none.
-func (in *interceptor) metadata(lim *core.Limiter, res core.Result) metadata.MD {
+// metadata returns the rate-limit fields of res as metadata, formatted
+// by f (the same values as an HTTP response's), or nil for none.
+func (in *interceptor) metadata(f *nethttp.Fields, res core.Result) metadata.MD {
 	if in.style == HeadersNone || res.Degraded {
 		return nil
 	}
 	h := make(http.Header, 4)
-	in.fields[lim].Set(h, res)
+	f.Set(h, res)
 	md := make(metadata.MD, len(h))
 	for k, v := range h {
 		name, ok := metadataNames[k]
@@ -207,7 +232,7 @@ func (in *interceptor) logFailure(err error) {
 		"kind", kind, "count", n, "error", err.Error())
 }
 
-func (in *interceptor) logUnchecked() {
+func (in *rateInterceptor) logUnchecked() {
 	in.logger.Warn("ratelimit: WithMethods names services the protobuf registry does not know, so their methods could not be checked: a misspelt name never matches a call",
 		"services", in.unchecked)
 }
