@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
@@ -272,6 +273,68 @@ func TestConcurrencyStalledRedis(t *testing.T) {
 				t.Fatalf("an acquire waited %v, Timeout %v", worst, timeout)
 			}
 			t.Logf("longest acquire %v (Timeout %v)", worst, timeout)
+		})
+	}
+}
+
+// TestConcurrencySplitStores runs leases on a Ring (two miniredis shards)
+// and a Redis Cluster, where renewals go as one pipeline with a script
+// call per key, and the script is first missing everywhere (NOSCRIPT).
+func TestConcurrencySplitStores(t *testing.T) {
+	clients := map[string]func(t *testing.T) redis.UniversalClient{
+		"ring": func(t *testing.T) redis.UniversalClient {
+			a, b := miniredis.RunT(t), miniredis.RunT(t)
+			ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
+			t.Cleanup(func() { ring.Close() })
+			return ring
+		},
+		"cluster": func(t *testing.T) redis.UniversalClient {
+			if testing.Short() {
+				t.Skip("starts a Redis Cluster")
+			}
+			return redistest.StartCluster(t, 3, 0).Client()
+		},
+	}
+	for name, mk := range clients {
+		t.Run(name, func(t *testing.T) {
+			client := mk(t)
+			store := core.NewRedisStore(client)
+			c := mustConcurrency(t, core.ConcurrencyConfig{Store: store, Name: "split", Max: 1})
+			ctx := context.Background()
+			var held []*core.Lease
+			keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+			for _, k := range keys {
+				l, _ := acquire(t, c, k, true)
+				acquire(t, c, k, false)
+				l.KeepAlive()
+				held = append(held, l)
+			}
+			core.RenewNow(c)
+			if got := core.Kept(c); got != len(keys) {
+				t.Fatalf("%d of %d leases kept after a renewal, want all", got, len(keys))
+			}
+			// A lease whose set vanished (a failover that lost it) is gone
+			// for good: the renewal does not bring it back.
+			if err := client.Del(ctx, core.LeaseKey(store, "split", "a")).Err(); err != nil {
+				t.Fatal(err)
+			}
+			core.RenewNow(c)
+			if got := core.Kept(c); got != len(keys)-1 {
+				t.Fatalf("%d leases kept, want %d: a lost lease is not renewed", got, len(keys)-1)
+			}
+			if n := client.Exists(ctx, core.LeaseKey(store, "split", "a")).Val(); n != 0 {
+				t.Fatal("a renewal brought a lost lease back")
+			}
+			for _, l := range held {
+				if err := l.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, k := range keys {
+				if n := client.Exists(ctx, core.LeaseKey(store, "split", k)).Val(); n != 0 {
+					t.Fatalf("key of %q still there after its last release", k)
+				}
+			}
 		})
 	}
 }
