@@ -110,7 +110,7 @@ func trimPattern(p string) string {
 var findContexts = sync.Pool{New: func() any { return chi.NewRouteContext() }}
 
 // walkRoutes lists the routes of the router serving r (or outer), for
-// nethttp.Gate.CheckRoutes, and records in found the path rewriters any
+// nethttp.Chain.Routes, and records in found the path rewriters any
 // route's middlewares hold.
 func walkRoutes(r *http.Request, outer chi.Routes, found *atomic.Uint32) ([]string, string, bool) {
 	routes := outer
@@ -121,7 +121,15 @@ func walkRoutes(r *http.Request, outer chi.Routes, found *atomic.Uint32) ([]stri
 		return nil, "the middleware runs outside any chi router (the request has no chi routing context): " +
 			"give it to the router's Use, With or Group", true
 	}
-	var list []string
+	list, rw := chiRoutes(routes)
+	found.Store(uint32(rw))
+	return list, "", true
+}
+
+// chiRoutes lists routes' routes (chi.Walk), "METHOD pattern" each, and
+// the path rewriters any route's middlewares hold.
+func chiRoutes(routes chi.Routes) ([]string, rewrites) {
+	list := []string{}
 	var rw rewrites
 	_ = chi.Walk(routes, func(method, route string, _ http.Handler, mws ...func(http.Handler) http.Handler) error {
 		list = append(list, method+" "+trimPattern(route))
@@ -130,9 +138,5 @@ func walkRoutes(r *http.Request, outer chi.Routes, found *atomic.Uint32) ([]stri
 		}
 		return nil
 	})
-	found.Store(uint32(rw))
-	if list == nil {
-		list = []string{}
-	}
-	return list, "", true
+	return list, rw
 }

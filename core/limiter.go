@@ -250,6 +250,17 @@ func (l *Limiter) Limit() Limit { return l.set.limits[0] }
 // Name returns the limiter's policy name.
 func (l *Limiter) Name() string { return l.name }
 
+// Limits returns the limiter's limits with their policy names, in
+// configuration order: Config.Limit (named Name), then Config.Extra. The
+// slice is the caller's.
+func (l *Limiter) Limits() []NamedLimit {
+	ls := make([]NamedLimit, len(l.set.policies))
+	for i, p := range l.set.policies {
+		ls[i] = NamedLimit{Name: p.Name, Limit: l.set.limits[i]}
+	}
+	return ls
+}
+
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 	return l.AllowN(ctx, key, 1)

@@ -38,10 +38,12 @@ var setups = []struct {
 		g := nethttp.NewGate(l, nethttp.WithKey(constantKey))
 		return func(next echo.HandlerFunc) echo.HandlerFunc {
 			return func(c echo.Context) error {
-				if g.Decide(c.Response(), c.Request()) {
-					return next(c)
-				}
-				return nil
+				var err error
+				g.Serve(c.Response(), c.Request(), nethttp.Chain{Next: func(http.ResponseWriter) int {
+					err = next(c)
+					return http.StatusOK
+				}})
+				return err
 			}
 		}
 	}},

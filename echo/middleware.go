@@ -1,7 +1,9 @@
 package echo
 
 import (
+	"bufio"
 	"errors"
+	"net"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -9,6 +11,9 @@ import (
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/nethttp"
 )
+
+// router is echo, for nethttp's Gate: path parameters ":id".
+var router = nethttp.Router{Name: "echo", ColonParams: true}
 
 // Middleware returns echo middleware limiting requests with l, for e.Use,
 // a group or a route. It is nethttp.Middleware with the route pattern
@@ -26,25 +31,16 @@ import (
 // routing, when c.Path() is still empty and WithRoutes cannot match; the
 // first routable request then logs so, once. Otherwise the first request
 // checks every WithRoutes pattern against e.Routes() and logs, once, those
-// that match no route.
+// that match no route; CheckRoutes checks them at startup or in a test.
+//
+// With WithCountIf, the status of a handler's returned error is the one
+// echo's default HTTPErrorHandler writes: an *echo.HTTPError's code, else
+// 500.
 //
 // Middleware panics if l is nil, an option is nil, or a WithRoutes pattern
 // is not written as echo writes routes ("/users/:id", not "/users/{id}").
 func Middleware(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
-	g := nethttp.NewGate(l, opts...).ForRouter("echo", true)
-	check := g.HasRoutes()
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			if check {
-				g.CheckRoutes(func() ([]string, string, bool) { return routes(c) })
-			}
-			ok, charge := g.Begin(c.Response(), c.Request(), c.Path(), nil)
-			if !ok {
-				return nil
-			}
-			return serve(g, next, c, charge)
-		}
-	}
+	return middleware(l, nil, opts)
 }
 
 // MiddlewareWithKey is Middleware keyed by k, which reads echo's context
@@ -61,37 +57,75 @@ func MiddlewareWithKey(l *core.Limiter, k KeyFunc, opts ...Option) echo.Middlewa
 	if k == nil {
 		panic("echo: nil KeyFunc")
 	}
-	g := nethttp.NewGate(l, opts...).ForRouter("echo", true)
-	check := g.HasRoutes()
+	return middleware(l, k, opts)
+}
+
+func middleware(l *core.Limiter, k KeyFunc, opts []Option) echo.MiddlewareFunc {
+	g := router.NewGate(l, opts...)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if check {
-				g.CheckRoutes(func() ([]string, string, bool) { return routes(c) })
+			var err error
+			ch := nethttp.Chain{
+				Route:  c.Path,
+				Routes: func() ([]string, string, bool) { return routes(c) },
+				Next:   func(w http.ResponseWriter) int { return serve(next, c, w, &err) },
 			}
-			ok, charge := g.Begin(c.Response(), c.Request(), c.Path(), func() (string, error) { return k(c) })
-			if !ok {
-				return nil
+			if k != nil {
+				ch.Key = func() (string, error) { return k(c) }
 			}
-			return serve(g, next, c, charge)
+			g.Serve(c.Response(), c.Request(), ch)
+			return err
 		}
 	}
 }
 
-// serve runs next and settles charge (nethttp.WithCountIf) with the status
-// the handler answered with, or will: echo writes a returned error's
-// response after the middlewares.
-func serve(g *nethttp.Gate, next echo.HandlerFunc, c echo.Context, charge nethttp.Charge) error {
-	err := next(c)
-	if charge != (nethttp.Charge{}) {
-		status := c.Response().Status
-		if err != nil && !c.Response().Committed {
-			status = http.StatusInternalServerError
-			var he *echo.HTTPError
-			if errors.As(err, &he) {
-				status = he.Code
-			}
-		}
-		g.Settle(c.Request(), charge, status)
+// serve runs next, and returns the status of its response for
+// nethttp.WithCountIf when w is not c's own response (then the status
+// counts): echo writes a returned error's response after the middlewares.
+func serve(next echo.HandlerFunc, c echo.Context, w http.ResponseWriter, err *error) int {
+	resp := c.Response()
+	if w == http.ResponseWriter(resp) {
+		*err = next(c)
+		return http.StatusOK
 	}
-	return err
+	hj := &hijackWatch{ResponseWriter: resp.Writer}
+	resp.Writer = hj
+	*err = next(c)
+	switch {
+	case hj.hijacked:
+		return 0 // never seen: it counts
+	case *err == nil || resp.Committed:
+		return resp.Status
+	}
+	var he *echo.HTTPError
+	if errors.As(*err, &he) {
+		return he.Code
+	}
+	return http.StatusInternalServerError
+}
+
+// hijackWatch sits under echo's Response and notes a hijacked connection,
+// whose response WithCountIf cannot see.
+type hijackWatch struct {
+	http.ResponseWriter
+	hijacked bool
+}
+
+func (w *hijackWatch) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	w.hijacked = w.hijacked || err == nil
+	return conn, rw, err
+}
+
+func (w *hijackWatch) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+func (w *hijackWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// CheckRoutes returns an error (matching nethttp.ErrRoute) naming every
+// WithRoutes pattern among opts that matches no route of e (and of its
+// host routers), or is not written as echo writes routes; nil when every
+// pattern applies. Call it once the routes are registered, at startup or
+// in a test, with the options given to Middleware.
+func CheckRoutes(e *echo.Echo, opts ...Option) error {
+	return router.CheckRoutes(echoRoutes(e), opts...)
 }

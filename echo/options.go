@@ -35,6 +35,10 @@ type ErrorHandler = nethttp.ErrorHandler
 // it is nethttp.ErrKey.
 var ErrKey = nethttp.ErrKey
 
+// ErrRoute is what CheckRoutes returns, wrapped, for a WithRoutes pattern
+// that never applies; it is nethttp.ErrRoute.
+var ErrRoute = nethttp.ErrRoute
+
 // WithKey sets how a request is turned into the key of its bucket.
 // Default keyfuncs.IP(). It is nethttp.WithKey.
 func WithKey(k keyfuncs.KeyFunc) Option { return nethttp.WithKey(k) }

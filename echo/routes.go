@@ -2,8 +2,8 @@ package echo
 
 import "github.com/labstack/echo/v4"
 
-// routes lists the routes of c's Echo, for nethttp.Gate.CheckRoutes, or
-// says that the middleware runs in e.Pre. c.Path() is empty both before
+// routes lists the routes of c's Echo, for nethttp.Chain.Routes, or says
+// that the middleware runs in e.Pre. c.Path() is empty both before
 // routing and for a request no route matches: routing the request once
 // more tells which.
 func routes(c echo.Context) ([]string, string, bool) {
@@ -20,6 +20,11 @@ func routes(c echo.Context) ([]string, string, bool) {
 		}
 		return nil, "the middleware runs in e.Pre, before echo routes the request (c.Path() is empty): give it to e.Use", true
 	}
+	return echoRoutes(e), "", true
+}
+
+// echoRoutes lists e's routes and its host routers', "METHOD path" each.
+func echoRoutes(e *echo.Echo) []string {
 	list := []string{}
 	add := func(rs []*echo.Route) {
 		for _, rt := range rs {
@@ -32,5 +37,5 @@ func routes(c echo.Context) ([]string, string, bool) {
 	for _, router := range e.Routers() {
 		add(router.Routes())
 	}
-	return list, "", true
+	return list
 }

@@ -47,7 +47,7 @@ var setups = []struct {
 	{"gate", func(l *core.Limiter) gin.HandlerFunc {
 		g := nethttp.NewGate(l, nethttp.WithKey(constantKey))
 		return func(c *gin.Context) {
-			if !g.Decide(c.Writer, c.Request) {
+			if !g.Serve(c.Writer, c.Request, nethttp.Chain{Next: func(http.ResponseWriter) int { return http.StatusOK }}) {
 				c.Abort()
 			}
 		}

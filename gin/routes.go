@@ -7,10 +7,11 @@ import (
 )
 
 // routes lists the routes of the engine serving c, for
-// nethttp.Gate.CheckRoutes. A gin.Context does not give its engine away:
-// it is found as the Handler of the http.Server serving the request. A
+// nethttp.Chain.Routes. A gin.Context does not give its engine away: it
+// is found as the Handler of the http.Server serving the request. A
 // request served otherwise (a test calling ServeHTTP, an engine wrapped in
-// another handler) lists nothing, and nothing is checked.
+// another handler) lists nothing, and nothing is checked: CheckRoutes
+// checks those.
 func routes(c *gin.Context) ([]string, string, bool) {
 	srv, _ := c.Request.Context().Value(http.ServerContextKey).(*http.Server)
 	if srv == nil {
@@ -20,9 +21,14 @@ func routes(c *gin.Context) ([]string, string, bool) {
 	if engine == nil {
 		return nil, "", true
 	}
+	return engineRoutes(engine), "", true
+}
+
+// engineRoutes lists e's routes, "METHOD path" each.
+func engineRoutes(e *gin.Engine) []string {
 	list := []string{}
-	for _, rt := range engine.Routes() {
+	for _, rt := range e.Routes() {
 		list = append(list, rt.Method+" "+rt.Path)
 	}
-	return list, "", true
+	return list
 }

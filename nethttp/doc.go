@@ -56,34 +56,60 @@
 // wrapped around each handler, it reads Request.Pattern. A pattern that
 // can never apply panics at construction (wrong syntax) or is logged once
 // at the first request (no such route, or the middleware placed where
-// routes are not known); see WithRoutes.
+// routes are not known); see WithRoutes. CheckRoutes (and each adapter's)
+// reports the patterns that match no route as an error, for a check at
+// startup or in a test.
 //
 // # Limiting inside a handler
 //
 // When the key is known only inside the handler (a username read from a
 // JSON body, an account found in the database), build a Gate once with
-// NewGate and call Gate.DecideKey there: the same decision, header
-// fields, 429 and problem document as the middleware's.
+// NewGate and serve the rest of the handler with Gate.ServeKey: the same
+// decision, header fields, 429 and problem document as the middleware's,
+// and every option, WithCountIf's settlement included.
 //
-//	attempts := ratelimit.NewGate(loginLimiter) // at startup
+//	attempts := ratelimit.NewGate(loginLimiter, ratelimit.WithCountIf(failed)) // at startup
 //	…
-//	if !attempts.DecideKey(w, r, "user:"+body.Username) {
-//		return // the 429 is written
-//	}
+//	attempts.ServeKey(w, r, "user:"+body.Username, checkPassword)
 //
 // It works in any router's handler: pass echo's c.Response() and
-// c.Request(), or gin's c.Writer and c.Request (then c.Abort()).
+// c.Request(), or gin's c.Writer and c.Request.
 //
 // # Adapters
 //
-// An adapter builds one Gate with NewGate at construction and calls
-// Gate.DecideRoute (or Gate.DecideRouteKey, with a router-native key) per
-// request, passing the router's response writer, request and route
-// pattern; when it returns false the response is written and the adapter
-// stops the chain. It declares `type Option = nethttp.Option` and so
-// offers every option of this package. Gate.ForRouter, at construction,
-// checks the WithRoutes patterns against the router's syntax, and
-// Gate.CheckRoutes, at the first request, against its routes.
+// An adapter builds one Gate at construction with Router.NewGate, which
+// checks the WithRoutes patterns against the router's syntax, and calls
+// Gate.Serve per request with the router's response writer and request,
+// and a Chain: Next runs the rest of the router's chain on the writer it
+// is given, Route gives the route pattern, Routes lists the routes for a
+// check at the first request, Key a router-native key. When Serve returns
+// false the response is written and the adapter stops the chain. It
+// declares `type Option = nethttp.Option` and so offers every option of
+// this package. For a router whose middleware is func(http.Handler)
+// http.Handler:
+//
+//	var router = nethttp.Router{Name: "myrouter", ColonParams: true}
+//
+//	func Middleware(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
+//		g := router.NewGate(l, opts...)
+//		return func(next http.Handler) http.Handler {
+//			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+//				g.Serve(w, r, nethttp.Chain{
+//					Route: func() string { return myrouter.Pattern(r) },
+//					Next: func(w http.ResponseWriter) int {
+//						next.ServeHTTP(w, r)
+//						return http.StatusOK
+//					},
+//				})
+//			})
+//		}
+//	}
+//
+// A router with a context of its own installs Next's writer as the
+// context's writer when it is not the one Serve was given (WithCountIf
+// then needs the status), as the gin adapter does, or returns the status
+// its error handling will write, as the echo adapters do; and calls its
+// own abort when Serve returns false.
 //
 // # Performance
 //

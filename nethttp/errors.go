@@ -13,3 +13,8 @@ type keyError struct{ err error }
 func (e *keyError) Error() string        { return ErrKey.Error() + ": " + e.err.Error() }
 func (e *keyError) Unwrap() error        { return e.err }
 func (e *keyError) Is(target error) bool { return target == ErrKey }
+
+// ErrRoute is what CheckRoutes returns, wrapped, when a WithRoutes pattern
+// can never apply: it matches no route of the router, or is not written in
+// the router's syntax.
+var ErrRoute = errors.New("nethttp: a WithRoutes limit never applies")

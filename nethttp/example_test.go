@@ -109,19 +109,25 @@ func ExampleWithRoutes() {
 	// /about 200 100
 }
 
-// An adapter for another router calls a Gate built once. Here a plain
-// handler stands in for the router's context.
-func ExampleGate_DecideRoute() {
+// An adapter for another router builds one Gate for its router and
+// calls Gate.Serve per request. Here a handler stands in for the router,
+// whose route pattern for the request is "/items/:id".
+func ExampleGate_Serve() {
 	lim, err := core.New(core.Config{Store: core.NewMemoryStore(core.WithClock(fixed)), Limit: core.PerSecond(1), FailMode: core.FailClosed})
 	if err != nil {
 		panic(err)
 	}
-	gate := ratelimit.NewGate(lim, ratelimit.WithHeaders(ratelimit.HeadersDraft11))
+	router := ratelimit.Router{Name: "myrouter", ColonParams: true}
+	gate := router.NewGate(lim, ratelimit.WithHeaders(ratelimit.HeadersDraft11))
+	items := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "item") })
 	handler := func(w http.ResponseWriter, r *http.Request) {
-		if !gate.DecideRoute(w, r, "/items/:id") { // the router's pattern
-			return // the Gate wrote the response; stop the chain
-		}
-		fmt.Fprintln(w, "item")
+		gate.Serve(w, r, ratelimit.Chain{
+			Route: func() string { return "/items/:id" }, // the router's pattern
+			Next: func(w http.ResponseWriter) int {
+				items.ServeHTTP(w, r) // the rest of the chain, writing to w
+				return http.StatusOK
+			},
+		})
 	}
 	for range 2 {
 		w := httptest.NewRecorder()
@@ -134,34 +140,41 @@ func ExampleGate_DecideRoute() {
 }
 
 // Limiting inside a handler: the key is known only once the handler has
-// read the request, here a username from a JSON body. Three attempts per
-// username a minute; the fourth gets the middleware's 429, with its header
-// fields (RateLimit-*, Retry-After: 20) and problem document.
-func ExampleGate_DecideKey() {
+// read the request, here a username from a JSON body. Three failed
+// attempts per username a minute (WithCountIf: a success costs nothing);
+// the fourth failure gets the middleware's 429, with its header fields
+// (RateLimit-*, Retry-After: 20) and problem document.
+func ExampleGate_ServeKey() {
 	lim, err := core.New(core.Config{Store: core.NewMemoryStore(core.WithClock(fixed)), Limit: core.PerMinute(3), Name: "login", FailMode: core.FailClosed})
 	if err != nil {
 		panic(err)
 	}
-	attempts := ratelimit.NewGate(lim) // once, at startup
+	failed := func(_ *http.Request, status int) bool { return status >= 400 }
+	attempts := ratelimit.NewGate(lim, ratelimit.WithCountIf(failed)) // once, at startup
 	login := func(w http.ResponseWriter, r *http.Request) {
-		var body struct{ Username string }
+		var body struct{ Username, Password string }
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Username == "" {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		if !attempts.DecideKey(w, r, "user:"+body.Username) {
-			return // 429 written: stop here
-		}
-		fmt.Fprintln(w, "checking the password of", body.Username)
+		attempts.ServeKey(w, r, "user:"+body.Username, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if body.Password != "right" {
+				http.Error(w, "wrong password", http.StatusUnauthorized)
+				return
+			}
+			fmt.Fprintln(w, "welcome")
+		}))
 	}
-	for range 4 {
+	for _, password := range []string{"right", "wrong", "right", "wrong", "wrong", "wrong"} {
 		w := httptest.NewRecorder()
-		login(w, httptest.NewRequest("POST", "/login", strings.NewReader(`{"username":"alice"}`)))
+		login(w, httptest.NewRequest("POST", "/login", strings.NewReader(`{"username":"alice","password":"`+password+`"}`)))
 		fmt.Print(w.Code, " ", w.Body)
 	}
 	// Output:
-	// 200 checking the password of alice
-	// 200 checking the password of alice
-	// 200 checking the password of alice
+	// 200 welcome
+	// 401 wrong password
+	// 200 welcome
+	// 401 wrong password
+	// 401 wrong password
 	// 429 {"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in 20 seconds"}
 }

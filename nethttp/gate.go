@@ -13,38 +13,22 @@ import (
 )
 
 // Gate is the whole HTTP behaviour of rate limiting, built once from a
-// limiter and options: key → limiter → decision → header fields → refusal.
-// Middleware is a Gate around a handler; the chi, echo and gin adapters
-// call a Gate too, so every router sends the same status codes, header
-// fields and bodies; and a handler that works out the key itself limits
-// with Gate.DecideKey.
+// limiter and options: key → limiter → decision → header fields → refusal
+// → the handler → WithCountIf's settlement. Middleware is a Gate around a
+// handler; the chi, echo and gin adapters call a Gate too, so every router
+// sends the same status codes, header fields and bodies; and a handler
+// that works out the key itself limits with Gate.ServeKey.
 //
-// A Gate is safe for concurrent use. Build it once (at startup) and share
-// it: construction validates the options and precomputes header values.
-//
-// An adapter for another router is a few lines around one call:
-//
-//	type Option = nethttp.Option
-//
-//	func WithKey(k keyfuncs.KeyFunc) Option { return nethttp.WithKey(k) }
-//
-//	func Middleware(l *core.Limiter, opts ...Option) gin.HandlerFunc {
-//		g := nethttp.NewGate(l, opts...)
-//		return func(c *gin.Context) {
-//			if !g.DecideRoute(c.Writer, c.Request, c.FullPath()) {
-//				c.Abort()
-//				return
-//			}
-//			c.Next()
-//		}
-//	}
+// A Gate has two entry points, and every option applies to both:
+// Serve for adapters, ServeKey for handlers. It is safe for concurrent
+// use. Build it once (at startup) and share it: construction validates
+// the options and formats the header values of every limiter it knows.
 type Gate struct {
 	config
-	def        *core.Limiter
-	defHeaders *policyHeaders
-	table      routeTable                       // WithRoutes; nil without
-	known      map[*core.Limiter]*policyHeaders // routes' limiters; read-only
-	router     string                           // ForRouter's name; "" for net/http
+	router  Router
+	def     *core.Limiter
+	headers map[*core.Limiter]*policyHeaders // the default's and WithRoutes'; read-only
+	table   routeTable                       // WithRoutes; nil without
 
 	// Whether the WithRoutes patterns were checked against the router.
 	routesChecked atomic.Bool
@@ -65,148 +49,178 @@ type Gate struct {
 const maxDynamic = 64
 
 // NewGate returns the Gate of limiter l with opts applied, then the
-// defaults filled in (see each With function). It panics if l is nil or an
-// option is nil or was given nil.
-func NewGate(l *core.Limiter, opts ...Option) *Gate {
+// defaults filled in (see each With function), for net/http: WithRoutes
+// patterns are net/http's. An adapter for another router builds its Gate
+// with Router.NewGate. It panics if l is nil, an option is nil or was
+// given nil, or a WithRoutes pattern is not written as net/http's
+// ServeMux writes patterns.
+func NewGate(l *core.Limiter, opts ...Option) *Gate { return netHTTPRouter.NewGate(l, opts...) }
+
+// NewGate is the Gate of l with opts for an adapter of rt: log lines name
+// rt, and it also panics if a WithRoutes pattern is not written in rt's
+// syntax (a pattern that can never match is found at startup rather than
+// in production).
+func (rt Router) NewGate(l *core.Limiter, opts ...Option) *Gate {
 	if l == nil {
 		panic("nethttp: nil *core.Limiter")
 	}
-	g := &Gate{def: l}
-	for _, o := range opts {
-		if o == nil {
-			panic("nethttp: nil Option")
-		}
-		o(&g.config)
-	}
-	if g.key == nil {
-		g.key = keyfuncs.IP()
-	}
-	if g.deny == nil {
-		g.deny = DefaultDenyHandler
-	}
-	if g.onError == nil {
-		g.onError = DefaultErrorHandler
-	}
-	if g.now == nil {
-		g.now = time.Now
-	}
-	if g.logger == nil {
-		g.logger = slog.Default()
+	g := &Gate{router: rt, def: l, config: newConfig(opts)}
+	if err := rt.checkSyntax(g.routes); err != nil {
+		panic(err.Error())
 	}
 	g.table = newRouteTable(g.routes)
 	if g.table == nil {
 		g.mux = nil
 	}
-	g.defHeaders = newPolicyHeaders(l.Limit(), l.Name())
-	g.known = make(map[*core.Limiter]*policyHeaders, len(g.routes))
+	g.headers = map[*core.Limiter]*policyHeaders{l: limiterHeaders(l)}
 	for _, rl := range g.routes {
-		if g.known[rl] == nil {
-			g.known[rl] = newPolicyHeaders(rl.Limit(), rl.Name())
+		if g.headers[rl] == nil {
+			g.headers[rl] = limiterHeaders(rl)
 		}
 	}
 	g.routes = nil // in g.table
 	return g
 }
 
-// Decide applies the gate to a net/http request and reports whether the
-// caller should go on to the next handler. When it returns false it has
-// written the whole response (429, 503, 400 or 500, or whatever the
-// DenyHandler or ErrorHandler wrote); the caller must write nothing more.
-// When it returns true it has only set header fields.
-//
-// The route for WithRoutes is the pattern the WithServeMux mux routes r
-// to, or else r.Pattern.
-func (g *Gate) Decide(w http.ResponseWriter, r *http.Request) bool {
-	ok, _ := g.beginMux(w, r, g.mux)
-	return ok
-}
-
-// beginMux is Begin with the route found by mux, when not nil: the mux
-// the middleware wraps, or WithServeMux's. It checks the WithRoutes
-// patterns against mux at the first request.
-func (g *Gate) beginMux(w http.ResponseWriter, r *http.Request, mux *http.ServeMux) (bool, Charge) {
-	if g.table == nil {
-		return g.Begin(w, r, "", nil)
-	}
-	g.checkRoutes(func() ([]string, string, bool) {
-		switch {
-		case mux != nil:
-			return g.table.unmatched(func(method, path string) bool { return muxHas(mux, method, path) }), "", true
-		case r.Pattern == "":
-			return nil, "the middleware runs before a ServeMux routes the request (Request.Pattern is empty): " +
-				"wrap the ServeMux itself, pass it to WithServeMux, or wrap each handler", true
+// newConfig applies opts, then fills in the defaults.
+func newConfig(opts []Option) config {
+	var c config
+	for _, o := range opts {
+		if o == nil {
+			panic("nethttp: nil Option")
 		}
-		return nil, "", true // wrapped handler by handler: the mux is unknown
-	})
-	route := r.Pattern
-	if mux != nil {
-		route = muxPattern(mux, r)
+		o(&c)
 	}
-	return g.Begin(w, r, route, nil)
-}
-
-// DecideRoute is Decide with the route pattern given by the caller: an
-// adapter passes its router's pattern (chi's RoutePattern, echo's c.Path(),
-// gin's c.FullPath()), or "" when there is none. route is only looked up in
-// WithRoutes; the key still comes from the Gate's KeyFunc.
-func (g *Gate) DecideRoute(w http.ResponseWriter, r *http.Request, route string) bool {
-	ok, _ := g.Begin(w, r, route, nil)
-	return ok
-}
-
-// DecideRouteKey is DecideRoute with the key from key instead of the
-// Gate's KeyFunc, for adapters offering router-native keys (a user that an
-// authentication middleware stored in echo's or gin's context). key runs
-// only for a request WithSkip does not exempt; its error, or an empty key,
-// goes to the ErrorHandler as a KeyFunc's would. A client address belongs
-// to keyfuncs.IP and its trust options, never to a router's helper that
-// believes forwarding headers from any client (echo's c.RealIP(), gin's
-// c.ClientIP() as they come configured).
-func (g *Gate) DecideRouteKey(w http.ResponseWriter, r *http.Request, route string, key func() (string, error)) bool {
-	ok, _ := g.Begin(w, r, route, key)
-	return ok
-}
-
-// Begin is DecideRoute (key nil) or DecideRouteKey that also returns what
-// it took, for adapters supporting WithCountIf: unless the Charge is zero,
-// the adapter passes it to Settle with the response's status once the
-// handler has run.
-func (g *Gate) Begin(w http.ResponseWriter, r *http.Request, route string, key func() (string, error)) (bool, Charge) {
-	if g.skip != nil && g.skip(r) {
-		return true, Charge{}
+	if c.key == nil {
+		c.key = keyfuncs.IP()
 	}
-	var k string
-	var err error
-	if key == nil {
-		k, err = g.key(r)
-	} else {
-		k, err = key()
+	if c.deny == nil {
+		c.deny = DefaultDenyHandler
 	}
-	return g.decide(w, r, route, k, err)
+	if c.onError == nil {
+		c.onError = DefaultErrorHandler
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	return c
 }
 
-// DecideKey limits inside a handler: it decides for key, which the handler
-// has worked out itself (a username read from a JSON body, say), and
-// answers as Middleware would. When it returns false it has written the
-// whole response (429 with the header fields, Retry-After and a problem
-// document, or 503, or 400 for an empty key) and the handler must write
-// nothing more; when it returns true it has set the header fields, and the
-// handler goes on. Every option of g applies but WithKey; WithRoutes looks
-// up r.Pattern. Build g once, at startup, with NewGate.
-func (g *Gate) DecideKey(w http.ResponseWriter, r *http.Request, key string) bool {
-	if g.skip != nil && g.skip(r) {
+// Chain is what only the router knows about one request, as an adapter
+// hands it to Gate.Serve: the rest of the router's chain (Next, required)
+// and, optionally, the route and the router's key.
+type Chain struct {
+	// Route returns the pattern of the route serving the request, as the
+	// router reports it ("/users/{id}", "/users/:id"; net/http's may start
+	// with a method), or "" when no route matches. The Gate calls it only
+	// when WithRoutes gave it routes. nil: no route is known.
+	Route func() string
+
+	// Routes lists the router's routes, each "METHOD path" ("path" alone
+	// for every method) as the router reports route patterns; or, in
+	// misplaced, why the middleware cannot know the route of a request
+	// where it runs ("it runs in e.Pre, before routing: give it to
+	// e.Use"); or ok false when it cannot tell yet (a 404 told nothing).
+	// The Gate calls it, only with WithRoutes, until it reports ok, and
+	// then logs once, at error level, the patterns that match no route:
+	// the cost is one atomic load per request. routes nil with misplaced
+	// "" means the routes cannot be listed: nothing is checked. nil: never
+	// checked.
+	Routes func() (routes []string, misplaced string, ok bool)
+
+	// Key, if not nil, gives the request's key instead of the Gate's
+	// KeyFunc: a router-native key (a user that an authentication
+	// middleware stored in the router's context). It runs only for a
+	// request WithSkip does not exempt; its error, or an empty key, is a
+	// key error as a KeyFunc's would be.
+	Key func() (string, error)
+
+	// Next runs the rest of the chain, which writes its response to w:
+	// Serve's w itself, or w wrapped so that WithCountIf sees the final
+	// status, the connection hijacked, or a response written after Next
+	// returned (install w as the router context's writer). It returns the
+	// status the response gets if nothing more is written to w once Next
+	// returns (200 for a net/http handler that wrote nothing); or 0 when
+	// that is not known yet: the response is written to w later (a
+	// router's error handler answering an error the handler left), or is
+	// never seen (a hijacked connection): then the request counts, unless
+	// a status written to w later says otherwise.
+	Next func(w http.ResponseWriter) (status int)
+}
+
+// Serve is the entry point for adapters: it applies the Gate to the
+// request r, answered through w (the router's response writer), and
+// reports whether it ran ch.Next. When it returns false it has written the
+// whole response (429, 503, 400 or 500, or whatever the DenyHandler or
+// ErrorHandler wrote), and the adapter stops the chain; when it ran Next,
+// it had set only header fields before. With WithCountIf, it settles the
+// request's cost with the status of the response Next wrote (see
+// WithCountIf).
+func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, ch Chain) bool {
+	if g.exempt(r) {
+		ch.Next(w)
 		return true
 	}
-	ok, _ := g.decide(w, r, r.Pattern, key, nil)
+	route := ""
+	if g.table != nil {
+		if ch.Routes != nil {
+			g.checkRoutes(func() ([]string, string, bool) { return g.unmatchedIn(ch.Routes) })
+		}
+		if ch.Route != nil {
+			route = ch.Route()
+		}
+	}
+	var key string
+	var err error
+	if ch.Key != nil {
+		key, err = ch.Key()
+	} else {
+		key, err = g.key(r)
+	}
+	ok, c := g.decide(w, r, route, key, err)
+	if ok {
+		g.serve(w, r, c, ch.Next)
+	}
 	return ok
 }
 
-func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string, err error) (bool, Charge) {
+// ServeKey is the entry point for handlers that work out the key
+// themselves (a username read from a JSON body, an account found in the
+// database): it decides for key and, when the request may go on, serves
+// next with w, as Middleware would have; else it writes the refusal (429
+// with the header fields, Retry-After and a problem document, or 503, or
+// 400 for an empty key) and next does not run. Every option of g applies
+// but WithKey, WithCountIf's settlement included; WithRoutes looks up
+// r.Pattern. Build g once, at startup, with NewGate.
+func (g *Gate) ServeKey(w http.ResponseWriter, r *http.Request, key string, next http.Handler) {
+	if g.exempt(r) {
+		next.ServeHTTP(w, r)
+		return
+	}
+	if ok, c := g.decide(w, r, r.Pattern, key, nil); ok {
+		g.serve(w, r, c, func(w http.ResponseWriter) int {
+			next.ServeHTTP(w, r)
+			return http.StatusOK
+		})
+	}
+}
+
+// exempt reports whether r goes through without a key or a decision.
+func (g *Gate) exempt(r *http.Request) bool {
+	return g.skip != nil && g.skip(r)
+}
+
+// decide decides for key (or reports err) and writes the refusal; it
+// returns whether the request goes on, and what WithCountIf may give back.
+func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string, err error) (bool, charge) {
 	if err == nil && key == "" {
 		err = core.ErrEmptyKey
 	}
 	if err != nil {
-		return g.fail(w, r, &keyError{err}), Charge{}
+		return g.fail(w, r, &keyError{err}), charge{}
 	}
 	lim := g.limiterFor(r, route)
 	n := 1
@@ -215,7 +229,7 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	}
 	res, err := lim.AllowN(r.Context(), key, n)
 	if err != nil {
-		return g.fail(w, r, err), Charge{}
+		return g.fail(w, r, err), charge{}
 	}
 	if g.observe != nil {
 		g.observe(r, res, nil, g.dryRun)
@@ -226,13 +240,13 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	}
 	if res.Allowed || g.dryRun {
 		if g.countIf != nil && res.Allowed && !res.Degraded && !g.dryRun {
-			return true, Charge{lim: lim, key: key, n: n}
+			return true, charge{lim: lim, key: key, n: n}
 		}
-		return true, Charge{}
+		return true, charge{}
 	}
 	setRetryAfter(h, &res)
 	g.deny(w, r, res)
-	return false, Charge{}
+	return false, charge{}
 }
 
 // fail handles a request that could not be decided.
@@ -265,26 +279,20 @@ func (g *Gate) limiterFor(r *http.Request, route string) *core.Limiter {
 	return g.def
 }
 
-// headersFor returns the header values precomputed for lim, or nil past
-// maxDynamic limiters from WithLimiterFunc.
+// headersFor returns the header values of lim, formatted at construction
+// for the limiters the Gate was given and at first sight for
+// WithLimiterFunc's; nil past maxDynamic of those.
 func (g *Gate) headersFor(lim *core.Limiter) *policyHeaders {
-	if lim == g.def {
-		return g.defHeaders
-	}
-	if ph := g.known[lim]; ph != nil {
+	if ph := g.headers[lim]; ph != nil {
 		return ph
 	}
-	return g.dynamicHeaders(lim)
-}
-
-func (g *Gate) dynamicHeaders(lim *core.Limiter) *policyHeaders {
 	if v, ok := g.dynamic.Load(lim); ok {
 		return v.(*policyHeaders)
 	}
 	if g.dynamicCount.Add(1) > maxDynamic {
 		return nil
 	}
-	v, _ := g.dynamic.LoadOrStore(lim, newPolicyHeaders(lim.Limit(), lim.Name()))
+	v, _ := g.dynamic.LoadOrStore(lim, limiterHeaders(lim))
 	return v.(*policyHeaders)
 }
 

@@ -340,7 +340,7 @@ func TestGateBoundsDynamicHeaders(t *testing.T) {
 		r, _ := http.NewRequest(http.MethodGet, "/", nil)
 		r.RemoteAddr = "192.0.2.1:1"
 		w := &discardWriter{h: http.Header{}}
-		if !g.Decide(w, r) || w.h.Get("Ratelimit-Limit") != lims[i].Name()[:strings.IndexByte(lims[i].Name(), '-')] {
+		if !g.Serve(w, r, Chain{Next: func(http.ResponseWriter) int { return 200 }}) || w.h.Get("Ratelimit-Limit") != lims[i].Name()[:strings.IndexByte(lims[i].Name(), '-')] {
 			t.Fatalf("limiter %d: %v", i, w.h)
 		}
 	}
@@ -381,7 +381,15 @@ func TestNilPanics(t *testing.T) {
 	}
 }
 
-func TestDecideRouteKey(t *testing.T) {
+// serveKey is Gate.Serve with a router-native key, as echo's and gin's
+// MiddlewareWithKey call it; it reports whether the handler ran.
+func serveKey(g *Gate, w http.ResponseWriter, r *http.Request, key func() (string, error)) bool {
+	ran := false
+	g.Serve(w, r, Chain{Key: key, Next: func(http.ResponseWriter) int { ran = true; return 200 }})
+	return ran
+}
+
+func TestServeRouterNativeKey(t *testing.T) {
 	t.Parallel()
 	clk := limitertest.NewClock()
 	g := NewGate(limitertest.NewLimiterClock(t, core.PerMinute(1), clk.Now), WithKey(func(*http.Request) (string, error) {
@@ -394,22 +402,22 @@ func TestDecideRouteKey(t *testing.T) {
 	}
 	for i, want := range []bool{true, false} {
 		w := &discardWriter{h: http.Header{}}
-		if got := g.DecideRouteKey(w, r, "", user("user:42", nil)); got != want {
+		if got := serveKey(g, w, r, user("user:42", nil)); got != want {
 			t.Fatalf("request %d: %v, want %v", i, got, want)
 		}
 	}
 	// Another key has its own bucket; a key error is a 400.
 	w := &discardWriter{h: http.Header{}}
-	if !g.DecideRouteKey(w, r, "", user("user:43", nil)) {
+	if !serveKey(g, w, r, user("user:43", nil)) {
 		t.Fatal("user:43 refused")
 	}
 	w = &discardWriter{h: http.Header{}}
-	if g.DecideRouteKey(w, r, "", user("", errors.New("no user"))) || w.status != 400 {
+	if serveKey(g, w, r, user("", errors.New("no user"))) || w.status != 400 {
 		t.Fatalf("key error: status %d", w.status)
 	}
 	// A skipped request gets no key: the function does not run.
 	health, _ := http.NewRequest(http.MethodGet, "/health", nil)
-	if !g.DecideRouteKey(&discardWriter{h: http.Header{}}, health, "", func() (string, error) {
+	if !serveKey(g, &discardWriter{h: http.Header{}}, health, func() (string, error) {
 		t.Error("key computed for a skipped request")
 		return "", nil
 	}) {
@@ -417,18 +425,15 @@ func TestDecideRouteKey(t *testing.T) {
 	}
 }
 
-// TestDecideKey limits inside a handler, by a username the handler read
+// TestServeKey limits inside a handler, by a username the handler read
 // from the body: the same 429, fields and body as the middleware's.
-func TestDecideKey(t *testing.T) {
+func TestServeKey(t *testing.T) {
 	t.Parallel()
 	clk := limitertest.NewClock()
 	g := NewGate(limitertest.NewLimiterClock(t, core.PerMinute(2), clk.Now))
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, _ := io.ReadAll(r.Body)
-		if !g.DecideKey(w, r, "user:"+string(user)) {
-			return
-		}
-		okHandler.ServeHTTP(w, r)
+		g.ServeKey(w, r, "user:"+string(user), okHandler)
 	})
 	post := func(user string) *httptest.ResponseRecorder {
 		w := httptest.NewRecorder()
@@ -451,7 +456,8 @@ func TestDecideKey(t *testing.T) {
 	}
 	// An empty key is a key error, as from a KeyFunc: 400.
 	w = httptest.NewRecorder()
-	if g.DecideKey(w, httptest.NewRequest(http.MethodPost, "/login", nil), "") || w.Code != http.StatusBadRequest {
+	g.ServeKey(w, httptest.NewRequest(http.MethodPost, "/login", nil), "", okHandler)
+	if w.Code != http.StatusBadRequest {
 		t.Errorf("empty key: %d, want 400", w.Code)
 	}
 }
@@ -495,5 +501,36 @@ func TestFailLocalDegraded(t *testing.T) {
 	w = get(h, "/")
 	if w.Code != http.StatusTooManyRequests || len(rateLimitFields(w.Header())) != 0 || w.Header().Get("Retry-After") != "60" {
 		t.Fatalf("second request: %d %v", w.Code, w.Header())
+	}
+}
+
+// TestServeKeyCountIf: WithCountIf applies inside a handler too (issue
+// 23.1): six successful logins under PerHour(5) all get in, and only the
+// failures count.
+func TestServeKeyCountIf(t *testing.T) {
+	t.Parallel()
+	g := NewGate(limitertest.NewLimiter(t, core.PerHour(5)),
+		WithCountIf(func(_ *http.Request, status int) bool { return status >= 400 }))
+	login := func(ok bool) int {
+		w := httptest.NewRecorder()
+		g.ServeKey(w, httptest.NewRequest(http.MethodPost, "/login", nil), "user:alice", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			if !ok {
+				w.WriteHeader(http.StatusUnauthorized)
+			}
+		}))
+		return w.Code
+	}
+	for i := range 6 {
+		if got := login(true); got != http.StatusOK {
+			t.Fatalf("successful login %d: %d, want 200", i+1, got)
+		}
+	}
+	for i := range 5 {
+		if got := login(false); got != http.StatusUnauthorized {
+			t.Fatalf("failed login %d: %d, want 401", i+1, got)
+		}
+	}
+	if got := login(true); got != http.StatusTooManyRequests {
+		t.Fatalf("after 5 failures: %d, want 429", got)
 	}
 }

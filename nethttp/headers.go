@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
@@ -98,8 +97,22 @@ type policyHeaders struct {
 	item11   string // `"3-per-1m0s";r=`, the start of a RateLimit item
 
 	// multi holds the values for a limiter with several limits
-	// (core.Config.Extra), built from its first result.
-	multi atomic.Pointer[multiHeaders]
+	// (core.Config.Extra); nil for one.
+	multi *multiHeaders
+}
+
+// limiterHeaders formats the header values of l's configured limits.
+func limiterHeaders(l *core.Limiter) *policyHeaders {
+	ls := l.Limits()
+	ph := newPolicyHeaders(ls[0].Limit, ls[0].Name)
+	if len(ls) > 1 {
+		ps := make([]core.PolicyResult, len(ls))
+		for i, nl := range ls {
+			ps[i] = core.PolicyResult{Name: nl.Name, Limit: nl.Limit}
+		}
+		ph.multi = newMultiHeaders(ps)
+	}
+	return ph
 }
 
 func newPolicyHeaders(lim core.Limit, name string) *policyHeaders {
@@ -295,18 +308,14 @@ func setRateLimit(h http.Header, style HeaderStyle, ph *policyHeaders, res *core
 	}
 }
 
-// multiFor returns the values for ps, kept in ph after the first time.
+// multiFor returns the values for ps: ph's, formatted at construction,
+// or else (limits other than the limiter's configured ones, as
+// core.Limiter.AllowLimit decides under) formatted for this response.
 func (ph *policyHeaders) multiFor(ps []core.PolicyResult) *multiHeaders {
-	if ph != nil {
-		if m := ph.multi.Load(); m.matches(ps) {
-			return m
-		}
+	if ph != nil && ph.multi.matches(ps) {
+		return ph.multi
 	}
-	m := newMultiHeaders(ps)
-	if ph != nil {
-		ph.multi.CompareAndSwap(nil, m)
-	}
-	return m
+	return newMultiHeaders(ps)
 }
 
 // appendItem11 appends one draft-11 RateLimit item: `"name";r=2;t=20`.

@@ -8,11 +8,11 @@ import (
 
 // Middleware returns net/http middleware limiting requests with l: each
 // request's key (WithKey, default the client IP) spends its cost (WithCost,
-// default 1 token) from its bucket; allowed requests get the rate-limit header fields and go on to
-// the next handler, refused ones get 429 Too Many Requests (503 when the
-// store is down and l is core.FailClosed) with Retry-After and a problem
-// document. It is NewGate(l, opts...) around each handler it wraps; see
-// Gate.Decide for what is written when.
+// default 1 token) from its bucket; allowed requests get the rate-limit
+// header fields and go on to the next handler, refused ones get 429 Too
+// Many Requests (503 when the store is down and l is core.FailClosed) with
+// Retry-After and a problem document. It is NewGate(l, opts...) around
+// each handler it wraps; see Gate.Serve for what is written when.
 //
 // Wrapped around a whole http.ServeMux, the middleware runs before routing
 // and asks the mux where the request goes, for per-route limits
@@ -22,16 +22,31 @@ import (
 // Middleware panics if l is nil, an option is nil, or a WithRoutes pattern
 // is not written as net/http's ServeMux writes patterns.
 func Middleware(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
-	g := NewGate(l, opts...).ForRouter(netHTTP, false)
+	g := NewGate(l, opts...)
 	return func(next http.Handler) http.Handler {
 		mux := g.mux
 		if m, ok := next.(*http.ServeMux); ok && mux == nil {
 			mux = m
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if ok, c := g.beginMux(w, r, mux); ok {
-				g.Serve(next, w, r, c)
-			}
+			g.checkMux(mux, r)
+			g.Serve(w, r, Chain{
+				Route: func() string { return route(mux, r) },
+				Next: func(w http.ResponseWriter) int {
+					next.ServeHTTP(w, r)
+					return http.StatusOK
+				},
+			})
 		})
 	}
+}
+
+// route is the pattern of r's route: the one mux routes it to, when the
+// middleware knows the mux, else the one that routed it (Request.Pattern,
+// set when the middleware wraps a single handler).
+func route(mux *http.ServeMux, r *http.Request) string {
+	if mux != nil {
+		return muxPattern(mux, r)
+	}
+	return r.Pattern
 }

@@ -2,6 +2,7 @@ package nethttp
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -152,72 +153,105 @@ func checkSyntax(router, path string, colon bool) error {
 	return nil
 }
 
+// Router names the router an adapter serves and how it writes path
+// parameters: its Gate (Router.NewGate) checks WithRoutes patterns
+// against that syntax, and names the router in log lines and errors.
+type Router struct {
+	Name        string // "chi", "echo", "gin"
+	ColonParams bool   // path parameters are ":id" (echo, gin), else "{id}" (net/http, chi)
+}
+
+// netHTTPRouter is net/http's ServeMux, whose patterns may start with a host.
+var netHTTPRouter = Router{Name: netHTTP}
+
 // netHTTP names net/http's ServeMux in messages.
 const netHTTP = "net/http"
 
-// ForRouter is for adapters, called once, right after NewGate: it names the
-// router in log lines and checks that every WithRoutes pattern is written
-// in its syntax, path parameters ":id" when colonParams (echo, gin), else
-// "{id}" (chi), and the path starting with "/". It panics on the first
-// pattern that is not: a pattern that can never match is a programmer
-// error, found at startup rather than in production. It returns g.
-func (g *Gate) ForRouter(name string, colonParams bool) *Gate {
-	g.router = name
-	for _, p := range g.table.patterns() {
-		_, path, _ := splitPattern(p)
-		if err := checkSyntax(name, path, colonParams); err != nil {
-			panic("nethttp: WithRoutes: pattern " + strconv.Quote(p) + ": " + err.Error())
+// checkSyntax returns an error naming the first pattern among routes that
+// is not written in rt's syntax.
+func (rt Router) checkSyntax(routes map[string]*core.Limiter) error {
+	for _, p := range slices.Sorted(maps.Keys(routes)) {
+		_, path, _ := splitPattern(p) // checked by WithRoutes
+		if err := checkSyntax(rt.Name, path, rt.ColonParams); err != nil {
+			return fmt.Errorf("nethttp: WithRoutes: pattern %q: %w", p, err)
 		}
 	}
-	return g
+	return nil
 }
 
-// HasRoutes reports whether WithRoutes gave g any route override. An
-// adapter whose router knows the route pattern only at a cost (chi, in a
-// middleware that runs before routing, has to match the route once more)
-// asks it once, at construction, and passes "" to DecideRoute when false.
-func (g *Gate) HasRoutes() bool { return g.table != nil }
+// CheckRoutes returns an error (matching ErrRoute) naming every WithRoutes
+// pattern among opts that is not written in rt's syntax or matches none
+// of routes, the router's routes, each "METHOD path" ("path" alone for
+// every method) as the router reports route patterns; nil when every
+// pattern applies. Each adapter's CheckRoutes lists its router's routes
+// and calls it, for a check at startup or in a test, after the routes are
+// registered.
+func (rt Router) CheckRoutes(routes []string, opts ...Option) error {
+	c := newConfig(opts)
+	if err := rt.checkSyntax(c.routes); err != nil {
+		return fmt.Errorf("%w: %w", ErrRoute, err)
+	}
+	return routeError(rt, newRouteTable(c.routes).unmatched(listed(routes)))
+}
 
-// CheckRoutes is for adapters: it makes sure no WithRoutes pattern is
-// silently never applied. An adapter calls it before each DecideRoute of a
-// Gate with routes (HasRoutes); g calls list until list reports ok, then
-// never again, so the cost is one atomic load per request.
-//
-// list returns the router's routes, each "METHOD path" ("path" alone for
-// every method) in the syntax the router reports route patterns in; or,
-// in misplaced, why the middleware cannot know the route of a request
-// where it runs ("it runs in e.Pre, before routing: give it to e.Use"); or
-// ok false when it cannot tell yet (a 404 told nothing), so that it is
-// asked again at the next request. routes nil with misplaced "" means the
-// router's routes cannot be listed: nothing is checked.
-//
-// g then logs, once, at error level, the patterns that match no route, or
-// misplaced: one line, never a silent default limit.
-func (g *Gate) CheckRoutes(list func() (routes []string, misplaced string, ok bool)) {
-	g.checkRoutes(func() ([]string, string, bool) {
-		routes, misplaced, ok := list()
-		if !ok || misplaced != "" || routes == nil {
-			return nil, misplaced, ok
+// CheckRoutes returns an error (matching ErrRoute) naming every WithRoutes
+// pattern among opts that matches no route of mux (or of a ServeMux mux
+// hands requests to as they are), or is not written as a ServeMux pattern;
+// nil when every pattern applies. Call it at startup or in a test, once
+// the routes are registered: the middleware itself can tell only at the
+// first request, in a log line.
+func CheckRoutes(mux *http.ServeMux, opts ...Option) error {
+	c := newConfig(opts)
+	if err := netHTTPRouter.checkSyntax(c.routes); err != nil {
+		return fmt.Errorf("%w: %w", ErrRoute, err)
+	}
+	return routeError(netHTTPRouter, newRouteTable(c.routes).unmatched(func(method, path string) bool {
+		return muxHas(mux, method, path)
+	}))
+}
+
+// routeError is the error for unmatched patterns of rt; nil for none.
+func routeError(rt Router, unmatched []string) error {
+	if len(unmatched) == 0 {
+		return nil
+	}
+	q := make([]string, len(unmatched))
+	for i, p := range unmatched {
+		q[i] = strconv.Quote(p)
+	}
+	return fmt.Errorf("%w: WithRoutes patterns that match no %s route: %s", ErrRoute, rt.Name, strings.Join(q, ", "))
+}
+
+// listed reports, for routeTable.unmatched, whether routes (as
+// Chain.Routes lists them) has a route for method and path.
+func listed(routes []string) func(method, path string) bool {
+	type route struct{ method, path string }
+	rs := make([]route, 0, len(routes))
+	for _, r := range routes {
+		m, p, err := splitPattern(r)
+		if err != nil {
+			m, p = "", r
 		}
-		type route struct{ method, path string }
-		var rs []route
-		for _, r := range routes {
-			m, p, err := splitPattern(r)
-			if err != nil {
-				m, p = "", r
+		rs = append(rs, route{m, p})
+	}
+	return func(method, path string) bool {
+		for _, r := range rs {
+			if r.path == path && (method == "" || r.method == "" || r.method == method ||
+				method == http.MethodHead && r.method == http.MethodGet) {
+				return true
 			}
-			rs = append(rs, route{m, p})
 		}
-		return g.table.unmatched(func(method, path string) bool {
-			for _, r := range rs {
-				if r.path == path && (method == "" || r.method == "" || r.method == method ||
-					method == http.MethodHead && r.method == http.MethodGet) {
-					return true
-				}
-			}
-			return false
-		}), "", true
-	})
+		return false
+	}
+}
+
+// unmatchedIn is a check for checkRoutes from an adapter's route list.
+func (g *Gate) unmatchedIn(list func() ([]string, string, bool)) ([]string, string, bool) {
+	routes, misplaced, ok := list()
+	if !ok || misplaced != "" || routes == nil {
+		return nil, misplaced, ok
+	}
+	return g.table.unmatched(listed(routes)), "", true
 }
 
 // checkRoutes runs check until it reports ok, and logs its finding once.
@@ -239,18 +273,27 @@ func (g *Gate) checkRoutes(check func() (unmatched []string, misplaced string, o
 	switch {
 	case misplaced != "":
 		g.logger.Error("ratelimit: WithRoutes limits never apply here: "+misplaced,
-			"router", g.routerName(), "patterns", g.table.patterns())
+			"router", g.router.Name, "patterns", g.table.patterns())
 	case len(unmatched) > 0:
 		g.logger.Error("ratelimit: WithRoutes patterns match no route; their limits never apply",
-			"router", g.routerName(), "patterns", unmatched)
+			"router", g.router.Name, "patterns", unmatched)
 	}
 }
 
-func (g *Gate) routerName() string {
-	if g.router == "" {
-		return netHTTP
-	}
-	return g.router
+// checkMux is Middleware's route check, at the first request: against
+// mux when known; else the middleware must run where net/http has routed
+// r (wrapped around each handler), whose mux is unknown.
+func (g *Gate) checkMux(mux *http.ServeMux, r *http.Request) {
+	g.checkRoutes(func() ([]string, string, bool) {
+		switch {
+		case mux != nil:
+			return g.table.unmatched(func(method, path string) bool { return muxHas(mux, method, path) }), "", true
+		case r.Pattern == "":
+			return nil, "the middleware runs before a ServeMux routes the request (Request.Pattern is empty): " +
+				"wrap the ServeMux itself, pass it to WithServeMux, or wrap each handler", true
+		}
+		return nil, "", true
+	})
 }
 
 // muxPattern is the pattern mux routes r to, following a ServeMux that

@@ -196,10 +196,10 @@ func TestRoutesSyntaxPanics(t *testing.T) {
 		func() {
 			defer func() {
 				if recover() == nil {
-					t.Errorf("ForRouter(colon %v) accepted %q", c.colon, c.pattern)
+					t.Errorf("Router{ColonParams: %v}.NewGate accepted %q", c.colon, c.pattern)
 				}
 			}()
-			NewGate(l, WithRoutes(map[string]*core.Limiter{c.pattern: l})).ForRouter("router", c.colon)
+			Router{Name: "router", ColonParams: c.colon}.NewGate(l, WithRoutes(map[string]*core.Limiter{c.pattern: l}))
 		}()
 	}
 }
@@ -223,7 +223,7 @@ func TestRouteLookup(t *testing.T) {
 	}
 }
 
-func TestCheckRoutes(t *testing.T) {
+func TestRoutesCheckedOnceAtFirstRequest(t *testing.T) {
 	t.Parallel()
 	l := limitertest.NewLimiter(t, core.PerMinute(1))
 	var log syncBuffer
@@ -236,7 +236,8 @@ func TestCheckRoutes(t *testing.T) {
 		return []string{"POST /login", "GET /users/{id}", "GET /h"}, "", calls > 1 // the first request tells nothing
 	}
 	for range 3 {
-		g.CheckRoutes(list)
+		g.Serve(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil), Chain{Routes: list,
+			Next: func(http.ResponseWriter) int { return 200 }})
 	}
 	if calls != 2 {
 		t.Errorf("list called %d times, want 2", calls)

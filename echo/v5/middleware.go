@@ -1,11 +1,18 @@
 package echo
 
 import (
+	"bufio"
+	"net"
+	"net/http"
+
 	"github.com/labstack/echo/v5"
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/nethttp"
 )
+
+// router is echo, for nethttp's Gate: path parameters ":id".
+var router = nethttp.Router{Name: "echo", ColonParams: true}
 
 // Middleware returns echo middleware limiting requests with l, for e.Use,
 // a group or a route. It is nethttp.Middleware with the route pattern
@@ -23,25 +30,17 @@ import (
 // routing, when c.Path() is still empty and WithRoutes cannot match; the
 // first routable request then logs so, once. Otherwise the first request
 // checks every WithRoutes pattern against the routes of e.Router() and
-// logs, once, those that match no route.
+// logs, once, those that match no route; CheckRoutes checks them at
+// startup or in a test.
+//
+// With WithCountIf, the status of a handler's returned error is
+// echo.ResolveResponseStatus's, the one echo's default HTTPErrorHandler
+// writes.
 //
 // Middleware panics if l is nil, an option is nil, or a WithRoutes pattern
 // is not written as echo writes routes ("/users/:id", not "/users/{id}").
 func Middleware(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
-	g := nethttp.NewGate(l, opts...).ForRouter("echo", true)
-	check := g.HasRoutes()
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c *echo.Context) error {
-			if check {
-				g.CheckRoutes(func() ([]string, string, bool) { return routes(c) })
-			}
-			ok, charge := g.Begin(c.Response(), c.Request(), c.Path(), nil)
-			if !ok {
-				return nil
-			}
-			return serve(g, next, c, charge)
-		}
-	}
+	return middleware(l, nil, opts)
 }
 
 // MiddlewareWithKey is Middleware keyed by k, which reads echo's context
@@ -59,30 +58,69 @@ func MiddlewareWithKey(l *core.Limiter, k KeyFunc, opts ...Option) echo.Middlewa
 	if k == nil {
 		panic("echo: nil KeyFunc")
 	}
-	g := nethttp.NewGate(l, opts...).ForRouter("echo", true)
-	check := g.HasRoutes()
+	return middleware(l, k, opts)
+}
+
+func middleware(l *core.Limiter, k KeyFunc, opts []Option) echo.MiddlewareFunc {
+	g := router.NewGate(l, opts...)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c *echo.Context) error {
-			if check {
-				g.CheckRoutes(func() ([]string, string, bool) { return routes(c) })
+			var err error
+			ch := nethttp.Chain{
+				Route:  c.Path,
+				Routes: func() ([]string, string, bool) { return routes(c) },
+				Next:   func(w http.ResponseWriter) int { return serve(next, c, w, &err) },
 			}
-			ok, charge := g.Begin(c.Response(), c.Request(), c.Path(), func() (string, error) { return k(c) })
-			if !ok {
-				return nil
+			if k != nil {
+				ch.Key = func() (string, error) { return k(c) }
 			}
-			return serve(g, next, c, charge)
+			g.Serve(c.Response(), c.Request(), ch)
+			return err
 		}
 	}
 }
 
-// serve runs next and settles charge (nethttp.WithCountIf) with the status
-// the handler answered with, or will: echo writes a returned error's
-// response after the middlewares.
-func serve(g *nethttp.Gate, next echo.HandlerFunc, c *echo.Context, charge nethttp.Charge) error {
-	err := next(c)
-	if charge != (nethttp.Charge{}) {
-		_, status := echo.ResolveResponseStatus(c.Response(), err)
-		g.Settle(c.Request(), charge, status)
+// serve runs next, and returns the status of its response for
+// nethttp.WithCountIf when w is not c's own response (then the status
+// counts): echo writes a returned error's response after the middlewares.
+func serve(next echo.HandlerFunc, c *echo.Context, w http.ResponseWriter, err *error) int {
+	resp, uerr := echo.UnwrapResponse(c.Response())
+	if w == c.Response() || uerr != nil {
+		*err = next(c)
+		_, status := echo.ResolveResponseStatus(c.Response(), *err)
+		return status
 	}
-	return err
+	hj := &hijackWatch{ResponseWriter: resp.ResponseWriter}
+	resp.ResponseWriter = hj
+	*err = next(c)
+	if hj.hijacked {
+		return 0 // never seen: it counts
+	}
+	_, status := echo.ResolveResponseStatus(c.Response(), *err)
+	return status
+}
+
+// hijackWatch sits under echo's Response and notes a hijacked connection,
+// whose response WithCountIf cannot see.
+type hijackWatch struct {
+	http.ResponseWriter
+	hijacked bool
+}
+
+func (w *hijackWatch) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	w.hijacked = w.hijacked || err == nil
+	return conn, rw, err
+}
+
+func (w *hijackWatch) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+func (w *hijackWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// CheckRoutes returns an error (matching nethttp.ErrRoute) naming every
+// WithRoutes pattern among opts that matches no route of e, or is not
+// written as echo writes routes; nil when every pattern applies. Call it once the routes are registered, at startup or
+// in a test, with the options given to Middleware.
+func CheckRoutes(e *echo.Echo, opts ...Option) error {
+	return router.CheckRoutes(echoRoutes(e), opts...)
 }

@@ -2,8 +2,8 @@ package echo
 
 import "github.com/labstack/echo/v5"
 
-// routes lists the routes of c's Echo, for nethttp.Gate.CheckRoutes, or
-// says that the middleware runs in e.Pre. c.Path() is empty both before
+// routes lists the routes of c's Echo, for nethttp.Chain.Routes, or says
+// that the middleware runs in e.Pre. c.Path() is empty both before
 // routing and for a request no route matches; only after routing does
 // c.RouteInfo() carry a name (echo.NotFoundRouteName for a 404).
 func routes(c *echo.Context) ([]string, string, bool) {
@@ -13,8 +13,14 @@ func routes(c *echo.Context) ([]string, string, bool) {
 		}
 		return nil, "the middleware runs in e.Pre, before echo routes the request (c.Path() is empty): give it to e.Use", true
 	}
+	return echoRoutes(c.Echo()), "", true
+}
+
+// echoRoutes lists the routes of e.Router(), "METHOD path" each ("path"
+// for every method).
+func echoRoutes(e *echo.Echo) []string {
 	list := []string{}
-	for _, rt := range c.Echo().Router().Routes() {
+	for _, rt := range e.Router().Routes() {
 		switch rt.Method {
 		case echo.RouteNotFound:
 		case echo.RouteAny:
@@ -23,5 +29,5 @@ func routes(c *echo.Context) ([]string, string, bool) {
 			list = append(list, rt.Method+" "+rt.Path)
 		}
 	}
-	return list, "", true
+	return list
 }

@@ -58,7 +58,10 @@ func newApp(store core.Store) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	users := nethttp.NewGate(byUser) // the username is known only inside the handler
+	// Only the responses of failed attempts count, per address and per
+	// username: a success gives its token back.
+	failed := nethttp.WithCountIf(func(_ *http.Request, status int) bool { return status >= 400 })
+	users := nethttp.NewGate(byUser, failed) // the username is known only inside the handler
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
@@ -67,20 +70,16 @@ func newApp(store core.Store) (http.Handler, error) {
 			http.Error(w, "want {\"username\", \"password\"}", http.StatusBadRequest)
 			return
 		}
-		key := "user:" + body.Username
-		if !users.DecideKey(w, r, key) {
-			return // 429 (or 503) written, with Retry-After
-		}
-		if !checkPassword(body.Username, body.Password) {
-			http.Error(w, "wrong username or password", http.StatusUnauthorized)
-			return
-		}
-		// A success costs nothing: give back what the attempt took.
-		_, _ = byUser.Refund(r.Context(), key, 1)
-		w.Write([]byte("welcome\n"))
+		// A refusal (429, or 503 while Redis is down) is written by the
+		// Gate, with Retry-After; otherwise the attempt goes on.
+		users.ServeKey(w, r, "user:"+body.Username, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !checkPassword(body.Username, body.Password) {
+				http.Error(w, "wrong username or password", http.StatusUnauthorized)
+				return
+			}
+			w.Write([]byte("welcome\n"))
+		}))
 	})
-	// Per address, only the responses of failed attempts count.
-	failed := nethttp.WithCountIf(func(_ *http.Request, status int) bool { return status >= 400 })
 	return nethttp.Middleware(byIP, failed)(mux), nil
 }
 
