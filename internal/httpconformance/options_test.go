@@ -12,7 +12,7 @@ import (
 )
 
 // adapterPlumbing are nethttp types that adapters use, not their users.
-var adapterPlumbing = map[string]bool{"Gate": true, "KeyFunc": true, "Chain": true, "Router": true, "Fields": true}
+var adapterPlumbing = map[string]bool{"Gate": true, "KeyFunc": true, "Chain": true, "Router": true, "Fields": true, "ConcurrencyGate": true}
 
 // netHTTPOnly are nethttp options that mean nothing to another router.
 var netHTTPOnly = map[string]bool{
