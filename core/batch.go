@@ -94,9 +94,13 @@ func poolSize(c redis.UniversalClient) int {
 }
 
 // enqueue queues r for dest, starting a carrier if none is on its way and
-// the queue has room, or, when nothing is queued or in flight and the
-// client bounds its calls by r's deadline, reports that r goes alone on
-// its caller's goroutine: a lone caller then pays no hand-off.
+// the queue has room, or, when nothing is queued or in flight, the client
+// bounds its calls by r's deadline and the last call succeeded, reports
+// that r goes alone on its caller's goroutine: a lone caller then pays no
+// hand-off. After a failure calls go through carriers, whose longer
+// deadline (minSend) lets a slow call finish and keep its connection:
+// go-redis closes a connection whose call outlived its context, so with
+// Redis nearly Timeout away every inline call would dial again, and fail.
 func (s *RedisStore) enqueue(r *request, dest string) (q *queue, inline bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -105,7 +109,7 @@ func (s *RedisStore) enqueue(r *request, dest string) (q *queue, inline bool) {
 		q = &queue{}
 		s.queues[dest] = q
 	}
-	if s.inline && q.calls == 0 && len(q.waiting) == 0 {
+	if s.inline && q.calls == 0 && len(q.waiting) == 0 && s.lastErr.Load() == nil {
 		if _, ok := r.ctx.Deadline(); ok {
 			q.calls++
 			return q, true
