@@ -290,22 +290,25 @@ func (c *Concurrency) bounded(ctx context.Context, start time.Time, f func(conte
 		return ErrOverloaded
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(c.timeout))
+	defer cancel() // after the checks of ctx.Err below: it is the deadline's alone
 	var err error
 	if c.rs.inline {
 		err = f(ctx)
 		c.inflight.Add(-1)
-		cancel()
 	} else {
 		done := make(chan error, 1)
 		go func() {
-			defer cancel()
 			defer c.inflight.Add(-1)
 			done <- f(ctx)
 		}()
 		select {
 		case err = <-done:
 		case <-ctx.Done():
-			err = ctx.Err()
+			select {
+			case err = <-done: // answered as the deadline came: use it
+			default:
+				err = ctx.Err()
+			}
 		}
 	}
 	if err != nil && ctx.Err() != nil {
