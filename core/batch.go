@@ -269,7 +269,7 @@ func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) 
 	var polBuf [8]*Policy
 	var idxBuf [16]int
 	pols, idx := polBuf[:0], idxBuf[:0]
-	args := make([]any, 4, 4+len(batch[0].policies)+4*len(batch))
+	args := make([]any, 3, 3+len(batch[0].policies)+4*len(batch))
 	for _, r := range batch {
 		for i := range r.policies {
 			p := &r.policies[i]
@@ -280,14 +280,17 @@ func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) 
 			}
 			if j == len(pols) {
 				pols = append(pols, p)
-				args = append(args, p.describe())
+				if p.arg != nil {
+					args = append(args, p.arg)
+				} else {
+					args = append(args, p.describe())
+				}
 			}
 			idx = append(idx, j+1)
 		}
 	}
-	id := s.idBase + strconv.FormatUint(call, 36)
-	keys = append(keys, s.prefix+"{"+batch[0].subj+"} "+id)
-	args[0], args[1], args[2], args[3] = id, recordTTL(ctx), len(batch), len(pols)
+	keys = append(keys, s.recordKey(batch[0].subj, call))
+	args[0], args[1], args[2] = recordTTL(ctx), len(batch), len(pols)
 	for _, r := range batch {
 		args = append(args, r.op, r.n, len(r.policies))
 		for _, j := range idx[:len(r.policies)] {
@@ -298,16 +301,26 @@ func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) 
 	return keys, args
 }
 
-// recordTTL is how long (ms) a call's replay record is kept: past any
+// recordKey names the replay record of call, in subj's slot. The space
+// after the hash tag keeps it apart from every bucket (a policy name has
+// none).
+func (s *RedisStore) recordKey(subj string, call uint64) string {
+	var b [128]byte
+	k := append(b[:0], s.prefix...)
+	k = append(k, '{')
+	k = append(k, subj...)
+	k = append(k, "} "...)
+	k = append(k, s.idBase...)
+	return string(strconv.AppendUint(k, call, 36))
+}
+
+// recordTTL is how long (s) a call's replay record is kept: past any
 // re-send of the call, which go-redis makes only before ctx's deadline.
-func recordTTL(ctx context.Context) int64 {
-	ttl := int64(2000)
+func recordTTL(ctx context.Context) int {
 	if d, ok := ctx.Deadline(); ok {
-		ttl += max(0, time.Until(d).Milliseconds())
-	} else {
-		ttl += 10000
+		return 2 + int(max(0, time.Until(d)+time.Second-1)/time.Second)
 	}
-	return ttl
+	return 12
 }
 
 // settle leaves the answers of one script call, or its error, in batch.

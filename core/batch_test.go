@@ -86,10 +86,10 @@ func batchScriptDecisions(cmd redis.Cmder) int64 {
 		return 0
 	}
 	nk, _ := a[2].(int)
-	if len(a) <= 5+nk {
+	if len(a) <= 4+nk {
 		return 0
 	}
-	n, _ := a[5+nk].(int) // ARGV[3]
+	n, _ := a[4+nk].(int) // ARGV[2]
 	return int64(n)
 }
 

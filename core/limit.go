@@ -127,6 +127,7 @@ func (l Limit) policy(name string) Policy {
 		Tick:     tick,
 	}
 	p.desc = p.describe()
+	p.arg = p.desc
 	return p
 }
 

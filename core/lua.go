@@ -7,12 +7,13 @@ import "github.com/redis/go-redis/v9"
 // of requests in turn: a later request sees what an earlier one took. A
 // lone decision is a batch of one. It is the only script RedisStore sends.
 //
-// ARGV: the call's id, the replay record's expiry (ms), the number of
-// requests D, the number of distinct policies P; then each policy as
+// ARGV: the replay record's expiry (s), the number of requests D, the
+// number of distinct policies P; then each policy as
 // "capacity:refill:unit:tick" (units, units per tick, units per token, µs
 // per tick); then per request its operation, its cost n, its number of
 // policies m and the index (1..P) of each. KEYS are every request's
-// buckets, in the same order, then the call's replay record. The
+// buckets, in the same order, then the call's replay record (named by
+// the call's id). The
 // operations: 1 takes n tokens, all or nothing over the request's
 // policies; 2 peeks (whether n would be taken, taking nothing); 3 refunds
 // n tokens to every policy, each capped at its capacity. The reply is one
@@ -51,7 +52,7 @@ local vals = redis.call('MGET', unpack(KEYS))
 if vals[nk] then return vals[nk] end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local D, P = tonumber(ARGV[3]), tonumber(ARGV[4])
+local D, P = tonumber(ARGV[2]), tonumber(ARGV[3])
 local pols, byDesc = {}, {}
 local function policy(desc)
   local p = byDesc[desc]
@@ -72,7 +73,7 @@ local function policy(desc)
   end
   return p
 end
-for j = 1, P do pols[j] = policy(ARGV[4 + j]) end
+for j = 1, P do pols[j] = policy(ARGV[3 + j]) end
 -- state[key]: {units, stamp, policy} as read, then as written; false: full
 local state = {}
 for i = 1, nk - 1 do
@@ -112,7 +113,7 @@ local function num(x)
   return format('%d', x)
 end
 local out, order, px = {}, {}, {}
-local o, k, a = 0, 0, 5 + P
+local o, k, a = 0, 0, 4 + P
 for _ = 1, D do
   local op, n, m = tonumber(ARGV[a]), tonumber(ARGV[a+1]), tonumber(ARGV[a+2])
   local toks, aheads = {}, {}
@@ -166,6 +167,6 @@ for _, key in ipairs(order) do
   redis.call('SET', key, format('%d:%d:', st[1], st[2]) .. st[3][6], 'PX', px[key])
   wrote = true
 end
-if wrote then redis.call('SET', KEYS[nk], reply, 'PX', tonumber(ARGV[2])) end
+if wrote then redis.call('SET', KEYS[nk], reply, 'EX', tonumber(ARGV[1])) end
 return reply
 `)

@@ -60,6 +60,7 @@ type Policy struct {
 	Tick     int64  // µs per tick
 
 	desc string // "Capacity:Refill:Unit:Tick", RedisStore's script argument, built once
+	arg  any    // desc, boxed once
 }
 
 // Outcome is a store's answer for one policy.
