@@ -44,6 +44,10 @@ type ConcurrencyConfig struct {
 	// Instances is the number of app instances sharing the limit.
 	// Required with FailLocal; ignored otherwise.
 	Instances int
+	// Observer, if set, sees every acquire as a Decision (Policy is Name;
+	// Allowed: a slot was granted) and every breaker change; a
+	// metrics.Collector counts them as it counts a Limiter's decisions.
+	Observer Observer
 	// OnError, if set, is called with the reason for every degraded
 	// acquire, and for every release or renewal the store could not make
 	// (the lease then ends by itself within Lease). It may run on the
@@ -69,16 +73,17 @@ const DefaultLease = 15 * time.Second
 // A Concurrency is safe for concurrent use; make one per limit at startup
 // and share it.
 type Concurrency struct {
-	rs      *RedisStore
-	mem     *MemoryStore // the store, when it is one
-	name    string
-	max     int
-	lease   time.Duration
-	mode    FailMode
-	timeout time.Duration
-	limit   Limit // Max slots per Lease, for Result.Limit and header fields
-	onError func(error)
-	clock   func() int64 // ns, monotonic: breakers and renewal ages
+	rs       *RedisStore
+	mem      *MemoryStore // the store, when it is one
+	name     string
+	max      int
+	lease    time.Duration
+	mode     FailMode
+	timeout  time.Duration
+	limit    Limit // Max slots per Lease, for Result.Limit and header fields
+	onError  func(error)
+	observer Observer
+	clock    func() int64 // ns, monotonic: breakers and renewal ages
 
 	breaker  breaker  // the store's, or its only node's
 	breakers sync.Map // node → *breaker, for a Cluster or Ring
@@ -152,15 +157,16 @@ func NewConcurrency(cfg ConcurrencyConfig) (*Concurrency, error) {
 		return nil, fmt.Errorf("%w: Timeout, Lease and Instances must not be negative", ErrInvalidConfig)
 	}
 	c := &Concurrency{
-		rs:      rs,
-		mem:     mem,
-		name:    cfg.Name,
-		max:     cfg.Max,
-		lease:   orDefault(cfg.Lease, DefaultLease),
-		mode:    cfg.FailMode,
-		timeout: orDefault(cfg.Timeout, DefaultTimeout),
-		onError: cfg.OnError,
-		kept:    make(map[*Lease]struct{}),
+		rs:       rs,
+		mem:      mem,
+		name:     cfg.Name,
+		max:      cfg.Max,
+		lease:    orDefault(cfg.Lease, DefaultLease),
+		mode:     cfg.FailMode,
+		timeout:  orDefault(cfg.Timeout, DefaultTimeout),
+		onError:  cfg.OnError,
+		kept:     make(map[*Lease]struct{}),
+		observer: cfg.Observer,
 	}
 	if c.lease < 3*c.timeout || c.lease < time.Millisecond || c.lease > 24*time.Hour {
 		return nil, fmt.Errorf("%w: Lease %v: between 3 × Timeout (%v) and 24h, so a renewal can be late and still arrive in time", ErrInvalidConfig, c.lease, c.timeout)
@@ -212,6 +218,7 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (*Lease, Result, 
 func (c *Concurrency) acquire(ctx context.Context, subj, id string) (*Lease, Result, error) {
 	if c.mem != nil {
 		a := c.mem.acquireLease(c.name, subj, id, c.max, c.lease)
+		c.observe(a.allowed, false, 0, nil)
 		return c.grant(a, subj, id, heldInStore), c.result(a, c.limit), nil
 	}
 	start := time.Now()
@@ -219,6 +226,7 @@ func (c *Concurrency) acquire(ctx context.Context, subj, id string) (*Lease, Res
 	call, probe := br.allow(c.clock())
 	if !call {
 		l, r := c.degrade(br, subj, id, ErrCircuitOpen)
+		c.observe(r.Allowed, true, 0, ErrCircuitOpen)
 		return l, r, nil
 	}
 	var a leaseAnswer
@@ -235,10 +243,21 @@ func (c *Concurrency) acquire(ctx context.Context, subj, id string) (*Lease, Res
 			go c.remove(context.WithoutCancel(ctx), subj, id)
 		}
 		l, r := c.degrade(br, subj, id, err)
+		c.observe(r.Allowed, true, time.Since(start), err)
 		return l, r, nil
 	}
-	br.success(probe)
+	if br.success(probe) && c.observer != nil {
+		c.observer.BreakerChange(c.name, false)
+	}
+	c.observe(a.allowed, false, time.Since(start), nil)
 	return c.grant(a, subj, id, heldInStore), c.result(a, c.limit), nil
+}
+
+// observe tells the Observer about one acquire.
+func (c *Concurrency) observe(allowed, degraded bool, latency time.Duration, err error) {
+	if c.observer != nil {
+		c.observer.Decision(DecisionEvent{Policy: c.name, Allowed: allowed, Degraded: degraded, Latency: latency, Err: err})
+	}
 }
 
 // grant returns the lease of an allowed answer, or nil.
@@ -323,7 +342,9 @@ func (c *Concurrency) failed(br *breaker, probe bool, err error) {
 		br.release(probe)
 		return
 	}
-	br.failure(probe, c.clock())
+	if br.failure(probe, c.clock()) && c.observer != nil {
+		c.observer.BreakerChange(c.name, true)
+	}
 }
 
 // breakerFor returns the breaker of the store node holding subj's leases.
@@ -353,7 +374,9 @@ func (c *Concurrency) remove(ctx context.Context, subj, id string) error {
 		c.failed(br, probe, err)
 		return err
 	}
-	br.success(probe)
+	if br.success(probe) && c.observer != nil {
+		c.observer.BreakerChange(c.name, false)
+	}
 	return nil
 }
 

@@ -343,3 +343,58 @@ func TestConcurrencyFailModes(t *testing.T) {
 		}
 	}
 }
+
+// leaseObserver records what an Observer is told.
+type leaseObserver struct {
+	mu       sync.Mutex
+	events   []core.DecisionEvent
+	breakers []bool
+}
+
+func (o *leaseObserver) Decision(e core.DecisionEvent) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.events = append(o.events, e)
+}
+
+func (o *leaseObserver) BreakerChange(_ string, open bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.breakers = append(o.breakers, open)
+}
+
+// TestConcurrencyObserver: every acquire is a Decision under the
+// Concurrency's Name; a failing store's acquires are degraded, with their
+// cause, and open the breaker.
+func TestConcurrencyObserver(t *testing.T) {
+	t.Parallel()
+	var o leaseObserver
+	c := mustConcurrency(t, core.ConcurrencyConfig{Store: core.NewMemoryStore(), Name: "seen", Max: 1, Observer: &o})
+	acquire(t, c, "k", true)
+	acquire(t, c, "k", false)
+	if len(o.events) != 2 || !o.events[0].Allowed || o.events[1].Allowed || o.events[0].Policy != "seen" {
+		t.Fatalf("memory store: events %+v; want allowed then refused, policy seen", o.events)
+	}
+
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	m.Close()
+	var down leaseObserver
+	c = mustConcurrency(t, core.ConcurrencyConfig{Store: core.NewRedisStore(client), Name: "down", Max: 1, Observer: &down, Timeout: 200 * time.Millisecond})
+	for range core.DefaultBreakerFailures + 1 {
+		if _, res, _ := c.Acquire(context.Background(), "k"); !res.Degraded {
+			t.Fatalf("store down: %+v, want degraded", res)
+		}
+	}
+	down.mu.Lock()
+	defer down.mu.Unlock()
+	for i, e := range down.events {
+		if !e.Degraded || e.Allowed || e.Err == nil {
+			t.Errorf("event %d: %+v; want a degraded refusal with its cause", i, e)
+		}
+	}
+	if !errors.Is(down.events[len(down.events)-1].Err, core.ErrCircuitOpen) || len(down.breakers) == 0 || !down.breakers[0] {
+		t.Errorf("breaker changes %v, last cause %v; want the breaker open", down.breakers, down.events[len(down.events)-1].Err)
+	}
+}
