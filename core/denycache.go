@@ -38,8 +38,8 @@ type denyShard struct {
 }
 
 type denial struct {
-	until     int64 // ns on the limiter's clock: cost n is denied before this
-	n         int
+	until     int64  // ns on the limiter's clock: cost n is denied before this
+	n         int    // 0: a tombstone left by forget, denying nothing
 	lim       Limit  // the limit the store answered for (AllowLimit's, or Config.Limit)
 	res       Result // what to answer, as of decidedAt
 	decidedAt int64
@@ -152,6 +152,12 @@ func (c *denyCache) record(subject string, n int, lim Limit, sent int64, r Resul
 	sh := c.shard(subject)
 	sh.mu.Lock()
 	d, exists := sh.m[subject]
+	if exists && d.n == 0 && sent <= d.decidedAt {
+		// Asked before a refund or reset answered: the answer may
+		// predate it, and must not deny what the refund gave back.
+		sh.mu.Unlock()
+		return
+	}
 	if exists && probe && d.probe != nil {
 		close(d.probe)
 		d.probe = nil
@@ -199,14 +205,20 @@ func (sh *denyShard) sweep(per int, now int64) bool {
 	return len(sh.m) < per
 }
 
-func (c *denyCache) forget(subject string) {
+// forget drops subject's denial once a refund or reset has answered at
+// now (the limiter's clock), and for ttl (the longest a decision can be
+// in flight) ignores the answers to decisions sent before now: a probe
+// whose store call ran before the refund would otherwise cache a denial
+// of the tokens the refund gave back.
+func (c *denyCache) forget(subject string, now, ttl int64) {
 	sh := c.shard(subject)
 	sh.mu.Lock()
-	if d, ok := sh.m[subject]; ok {
-		if d.probe != nil {
-			close(d.probe)
-		}
-		delete(sh.m, subject)
+	d, ok := sh.m[subject]
+	if ok && d.probe != nil {
+		close(d.probe)
+	}
+	if ok || len(sh.m) < c.per || sh.sweep(c.per, now) {
+		sh.m[subject] = &denial{until: now + ttl, decidedAt: now}
 	}
 	sh.mu.Unlock()
 }

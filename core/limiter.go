@@ -434,16 +434,18 @@ func (l *Limiter) apply(ctx context.Context, op int, key string, n int, set *pol
 	if l.mem != nil {
 		return l.result(l.mem.apply(op, key, n, set.policies, each), each, set), nil
 	}
-	if op == opRefund && l.denials != nil {
-		l.denials.forget(key)
-	}
 	if _, ok := l.store.(Peeker); op == opPeek && !ok {
 		return Result{}, fmt.Errorf("%w: store %T cannot peek", ErrInvalidConfig, l.store)
 	}
 	if _, ok := l.store.(Refunder); op == opRefund && !ok {
 		return Result{}, fmt.Errorf("%w: store %T cannot refund", ErrInvalidConfig, l.store)
 	}
-	return l.remote(ctx, op, key, n, set, each, time.Now()), nil
+	r := l.remote(ctx, op, key, n, set, each, time.Now())
+	if op == opRefund && l.denials != nil {
+		// After the refund answered: see denyCache.forget.
+		l.denials.forget(key, l.clock(), int64(l.timeout))
+	}
+	return r, nil
 }
 
 // subject is the key as the stores, caches and fallback keep it: a digest
@@ -615,16 +617,17 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if l.local != nil {
 		_ = l.local.Reset(ctx, key, l.set.local.policies)
 	}
-	if l.denials != nil {
-		l.denials.forget(key)
-	}
 	r, ok := l.store.(Resetter)
 	if !ok {
 		return fmt.Errorf("%w: store %T cannot reset", ErrInvalidConfig, l.store)
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	return r.Reset(ctx, key, l.set.policies)
+	err := r.Reset(ctx, key, l.set.policies)
+	if l.denials != nil {
+		l.denials.forget(key, l.clock(), int64(l.timeout))
+	}
+	return err
 }
 
 func (l *Limiter) result(o Outcome, each []Outcome, set *policySet) Result {
