@@ -320,13 +320,17 @@ func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (
 		if len(set.policies) > 1 {
 			each := make([]Outcome, len(set.policies))
 			r := l.result(l.mem.take(key, n, set.policies, each), each, set)
-			l.observeMemory(r.Allowed)
+			if l.observer != nil {
+				l.observe(ctx, opTake, DecisionEvent{Allowed: r.Allowed})
+			}
 			return r, nil
 		}
 		// Built in the return statement, not copied through a local: a
 		// Result is 13 words.
 		d := l.mem.take1(key, n, &set.policies[0])
-		l.observeMemory(d.allowed)
+		if l.observer != nil {
+			l.observe(ctx, opTake, DecisionEvent{Allowed: d.allowed})
+		}
 		return Result{Allowed: d.allowed, Limit: set.limits[0], Name: l.name, Remaining: int(d.remaining), RetryAfter: d.retryAfter, ResetAfter: d.resetAfter}, nil
 	}
 	var each []Outcome
@@ -350,7 +354,7 @@ func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (
 		case <-wait:
 			t.Stop()
 		case <-t.C:
-			return l.degrade(l.breakerFor(key), opTake, key, n, set, ErrTimeout, start), nil
+			return l.degrade(ctx, l.breakerFor(key), opTake, key, n, set, ErrTimeout, start), nil
 		}
 		sent = l.clock()
 		r, _, state = l.denials.lookup(key, n, lim, sent)
@@ -360,7 +364,7 @@ func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (
 	}
 	if state == cacheDeny {
 		if l.observer != nil {
-			l.observer.Decision(DecisionEvent{Policy: l.name, Cached: true})
+			l.observe(ctx, opTake, DecisionEvent{Cached: true})
 		}
 		return r, nil
 	}
@@ -475,10 +479,17 @@ func checkCall(key string, n int, set *policySet) error {
 	return nil
 }
 
-func (l *Limiter) observeMemory(allowed bool) {
-	if l.observer != nil {
-		l.observer.Decision(DecisionEvent{Policy: l.name, Allowed: allowed})
+// observe tells the Observer (not nil) about a decision: a take, never a
+// peek or a refund, which decide nothing.
+func (l *Limiter) observe(ctx context.Context, op int, e DecisionEvent) {
+	if op != opTake {
+		return
 	}
+	e.Policy = l.name
+	if !e.Allowed {
+		e.DryRun = isDryRun(ctx)
+	}
+	l.observer.Decision(e)
 }
 
 // breakerFor returns the breaker of the store node deciding key.
@@ -500,12 +511,12 @@ func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *po
 	br := l.breakerFor(key)
 	call, probe := br.allow(l.clock())
 	if !call {
-		return l.degrade(br, op, key, n, set, ErrCircuitOpen, time.Time{})
+		return l.degrade(ctx, br, op, key, n, set, ErrCircuitOpen, time.Time{})
 	}
 	if l.inflight.Add(1) > l.maxInFlight {
 		l.inflight.Add(-1)
 		br.release(probe)
-		return l.degrade(br, op, key, n, set, ErrOverloaded, time.Time{})
+		return l.degrade(ctx, br, op, key, n, set, ErrOverloaded, time.Time{})
 	}
 	// The caller's values, never its cancellation or deadline.
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(l.timeout))
@@ -534,14 +545,14 @@ func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *po
 		} else if br.failure(probe, l.clock()) && l.observer != nil {
 			l.observer.BreakerChange(l.name, true)
 		}
-		return l.degrade(br, op, key, n, set, err, start)
+		return l.degrade(ctx, br, op, key, n, set, err, start)
 	}
 	if br.success(probe) {
 		l.recovered()
 	}
 	r := l.result(o, each, set)
 	if l.observer != nil {
-		l.observer.Decision(DecisionEvent{Policy: l.name, Allowed: r.Allowed, Latency: time.Since(start)})
+		l.observe(ctx, op, DecisionEvent{Allowed: r.Allowed, Latency: time.Since(start)})
 	}
 	return r
 }
@@ -594,14 +605,14 @@ func (l *Limiter) callBounded(ctx context.Context, op int, key string, n int, po
 
 // degrade decides by FailMode because the store could not, and reports
 // why; start is when the store was asked (zero: it was not).
-func (l *Limiter) degrade(br *breaker, op int, key string, n int, set *policySet, cause error, start time.Time) Result {
+func (l *Limiter) degrade(ctx context.Context, br *breaker, op int, key string, n int, set *policySet, cause error, start time.Time) Result {
 	r := l.decideDegraded(br, op, key, n, set, cause)
 	if l.observer != nil {
 		var latency time.Duration
 		if !start.IsZero() {
 			latency = time.Since(start)
 		}
-		l.observer.Decision(DecisionEvent{Policy: l.name, Allowed: r.Allowed, Degraded: true, Latency: latency, Err: cause})
+		l.observe(ctx, op, DecisionEvent{Allowed: r.Allowed, Degraded: true, Latency: latency, Err: cause})
 	}
 	return r
 }

@@ -1,14 +1,19 @@
 package core
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Observer watches a Limiter's decisions: metrics, tracing and logs attach
 // here without the library importing them (see package
 // github.com/sluicehq/ratelimit/metrics for Prometheus). Methods are called
 // on the request's goroutine and must be fast and safe for concurrent use.
 type Observer interface {
-	// Decision is called once for every decision AllowN returns without
-	// an error.
+	// Decision is called once for every decision AllowN or AllowLimit
+	// returns without an error. Peek and Refund decide nothing and are not
+	// reported here (a degraded one still reaches Config.OnError and the
+	// log).
 	Decision(e DecisionEvent)
 	// BreakerChange is called when the circuit breaker opens (the store
 	// stops being called) or closes (a probe succeeded).
@@ -23,4 +28,20 @@ type DecisionEvent struct {
 	Cached   bool          // the local denial cache decided, without the store
 	Latency  time.Duration // time spent waiting for the store; 0 when not asked
 	Err      error         // why the decision was degraded, else nil
+	DryRun   bool          // a refusal under a context from WithDryRun: not enforced
+}
+
+// WithDryRun returns a copy of ctx marking the decisions made with it as
+// a dry run: decided and counted as usual, but their caller lets refused
+// requests through, so an Observer sees a refusal with DryRun set (the
+// metrics package counts it as would_deny, never denied). Middleware in
+// dry-run mode decides with it.
+func WithDryRun(ctx context.Context) context.Context {
+	return context.WithValue(ctx, dryRunKey{}, true)
+}
+
+type dryRunKey struct{}
+
+func isDryRun(ctx context.Context) bool {
+	return ctx.Value(dryRunKey{}) != nil
 }

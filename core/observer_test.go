@@ -60,3 +60,50 @@ func TestObserverSeesDegradationAndBreaker(t *testing.T) {
 		t.Errorf("breaker changes %v, want [open]", rec.breakers)
 	}
 }
+
+// TestObserverSkipsPeekAndRefund (issue 23, item 4): Peek and Refund
+// decide nothing, so an Observer (metrics) sees only the takes, on every
+// store alike.
+func TestObserverSkipsPeekAndRefund(t *testing.T) {
+	all := stores(t)
+	for _, name := range []string{"memory", "miniredis", "redis"} {
+		t.Run(name, func(t *testing.T) {
+			rec := &recorder{}
+			l := mustNew(t, core.Config{Store: all[name](t).store, Limit: core.PerMinute(2), FailMode: core.FailOpen, Observer: rec, Timeout: time.Second})
+			ctx := context.Background()
+			for range 3 {
+				l.Allow(ctx, "k")
+			}
+			for range 10 {
+				l.Peek(ctx, "k", 1)
+			}
+			for range 5 {
+				l.Refund(ctx, "k", 1)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if len(rec.events) != 3 {
+				t.Fatalf("%d decision events for 3 takes, 10 peeks and 5 refunds: %+v; want 3", len(rec.events), rec.events)
+			}
+		})
+	}
+}
+
+// TestObserverDryRunRefusal (issue 23, item 4): a refusal decided under
+// WithDryRun reaches the Observer marked DryRun, an allowed decision and a
+// refusal without it never are.
+func TestObserverDryRunRefusal(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	l := mustNew(t, core.Config{Store: core.NewMemoryStore(), Name: "dry", Limit: core.PerHour(1), FailMode: core.FailOpen, Observer: rec})
+	dry := core.WithDryRun(context.Background())
+	l.Allow(dry, "k")
+	l.Allow(dry, "k")
+	l.Allow(context.Background(), "k")
+	want := []core.DecisionEvent{{Policy: "dry", Allowed: true}, {Policy: "dry", DryRun: true}, {Policy: "dry"}}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.events) != 3 || rec.events[0] != want[0] || rec.events[1] != want[1] || rec.events[2] != want[2] {
+		t.Fatalf("events %+v, want %+v", rec.events, want)
+	}
+}

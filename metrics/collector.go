@@ -19,6 +19,9 @@ const (
 	OutcomeDenied          = "denied"
 	OutcomeDegradedAllowed = "degraded_allowed"
 	OutcomeDegradedDenied  = "degraded_denied"
+	// A refusal in dry-run mode (core.WithDryRun): the request went through.
+	OutcomeWouldDeny         = "would_deny"
+	OutcomeDegradedWouldDeny = "degraded_would_deny"
 )
 
 // Kind label values of ratelimit_store_errors_total: the reason a decision
@@ -59,6 +62,7 @@ var (
 // decision costs no label lookup.
 type policyMetrics struct {
 	allowed, denied, degradedAllowed, degradedDenied prometheus.Counter
+	wouldDeny, degradedWouldDeny                     prometheus.Counter
 	cacheHits                                        prometheus.Counter
 	latency                                          prometheus.Observer
 	timeout, circuitOpen, overloaded, other          prometheus.Counter
@@ -102,11 +106,11 @@ func New(opts ...Option) *Collector {
 	c := &Collector{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "decisions_total",
-			Help: "Rate-limit decisions by policy and outcome (allowed, denied, degraded_allowed, degraded_denied).",
+			Help: "Rate-limit decisions by policy and outcome (allowed, denied, degraded_allowed, degraded_denied; in dry-run mode would_deny, degraded_would_deny).",
 		}, []string{"policy", "outcome"}),
 		cacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "denial_cache_hits_total",
-			Help: "Denials served by the local denial cache without a store call; also counted as denied decisions.",
+			Help: "Denials served by the local denial cache without a store call; also counted as denied (or would_deny) decisions.",
 		}, []string{"policy"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Name: "store_latency_seconds",
@@ -157,10 +161,14 @@ func (c *Collector) Decision(e core.DecisionEvent) {
 	switch {
 	case e.Degraded && e.Allowed:
 		p.degradedAllowed.Inc()
+	case e.Degraded && e.DryRun:
+		p.degradedWouldDeny.Inc()
 	case e.Degraded:
 		p.degradedDenied.Inc()
 	case e.Allowed:
 		p.allowed.Inc()
+	case e.DryRun:
+		p.wouldDeny.Inc()
 	default:
 		p.denied.Inc()
 	}
@@ -210,17 +218,19 @@ func (c *Collector) policy(name string) *policyMetrics {
 		return p
 	}
 	p := &policyMetrics{
-		allowed:         c.decisions.WithLabelValues(name, OutcomeAllowed),
-		denied:          c.decisions.WithLabelValues(name, OutcomeDenied),
-		degradedAllowed: c.decisions.WithLabelValues(name, OutcomeDegradedAllowed),
-		degradedDenied:  c.decisions.WithLabelValues(name, OutcomeDegradedDenied),
-		cacheHits:       c.cacheHits.WithLabelValues(name),
-		latency:         c.latency.WithLabelValues(name),
-		timeout:         c.storeErrors.WithLabelValues(name, KindTimeout),
-		circuitOpen:     c.storeErrors.WithLabelValues(name, KindCircuitOpen),
-		overloaded:      c.storeErrors.WithLabelValues(name, KindOverloaded),
-		other:           c.storeErrors.WithLabelValues(name, KindOther),
-		breaker:         c.breaker.WithLabelValues(name),
+		allowed:           c.decisions.WithLabelValues(name, OutcomeAllowed),
+		denied:            c.decisions.WithLabelValues(name, OutcomeDenied),
+		degradedAllowed:   c.decisions.WithLabelValues(name, OutcomeDegradedAllowed),
+		degradedDenied:    c.decisions.WithLabelValues(name, OutcomeDegradedDenied),
+		wouldDeny:         c.decisions.WithLabelValues(name, OutcomeWouldDeny),
+		degradedWouldDeny: c.decisions.WithLabelValues(name, OutcomeDegradedWouldDeny),
+		cacheHits:         c.cacheHits.WithLabelValues(name),
+		latency:           c.latency.WithLabelValues(name),
+		timeout:           c.storeErrors.WithLabelValues(name, KindTimeout),
+		circuitOpen:       c.storeErrors.WithLabelValues(name, KindCircuitOpen),
+		overloaded:        c.storeErrors.WithLabelValues(name, KindOverloaded),
+		other:             c.storeErrors.WithLabelValues(name, KindOther),
+		breaker:           c.breaker.WithLabelValues(name),
 	}
 	p.breaker.Set(0)
 	c.policies.Store(withEntry(old, name, p))

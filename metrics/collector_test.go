@@ -159,8 +159,8 @@ func TestSeriesAppearAtZero(t *testing.T) {
 		t.Fatalf("%d series before any decision, want 0", n)
 	}
 	c.Decision(core.DecisionEvent{Policy: "p", Allowed: true})
-	// 4 outcomes, 1 cache hits, 1 histogram, 4 error kinds, 1 gauge.
-	if got, want := testutil.CollectAndCount(c), 11; got != want {
+	// 6 outcomes, 1 cache hits, 1 histogram, 4 error kinds, 1 gauge.
+	if got, want := testutil.CollectAndCount(c), 13; got != want {
 		t.Errorf("%d series after the first decision, want %d", got, want)
 	}
 }
@@ -186,7 +186,7 @@ func TestWithLimiter(t *testing.T) {
 		failing.Allow(context.Background(), "k")
 	}
 	want := `
-# HELP ratelimit_decisions_total Rate-limit decisions by policy and outcome (allowed, denied, degraded_allowed, degraded_denied).
+# HELP ratelimit_decisions_total Rate-limit decisions by policy and outcome (allowed, denied, degraded_allowed, degraded_denied; in dry-run mode would_deny, degraded_would_deny).
 # TYPE ratelimit_decisions_total counter
 ratelimit_decisions_total{outcome="allowed",policy="down"} 0
 ratelimit_decisions_total{outcome="allowed",policy="mem"} 2
@@ -194,8 +194,12 @@ ratelimit_decisions_total{outcome="degraded_allowed",policy="down"} 0
 ratelimit_decisions_total{outcome="degraded_allowed",policy="mem"} 0
 ratelimit_decisions_total{outcome="degraded_denied",policy="down"} 4
 ratelimit_decisions_total{outcome="degraded_denied",policy="mem"} 0
+ratelimit_decisions_total{outcome="degraded_would_deny",policy="down"} 0
+ratelimit_decisions_total{outcome="degraded_would_deny",policy="mem"} 0
 ratelimit_decisions_total{outcome="denied",policy="down"} 0
 ratelimit_decisions_total{outcome="denied",policy="mem"} 3
+ratelimit_decisions_total{outcome="would_deny",policy="down"} 0
+ratelimit_decisions_total{outcome="would_deny",policy="mem"} 0
 # HELP ratelimit_store_errors_total Degraded decisions by policy and reason (timeout, circuit_open, overloaded, other).
 # TYPE ratelimit_store_errors_total counter
 ratelimit_store_errors_total{kind="circuit_open",policy="down"} 2
@@ -214,6 +218,65 @@ ratelimit_breaker_open{policy="mem"} 0
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
 		"ratelimit_decisions_total", "ratelimit_store_errors_total", "ratelimit_breaker_open"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestDryRunRefusalIsWouldDeny (issue 23, item 4): a refusal decided in
+// dry-run mode let its request through, so it is would_deny (or
+// degraded_would_deny), never denied: "share refused" stays true.
+func TestDryRunRefusalIsWouldDeny(t *testing.T) {
+	t.Parallel()
+	c := metrics.New()
+	lim, err := core.New(core.Config{Store: core.NewMemoryStore(), Limit: core.PerHour(1), FailMode: core.FailOpen, Name: "dry", Observer: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dry := core.WithDryRun(context.Background())
+	for range 3 {
+		lim.Allow(dry, "k")
+	}
+	c.Decision(core.DecisionEvent{Policy: "dry", Degraded: true, DryRun: true, Err: core.ErrCircuitOpen})
+	for _, tt := range []struct {
+		outcome string
+		want    float64
+	}{{"allowed", 1}, {"would_deny", 2}, {"degraded_would_deny", 1}, {"denied", 0}, {"degraded_denied", 0}} {
+		if got := value(t, c, "decisions_total", "dry", tt.outcome); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.outcome, got, tt.want)
+		}
+	}
+}
+
+// peekingStore is a MemoryStore behind another type: the Limiter decides
+// through it as through Redis (deadline, breaker, denial cache).
+type peekingStore struct{ *core.MemoryStore }
+
+// TestPeekAndRefundAreNotDecisions (issue 23, item 4): 3 takes, 10 peeks
+// and 5 refunds are 3 decisions, through a remote store as on memory.
+func TestPeekAndRefundAreNotDecisions(t *testing.T) {
+	t.Parallel()
+	for name, store := range map[string]core.Store{"memory": core.NewMemoryStore(), "remote": peekingStore{core.NewMemoryStore()}} {
+		c := metrics.New()
+		lim, err := core.New(core.Config{Store: store, Limit: core.PerHour(2), FailMode: core.FailOpen, Name: "p", Observer: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		for range 3 {
+			lim.Allow(ctx, "k")
+		}
+		for range 10 {
+			lim.Peek(ctx, "k", 1)
+		}
+		for range 5 {
+			lim.Refund(ctx, "k", 1)
+		}
+		total := 0.0
+		for _, o := range []string{"allowed", "denied", "degraded_allowed", "degraded_denied"} {
+			total += value(t, c, "decisions_total", "p", o)
+		}
+		if total != 3 {
+			t.Errorf("%s: decisions_total %v after 3 takes, 10 peeks and 5 refunds; want 3", name, total)
+		}
 	}
 }
 

@@ -16,15 +16,21 @@
 //
 // With the default namespace "ratelimit":
 //
-//	ratelimit_decisions_total{policy,outcome}      counter    outcome: allowed, denied, degraded_allowed, degraded_denied
-//	ratelimit_denial_cache_hits_total{policy}      counter    denials the local denial cache gave without a store call (also counted as denied)
+//	ratelimit_decisions_total{policy,outcome}      counter    outcome: allowed, denied, degraded_allowed, degraded_denied, would_deny, degraded_would_deny
+//	ratelimit_denial_cache_hits_total{policy}      counter    denials the local denial cache gave without a store call (also counted as denied or would_deny)
 //	ratelimit_store_latency_seconds{policy}        histogram  time waiting for the store, per decision that asked it
 //	ratelimit_store_errors_total{policy,kind}      counter    kind: timeout, circuit_open, overloaded, other
 //	ratelimit_breaker_open{policy}                 gauge      1 while the circuit breaker keeps the store uncalled, else 0
 //	ratelimit_http_requests_total{policy,outcome}  counter    outcome: allowed, denied, dry_run, key_error, error
 //
+// Decisions are what AllowN and AllowLimit answer; Peek and Refund are not
+// counted. A refusal in dry-run mode (decided under core.WithDryRun) is
+// would_deny or degraded_would_deny, never denied: the request went
+// through, so a query for the share refused stays true.
+//
 // A degraded decision (the store could not decide; core.FailMode did) counts
-// once in decisions_total as degraded_allowed or degraded_denied, and once in
+// once in decisions_total as degraded_allowed, degraded_denied or
+// degraded_would_deny, and once in
 // store_errors_total under the reason's kind. The policy of the first five
 // metrics is the limiter's Config.Name; that of http_requests_total is the
 // binding limit's name (core.Result.Name), which differs only for limiters

@@ -47,5 +47,7 @@ func Example() {
 	// ratelimit_decisions_total{outcome="allowed",policy="api"} 2
 	// ratelimit_decisions_total{outcome="degraded_allowed",policy="api"} 0
 	// ratelimit_decisions_total{outcome="degraded_denied",policy="api"} 0
+	// ratelimit_decisions_total{outcome="degraded_would_deny",policy="api"} 0
 	// ratelimit_decisions_total{outcome="denied",policy="api"} 1
+	// ratelimit_decisions_total{outcome="would_deny",policy="api"} 0
 }
