@@ -58,7 +58,12 @@ func stores(t *testing.T) map[string]func(t *testing.T) clockStore {
 			if cluster == nil {
 				cluster = redistest.StartCluster(t, 3, 0).Client()
 			}
-			return clockStore{store: core.NewRedisStore(cluster, core.WithPrefix(redistest.Prefix(sub))), realTime: true}
+			prefix := redistest.Prefix(sub)
+			return clockStore{
+				store:    core.NewRedisStore(cluster, core.WithPrefix(prefix)),
+				advance:  func(d time.Duration) { backdateCluster(sub, cluster, prefix, d) },
+				realTime: true,
+			}
 		},
 		"sentinel": func(sub *testing.T) clockStore {
 			if testing.Short() {
@@ -368,6 +373,18 @@ func backdate(t *testing.T, c *redis.Client, prefix string, d time.Duration) {
 	}
 }
 
+// backdateCluster is backdate on every primary of a Cluster.
+func backdateCluster(t *testing.T, c *redis.ClusterClient, prefix string, d time.Duration) {
+	t.Helper()
+	err := c.ForEachMaster(context.Background(), func(_ context.Context, node *redis.Client) error {
+		backdate(t, node, prefix, d)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // runLoose checks a case on a clock that keeps moving (real Redis, time
 // passed by backdating buckets): decisions and remaining tokens as written,
 // durations at most as stated and not much less. Cases whose outcome hangs
@@ -378,8 +395,8 @@ func runLoose(t *testing.T, cs clockStore, l core.Limit, steps []step) {
 	const slack = 250 * time.Millisecond
 	for i, st := range steps {
 		if st.wait != 0 {
-			if cs.advance == nil || st.retry%time.Millisecond != 0 || st.reset%time.Millisecond != 0 {
-				return // microsecond boundaries need a stopped clock
+			if st.retry%time.Millisecond != 0 || st.reset%time.Millisecond != 0 {
+				t.Skipf("steps 0-%d checked; step %d hangs on a microsecond boundary: it needs a stopped clock (the exact stores check it)", i-1, i)
 			}
 			cs.advance(st.wait)
 		}

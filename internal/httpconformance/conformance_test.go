@@ -236,12 +236,37 @@ func same(t *testing.T, where, refName string, s step, ref, w *httptest.Response
 	}
 }
 
-// TestCaseCount reports the size of the suite in the test log.
+// TestCaseCount guards the suite itself: every adapter of the module is
+// in it, under a name of its own, and every case has a unique name and at
+// least one request (a case without steps would pass without checking).
 func TestCaseCount(t *testing.T) {
 	t.Parallel()
-	steps := 0
+	want := []string{"nethttp", "chi", "echo", "echov5", "gin"}
+	got := map[string]bool{}
+	for _, a := range adapters {
+		got[a.name] = true
+	}
+	for _, name := range want {
+		if !got[name] {
+			t.Errorf("adapter %q is not in the suite", name)
+		}
+	}
+	if len(adapters) != len(want) || len(got) != len(want) {
+		t.Errorf("%d adapters (%d names); want %d, one per adapter package", len(adapters), len(got), len(want))
+	}
+	steps, names := 0, map[string]bool{}
 	for _, c := range cases {
+		if c.name == "" || names[c.name] {
+			t.Errorf("case %q: names must be unique and non-empty", c.name)
+		}
+		names[c.name] = true
+		if len(c.steps) == 0 {
+			t.Errorf("case %q has no requests", c.name)
+		}
 		steps += len(c.steps)
+	}
+	if len(cases) == 0 {
+		t.Fatal("no cases")
 	}
 	t.Logf("%d cases (%d requests) × %d adapters", len(cases), steps, len(adapters))
 }
