@@ -530,14 +530,11 @@ func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *po
 	}
 	l.inflight.Add(-1)
 	if err != nil {
-		if ctx.Err() != nil {
-			err = ErrTimeout
-			if rs, ok := l.store.(*RedisStore); ok && rs.cause() != nil {
-				// Say what Redis said last (a dial error, say), not only
-				// that we stopped waiting.
-				err = fmt.Errorf("%w; the store's last error: %w", ErrTimeout, rs.cause())
-			}
+		var dialErr, last error
+		if rs, ok := l.store.(*RedisStore); ok {
+			dialErr, last = rs.dialError(), rs.cause()
 		}
+		err = failureCause(err, ctx.Err() != nil, dialErr, last)
 		if slotMoving(err) {
 			// The node is healthy; one slot is on the move. Its other
 			// slots' subjects must not be degraded for it.

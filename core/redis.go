@@ -58,7 +58,8 @@ type RedisStore struct {
 	ready    atomic.Bool       // a call succeeded: a Cluster client has its slot map
 	inline   bool              // the client bounds calls by their context's deadline
 
-	lastErr atomic.Pointer[error] // the last call's error; nil after a success
+	lastErr atomic.Pointer[error]       // the last call's error; nil after a success
+	dials   atomic.Pointer[dialFailure] // the client's last dial error (see dialWatch)
 
 	idBase string        // random, per store: call ids never repeat across instances
 	idSeq  atomic.Uint64 // call ids within this store
@@ -111,6 +112,9 @@ func NewRedisStore(client redis.UniversalClient, opts ...RedisOption) *RedisStor
 		s.inline = c != nil && c.Options().ContextTimeoutEnabled
 	}
 	s.maxCalls = poolSize(client)
+	if !s.nilClient() {
+		watchDials(client, dialWatch{&s.dials})
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	s.idBase = hex.EncodeToString(b[:]) + "."
