@@ -167,6 +167,7 @@ func (s *RedisStore) carry(dest string, q *queue) {
 		ctx, cancel := batchContext(batch)
 		s.send(ctx, batch)
 		cancel()
+		s.running.Add(-int64(len(batch)))
 		for _, r := range batch {
 			close(r.done)
 		}
@@ -190,6 +191,7 @@ func (s *RedisStore) next(q *queue) []*request {
 	for ; i < len(q.waiting) && len(batch) < maxBatch; i++ {
 		r := q.waiting[i]
 		if r.gone.Load() {
+			s.running.Add(-1) // never sent
 			continue
 		}
 		if len(batch) > 0 && keys+len(r.policies) > maxBatchKeys {

@@ -20,3 +20,6 @@ func LimitSets(l *Limiter) int {
 
 // MaxLimitSets bounds LimitSets.
 const MaxLimitSets = maxLimitSets
+
+// StoreRunning is how many decisions s has queued or in a call.
+func StoreRunning(s *RedisStore) int64 { return s.running.Load() }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -56,9 +57,14 @@ type Config struct {
 	// BreakerCooldown is how long an open breaker keeps the store uncalled
 	// before one probe; at most 1s. Default 500ms.
 	BreakerCooldown time.Duration
-	// MaxInFlight bounds store decisions still running (a stalled Redis keeps
-	// them running past Timeout); beyond it FailMode decides at once.
-	// Default 4096.
+	// MaxInFlight bounds the decisions still running in the store: queued
+	// or in a store call, including calls that outlive their callers'
+	// deadlines (a stalled Redis keeps them running past Timeout, and with
+	// them the goroutines that carry them). Beyond it FailMode decides at
+	// once, with ErrOverloaded. A RedisStore counts its decisions across
+	// every limiter using it, each limiter holding them to its own bound;
+	// for a Store of another package, each limiter counts the calls it
+	// made that have not returned. Default 4096.
 	MaxInFlight int
 	// DenyCacheSize bounds the local denial cache: once the store denies a
 	// key, this instance denies that key (at that cost or more) without a
@@ -96,7 +102,7 @@ type Limiter struct {
 	mode        FailMode
 	timeout     time.Duration
 	maxInFlight int64
-	inflight    atomic.Int64
+	inflight    atomic.Int64 // calls of a foreign Store not yet returned (callBounded)
 	breaker     breaker      // the store's, or its only node's
 	breakers    sync.Map     // node → *breaker, for a store of several nodes
 	clock       func() int64 // ns, monotonic: breakers, denial cache, log throttle
@@ -513,11 +519,6 @@ func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *po
 	if !call {
 		return l.degrade(ctx, br, op, key, n, set, ErrCircuitOpen, time.Time{})
 	}
-	if l.inflight.Add(1) > l.maxInFlight {
-		l.inflight.Add(-1)
-		br.release(probe)
-		return l.degrade(ctx, br, op, key, n, set, ErrOverloaded, time.Time{})
-	}
 	// The caller's values, never its cancellation or deadline.
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(l.timeout))
 	defer cancel()
@@ -528,7 +529,10 @@ func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *po
 	} else {
 		o, err = l.callBounded(ctx, op, key, n, set.policies, each)
 	}
-	l.inflight.Add(-1)
+	if errors.Is(err, ErrOverloaded) {
+		br.release(probe)
+		return l.degrade(ctx, br, op, key, n, set, ErrOverloaded, time.Time{})
+	}
 	if err != nil {
 		var dialErr, last error
 		if rs, ok := l.store.(*RedisStore); ok {
@@ -563,6 +567,9 @@ func slotMoving(err error) bool {
 
 // call asks the store to take, peek or refund.
 func (l *Limiter) call(ctx context.Context, op int, key string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	if rs, ok := l.store.(*RedisStore); ok {
+		return rs.do(ctx, op, key, n, policies, each, l.maxInFlight)
+	}
 	switch op {
 	case opPeek:
 		return l.store.(Peeker).Peek(ctx, key, n, policies, each)
@@ -582,8 +589,13 @@ func (l *Limiter) callBounded(ctx context.Context, op int, key string, n int, po
 		err  error
 		each []Outcome
 	}
+	if l.inflight.Add(1) > l.maxInFlight {
+		l.inflight.Add(-1)
+		return Outcome{}, ErrOverloaded
+	}
 	done := make(chan answer, 1)
 	go func() {
+		defer l.inflight.Add(-1) // counted until the store returns, whenever that is
 		var mine []Outcome
 		if each != nil {
 			mine = make([]Outcome, len(each))

@@ -59,6 +59,7 @@ type RedisStore struct {
 	inline   bool              // the client bounds calls by their context's deadline
 
 	lastErr atomic.Pointer[error]       // the last call's error; nil after a success
+	running atomic.Int64                // decisions queued or in a call (see runBounded)
 	dials   atomic.Pointer[dialFailure] // the client's last dial error (see dialWatch)
 
 	idBase string        // random, per store: call ids never repeat across instances
@@ -180,23 +181,30 @@ func hashSubject(subject string) string {
 // answers (which can deny early, never admit more). Cancelling ctx is
 // treated like its deadline.
 func (s *RedisStore) Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return s.do(ctx, opTake, subject, n, policies, each)
+	return s.do(ctx, opTake, subject, n, policies, each, 0)
 }
 
 // Peek implements Peeker with one script call that writes nothing.
 func (s *RedisStore) Peek(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return s.do(ctx, opPeek, subject, n, policies, each)
+	return s.do(ctx, opPeek, subject, n, policies, each, 0)
 }
 
 // Refund implements Refunder with one script call.
 func (s *RedisStore) Refund(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return s.do(ctx, opRefund, subject, n, policies, each)
+	return s.do(ctx, opRefund, subject, n, policies, each, 0)
 }
 
 // do queues one request and waits for its answer, at most until ctx ends.
-func (s *RedisStore) do(ctx context.Context, op int, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+// With bound > 0, it refuses (ErrOverloaded) a request that would make
+// more than bound decisions running in the store: queued, or in a call,
+// including calls that outlive their callers' deadlines.
+func (s *RedisStore) do(ctx context.Context, op int, subject string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error) {
 	if err := checkTake(subject, n, policies); err != nil {
 		return Outcome{}, err
+	}
+	if s.running.Add(1) > bound && bound > 0 {
+		s.running.Add(-1)
+		return Outcome{}, ErrOverloaded
 	}
 	r := &request{ctx: ctx, subj: hashSubject(subject), op: op, n: n, policies: policies}
 	var dest string
@@ -205,6 +213,7 @@ func (s *RedisStore) do(ctx context.Context, op int, subject string, n int, poli
 	}
 	if q, inline := s.enqueue(r, dest); inline {
 		s.sendAlone(dest, q, r)
+		s.running.Add(-1)
 	} else if err := wait(ctx, r); err != nil {
 		return Outcome{}, err
 	}
