@@ -115,9 +115,10 @@ func TestConcurrencyStreamHoldsSlot(t *testing.T) {
 func TestConcurrencyUnaryReleases(t *testing.T) {
 	t.Parallel()
 	done := newEnded()
-	release := make(chan struct{})
+	entered, release := make(chan struct{}), make(chan struct{})
 	block := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		if info.FullMethod == healthpb.Health_List_FullMethodName {
+			close(entered)
 			<-release
 		}
 		return h(ctx, req)
@@ -126,14 +127,9 @@ func TestConcurrencyUnaryReleases(t *testing.T) {
 	s := serve(t, grpc.ChainUnaryInterceptor(done.unary, ratelimit.ConcurrencyUnaryServerInterceptor(c), block))
 	blocked := make(chan call, 1)
 	go func() { blocked <- s.list(t) }()
-	// The List call holds the slot once a Check is refused.
-	for {
-		c := s.check(t)
-		done.wait(t, healthpb.Health_Check_FullMethodName)
-		if c.code() == codes.ResourceExhausted {
-			break
-		}
-	}
+	<-entered // List holds the slot, its handler running
+	wantCodes(t, func() call { return s.check(t) }, codes.ResourceExhausted)
+	done.wait(t, healthpb.Health_Check_FullMethodName)
 	close(release)
 	if c := <-blocked; c.code() != codes.OK {
 		t.Fatalf("List: %v", c.st)

@@ -61,7 +61,8 @@ func Example() {
 		fmt.Printf("%v remaining=%s", st.Code(), strings.Join(md.Get("ratelimit-remaining"), ","))
 		for _, d := range st.Details() {
 			if ri, ok := d.(*errdetails.RetryInfo); ok {
-				fmt.Printf(" retry_delay=%v", ri.GetRetryDelay().AsDuration().Round(time.Second))
+				d := ri.GetRetryDelay().AsDuration()
+				fmt.Printf(" retry_delay=%v", (d + time.Second - 1).Truncate(time.Second)) // whole seconds, rounded up
 			}
 		}
 		fmt.Println()
