@@ -1,6 +1,7 @@
 package httpconformance_test
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -144,4 +145,134 @@ func mustLimiter(t *testing.T, s core.Store, name string) *core.Limiter {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// failureApps serves POST /login with h on every router, limited by l
+// counting failures only.
+func failureApps(l *core.Limiter, h http.HandlerFunc) map[string]http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /login", h)
+	cr := gochi.NewRouter()
+	cr.With(chi.Middleware(l, chi.WithCountIf(failedOnly))).Post("/login", h)
+	e := labecho.New()
+	e.POST("/login", func(c labecho.Context) error { h(c.Response(), c.Request()); return nil },
+		echo.Middleware(l, echo.WithCountIf(failedOnly)))
+	e5 := labechov5.New()
+	e5.POST("/login", func(c *labechov5.Context) error { h(c.Response(), c.Request()); return nil },
+		echov5.Middleware(l, echov5.WithCountIf(failedOnly)))
+	gingonic.SetMode(gingonic.ReleaseMode)
+	g := gingonic.New()
+	g.POST("/login", gin.Middleware(l, gin.WithCountIf(failedOnly)), func(c *gingonic.Context) { h(c.Writer, c.Request) })
+	return map[string]http.Handler{
+		"nethttp": nethttp.Middleware(l, nethttp.WithCountIf(failedOnly))(mux),
+		"chi":     cr, "echo": e, "echov5": e5, "gin": g,
+	}
+}
+
+// wantFailuresCounted sends 5 failing attempts through h (limit 3) and
+// wants the last two refused: every failure counted.
+func wantFailuresCounted(t *testing.T, send func() int, failure int) {
+	t.Helper()
+	want := []int{failure, failure, failure, http.StatusTooManyRequests, http.StatusTooManyRequests}
+	for i, w := range want {
+		if got := send(); got != w {
+			t.Fatalf("attempt %d: %d, want %d (a failure must count)", i+1, got, w)
+		}
+	}
+}
+
+// TestCountIfFailureAfterEarlyHints: a 103 Early Hints before the 401 is
+// not the response's status (issue 23.2: 9 of 9 failures reached the
+// handler). Only net/http and chi send 1xx responses; echo and gin record
+// the first status as final.
+func TestCountIfFailureAfterEarlyHints(t *testing.T) {
+	t.Parallel()
+	hinted := func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.WriteHeader(http.StatusUnauthorized)
+	}
+	for _, name := range []string{"nethttp", "chi"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(failureApps(mustLimiter(t, core.NewMemoryStore(), "hints"), hinted)[name])
+			defer srv.Close()
+			wantFailuresCounted(t, func() int { return postServer(t, srv) }, http.StatusUnauthorized)
+		})
+	}
+}
+
+// TestCountIfFailureAfterHijack: a failure written on a hijacked
+// connection counts in every adapter: its response is not seen, so it is
+// never given back (issue 23.2).
+func TestCountIfFailureAfterHijack(t *testing.T) {
+	t.Parallel()
+	hijacked := func(w http.ResponseWriter, _ *http.Request) {
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			panic(err)
+		}
+		defer conn.Close()
+		_, _ = rw.WriteString("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+		_ = rw.Flush()
+	}
+	for name := range failureApps(mustLimiter(t, core.NewMemoryStore(), "probe"), hijacked) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(failureApps(mustLimiter(t, core.NewMemoryStore(), "hijack"), hijacked)[name])
+			defer srv.Close()
+			wantFailuresCounted(t, func() int { return postServer(t, srv) }, http.StatusUnauthorized)
+		})
+	}
+}
+
+// TestCountIfGinErrorAnsweredOutside: the common gin pattern, a handler
+// calling c.Error and an outer middleware writing the 401 after the
+// chain returns: the failure counts (issue 23.2: 9 of 9 reached the
+// handler); a success answered the same way costs nothing.
+func TestCountIfGinErrorAnsweredOutside(t *testing.T) {
+	t.Parallel()
+	gingonic.SetMode(gingonic.ReleaseMode)
+	r := gingonic.New()
+	r.Use(func(c *gingonic.Context) { // the app's error middleware
+		c.Next()
+		if len(c.Errors) > 0 {
+			c.JSON(http.StatusUnauthorized, gingonic.H{"error": c.Errors.Last().Error()})
+		}
+	})
+	r.POST("/login", gin.Middleware(mustLimiter(t, core.NewMemoryStore(), "gin-errors"), gin.WithCountIf(failedOnly)),
+		func(c *gingonic.Context) {
+			if c.Query("ok") != "1" {
+				_ = c.Error(errors.New("wrong password"))
+				return
+			}
+			c.Status(http.StatusOK)
+		})
+	for range 5 {
+		if got := postTo(r, "/login?ok=1"); got != http.StatusOK {
+			t.Fatalf("success: %d, want 200", got)
+		}
+	}
+	wantFailuresCounted(t, func() int { return post(r) }, http.StatusUnauthorized)
+}
+
+// postServer posts to srv's /login over a real connection.
+func postServer(t *testing.T, srv *httptest.Server) int {
+	t.Helper()
+	resp, err := srv.Client().Post(srv.URL+"/login", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func post(h http.Handler) int { return postTo(h, "/login") }
+
+func postTo(h http.Handler, target string) int {
+	r := httptest.NewRequest(http.MethodPost, target, nil)
+	r.RemoteAddr = "203.0.113.7:4000"
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w.Code
 }
