@@ -269,7 +269,7 @@ func (l *Limiter) Limits() []NamedLimit {
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
-	return l.AllowN(ctx, key, 1)
+	return l.take(ctx, key, 1, l.set) // AllowN's body: small enough to inline
 }
 
 // AllowN decides whether key may spend n tokens now, and takes them if so.
@@ -314,8 +314,27 @@ func (l *Limiter) setFor(lim Limit) (*policySet, error) {
 	return l.perLimit.get(lim)
 }
 
-// take is AllowN under set.
+// take is AllowN under set. Allow and AllowN inline into their callers,
+// so a memory decision under one limit crosses one frame, this one, which
+// builds the Result (13 words) in place; every other case goes on in
+// takeStore.
 func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (Result, error) {
+	if l.mem == nil || len(set.policies) > 1 {
+		return l.takeStore(ctx, key, n, set)
+	}
+	if key == "" || n < 1 || n > set.minCap {
+		return Result{}, checkCall(key, n, set)
+	}
+	// Arguments are checked: no I/O, no failure, no guard.
+	d := l.mem.take1(l.subject(key), n, &set.policies[0])
+	if l.observer != nil {
+		l.observe(ctx, opTake, DecisionEvent{Allowed: d.allowed})
+	}
+	return Result{Allowed: d.allowed, Limit: set.limits[0], Name: l.name, Remaining: int(d.remaining), RetryAfter: d.retryAfter, ResetAfter: d.resetAfter}, nil
+}
+
+// takeStore is take for every other case.
+func (l *Limiter) takeStore(ctx context.Context, key string, n int, set *policySet) (Result, error) {
 	if err := checkCall(key, n, set); err != nil {
 		return Result{}, err
 	}
@@ -323,21 +342,12 @@ func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (
 	key = l.subject(key)
 	if l.mem != nil {
 		// Arguments are checked above: no I/O, no failure, no guard.
-		if len(set.policies) > 1 {
-			each := make([]Outcome, len(set.policies))
-			r := l.result(l.mem.take(key, n, set.policies, each), each, set)
-			if l.observer != nil {
-				l.observe(ctx, opTake, DecisionEvent{Allowed: r.Allowed})
-			}
-			return r, nil
-		}
-		// Built in the return statement, not copied through a local: a
-		// Result is 13 words.
-		d := l.mem.take1(key, n, &set.policies[0])
+		each := make([]Outcome, len(set.policies))
+		r := l.result(l.mem.take(key, n, set.policies, each), each, set)
 		if l.observer != nil {
-			l.observe(ctx, opTake, DecisionEvent{Allowed: d.allowed})
+			l.observe(ctx, opTake, DecisionEvent{Allowed: r.Allowed})
 		}
-		return Result{Allowed: d.allowed, Limit: set.limits[0], Name: l.name, Remaining: int(d.remaining), RetryAfter: d.retryAfter, ResetAfter: d.resetAfter}, nil
+		return r, nil
 	}
 	var each []Outcome
 	if len(set.policies) > 1 {
