@@ -439,10 +439,12 @@ func (l *Lease) KeepAlive() {
 	c := l.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if l.released.Load() || l.kept.Load() {
+	// kept is set before released is read, and Release reads kept after
+	// setting released: a Release racing this call either sees kept (and
+	// waits for the lock to undo it) or is seen here.
+	if l.kept.Swap(true) || l.released.Load() {
 		return
 	}
-	l.kept.Store(true)
 	c.kept[l] = struct{}{}
 	if !c.renewing {
 		c.renewing = true

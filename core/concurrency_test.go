@@ -398,3 +398,21 @@ func TestConcurrencyObserver(t *testing.T) {
 		t.Errorf("breaker changes %v, last cause %v; want the breaker open", down.breakers, down.events[len(down.events)-1].Err)
 	}
 }
+
+// TestConcurrencyKeepAliveRacingRelease: a KeepAlive racing its lease's
+// Release never leaves the lease in the renewal set.
+func TestConcurrencyKeepAliveRacingRelease(t *testing.T) {
+	t.Parallel()
+	c := mustConcurrency(t, core.ConcurrencyConfig{Store: core.NewMemoryStore(), Name: "race", Max: 1000})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 500 {
+		l, _ := acquire(t, c, "k", true)
+		wg.Go(l.KeepAlive)
+		wg.Go(func() { _ = l.Release(ctx) })
+	}
+	wg.Wait()
+	if got := core.Kept(c); got != 0 {
+		t.Fatalf("%d released leases still kept for renewal", got)
+	}
+}
