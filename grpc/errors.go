@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/ratelimit/keyfuncs"
+	"github.com/sluicehq/ratelimit/nethttp"
 )
 
 // Errors an observer (WithObserver) and the log receive, possibly wrapped;
@@ -12,8 +13,10 @@ import (
 var (
 	// ErrKey is what the observer receives, wrapped, when the KeyFunc
 	// failed or returned an empty key. The KeyFunc's own error stays
-	// reachable through errors.Is and errors.As.
-	ErrKey = errors.New("grpc: no rate-limit key")
+	// reachable through errors.Is and errors.As. It is nethttp.ErrKey, so
+	// an observer written for the HTTP middleware counts key errors of
+	// both alike.
+	ErrKey = nethttp.ErrKey
 
 	// ErrNoPeer is returned by PeerIP for a context without a peer
 	// (peer.FromContext): a call the gRPC server did not make, such as an
@@ -28,7 +31,7 @@ var errEmptyKey = fmt.Errorf("grpc: KeyFunc returned an empty key without an err
 // keyError wraps a KeyFunc's error so that it matches ErrKey.
 type keyError struct{ err error }
 
-func (e *keyError) Error() string        { return ErrKey.Error() + ": " + e.err.Error() }
+func (e *keyError) Error() string        { return "grpc: no rate-limit key: " + e.err.Error() }
 func (e *keyError) Unwrap() error        { return e.err }
 func (e *keyError) Is(target error) bool { return target == ErrKey }
 
