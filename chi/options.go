@@ -90,6 +90,14 @@ func WithLimiterFunc(f func(*http.Request) *core.Limiter) Option {
 	return nethttp.WithLimiterFunc(f)
 }
 
+// WithLimitFunc sets the limit of each request, read per request (a
+// tenant's quota): decided under it in the chosen limiter's buckets; an
+// error or a bad limit goes to the ErrorHandler (500). It is
+// nethttp.WithLimitFunc.
+func WithLimitFunc(f func(r *http.Request) (core.Limit, error)) Option {
+	return nethttp.WithLimitFunc(f)
+}
+
 // WithRoutes overrides the limiter per chi route: "[METHOD ]pattern", such
 // as "POST /login", "/users/{id}" (every method) or "/api/items/{id}" for a
 // route of a sub-router mounted at "/api": the pattern

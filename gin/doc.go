@@ -18,6 +18,7 @@
 // Option is nethttp.Option, and every With function of nethttp has its
 // twin here (WithKey, WithCost, WithSkip, WithDryRun, WithHeaders,
 // WithDenyHandler, WithErrorHandler, WithObserver, WithLimiterFunc,
+// WithLimitFunc,
 // WithRoutes, WithCountIf, WithLogger); nethttp's own work as well.
 //
 // The default key is keyfuncs.IP(), RemoteAddr only, not gin's

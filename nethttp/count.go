@@ -39,9 +39,11 @@ func WithCountIf(counts func(r *http.Request, status int) bool) Option {
 // charge is what a Gate took for one request that WithCountIf may give
 // back; the zero charge took nothing and has nothing to settle.
 type charge struct {
-	lim *core.Limiter
-	key string
-	n   int
+	lim        *core.Limiter
+	key        string
+	n          int
+	limit      core.Limit // WithLimitFunc's, when perRequest
+	perRequest bool
 }
 
 // serve runs next for a request decided with c: when c took something,
@@ -129,5 +131,10 @@ func (w *countingWriter) settle(status int) {
 	if w.g.countIf(w.r, status) {
 		return
 	}
-	_, _ = w.c.lim.Refund(context.WithoutCancel(w.r.Context()), w.c.key, w.c.n)
+	ctx := context.WithoutCancel(w.r.Context())
+	if w.c.perRequest {
+		_, _ = w.c.lim.RefundLimit(ctx, w.c.key, w.c.n, w.c.limit)
+		return
+	}
+	_, _ = w.c.lim.Refund(ctx, w.c.key, w.c.n)
 }

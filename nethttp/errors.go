@@ -18,3 +18,10 @@ func (e *keyError) Is(target error) bool { return target == ErrKey }
 // can never apply: it matches no route of the router, or is not written in
 // the router's syntax.
 var ErrRoute = errors.New("nethttp: a WithRoutes limit never applies")
+
+// limitError is a WithLimitFunc function's error, or AllowLimit's for the
+// limit it gave: the server's, never a key error.
+type limitError struct{ err error }
+
+func (e *limitError) Error() string { return "nethttp: WithLimitFunc: " + e.err.Error() }
+func (e *limitError) Unwrap() error { return e.err }

@@ -227,7 +227,13 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	if g.cost != nil {
 		n = g.cost(r)
 	}
-	res, err := lim.AllowN(r.Context(), key, n)
+	var res core.Result
+	var limit core.Limit
+	if g.limitOf == nil {
+		res, err = lim.AllowN(r.Context(), key, n)
+	} else {
+		limit, res, err = g.allowLimit(r, lim, key, n)
+	}
 	if err != nil {
 		return g.fail(w, r, err), charge{}
 	}
@@ -240,13 +246,26 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	}
 	if res.Allowed || g.dryRun {
 		if g.countIf != nil && res.Allowed && !res.Degraded && !g.dryRun {
-			return true, charge{lim: lim, key: key, n: n}
+			return true, charge{lim: lim, key: key, n: n, limit: limit, perRequest: g.limitOf != nil}
 		}
 		return true, charge{}
 	}
 	setRetryAfter(h, &res)
 	g.deny(w, r, res)
 	return false, charge{}
+}
+
+// allowLimit decides r under the limit WithLimitFunc gives it.
+func (g *Gate) allowLimit(r *http.Request, lim *core.Limiter, key string, n int) (core.Limit, core.Result, error) {
+	limit, err := g.limitOf(r)
+	if err != nil {
+		return limit, core.Result{}, &limitError{err}
+	}
+	res, err := lim.AllowLimit(r.Context(), key, n, limit)
+	if err != nil {
+		return limit, core.Result{}, &limitError{err}
+	}
+	return limit, res, nil
 }
 
 // fail handles a request that could not be decided.
@@ -314,9 +333,13 @@ func (g *Gate) logFailure(err error) {
 		return
 	}
 	g.failures.Add(-n)
-	kind := "key"
-	if !errors.Is(err, ErrKey) {
-		kind = "cost"
+	var le *limitError
+	kind := "cost"
+	switch {
+	case errors.Is(err, ErrKey):
+		kind = "key"
+	case errors.As(err, &le):
+		kind = "limit"
 	}
 	g.logger.Warn("ratelimit: requests could not be rate limited",
 		"kind", kind, "count", n, "error", err.Error())

@@ -534,3 +534,26 @@ func TestServeKeyCountIf(t *testing.T) {
 		t.Fatalf("after 5 failures: %d, want 429", got)
 	}
 }
+
+// TestLimitFuncCountIf: a request decided under WithLimitFunc's limit is
+// given back under that limit, so successes never use up a tenant's
+// quota, and failures do.
+func TestLimitFuncCountIf(t *testing.T) {
+	t.Parallel()
+	h := Middleware(limitertest.NewLimiter(t, core.PerMinute(100)),
+		WithLimitFunc(func(*http.Request) (core.Limit, error) { return core.PerMinute(2), nil }),
+		WithCountIf(func(_ *http.Request, status int) bool { return status >= 400 }))(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("ok") != "1" {
+				w.WriteHeader(http.StatusUnauthorized)
+			}
+		}))
+	for i, c := range []struct {
+		target string
+		want   int
+	}{{"/?ok=1", 200}, {"/?ok=1", 200}, {"/?ok=1", 200}, {"/", 401}, {"/", 401}, {"/?ok=1", 429}} {
+		if w := get(h, c.target); w.Code != c.want || w.Header().Get("Ratelimit-Limit") != "2" {
+			t.Fatalf("request %d: %d %v, want %d under the limit of 2", i+1, w.Code, w.Header(), c.want)
+		}
+	}
+}

@@ -36,6 +36,7 @@ type config struct {
 	now     func() time.Time
 	logger  *slog.Logger
 	countIf func(*http.Request, int) bool
+	limitOf func(*http.Request) (core.Limit, error)
 }
 
 // WithKey sets how a request is turned into the key of its bucket. Default
@@ -118,6 +119,22 @@ func WithDryRun() Option {
 func WithLimiterFunc(f func(*http.Request) *core.Limiter) Option {
 	mustNotBeNil(f == nil, "WithLimiterFunc")
 	return func(c *config) { c.pick = f }
+}
+
+// WithLimitFunc sets the limit of each request, read per request (a
+// tenant's own quota from a database, say): the request is decided under
+// f's limit by the limiter chosen for it (WithRoutes, WithLimiterFunc or
+// the default), in that limiter's buckets (its Name, so what a key has
+// spent carries over when its limit changes; see
+// core.Limiter.AllowLimit), and the header fields show that limit. An
+// error from f, or a limit core.Limiter.AllowLimit refuses (a zero Rate,
+// a cost above its burst), goes to the ErrorHandler (500 by default),
+// never to a default limit. f runs for each request WithSkip does not
+// exempt, after the key: keep it fast (cache what it reads). Default:
+// the limiter's own limit.
+func WithLimitFunc(f func(r *http.Request) (core.Limit, error)) Option {
+	mustNotBeNil(f == nil, "WithLimitFunc")
+	return func(c *config) { c.limitOf = f }
 }
 
 // WithRoutes overrides the limiter per route: a key is "[METHOD ]path",

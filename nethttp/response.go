@@ -26,7 +26,8 @@ type DenyHandler func(w http.ResponseWriter, r *http.Request, res core.Result)
 // limited: err matches ErrKey (errors.Is) when the KeyFunc failed or gave an
 // empty key; otherwise it is core.Limiter.AllowN's error for a cost that can
 // never be allowed (core.ErrInvalidCost, core.ErrCostTooHigh: a bug in the
-// WithCost function).
+// WithCost function), or a WithLimitFunc function's error, or
+// core.Limiter.AllowLimit's for the limit it gave (core.ErrInvalidLimit).
 type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 
 // DefaultDenyHandler is the DenyHandler used unless WithDenyHandler replaces
