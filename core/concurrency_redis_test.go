@@ -17,45 +17,47 @@ import (
 )
 
 // TestConcurrencyNoOverAdmission runs instances, each with its own client,
-// store and Concurrency, on one key of the shared Redis: at no moment do
-// more than Max of their requests hold a slot.
+// store and Concurrency and 4 goroutines, on one key of the shared Redis:
+// at no moment do more than Max of their requests hold a slot.
 func TestConcurrencyNoOverAdmission(t *testing.T) {
 	addr := redistest.Addr(t)
 	prefix := redistest.Prefix(t)
 	for _, instances := range []int{1, 16, 64} {
 		t.Run(strconv.Itoa(instances), func(t *testing.T) {
-			const max, rounds = 3, 40
+			const max, rounds, perInstance = 3, 20, 4
 			var inFlight, peak, admitted atomic.Int64
 			var wg sync.WaitGroup
 			for i := range instances {
-				client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2})
+				client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: perInstance})
 				t.Cleanup(func() { client.Close() })
 				c := mustConcurrency(t, core.ConcurrencyConfig{
 					Store: core.NewRedisStore(client, core.WithPrefix(prefix)), Name: "over-" + strconv.Itoa(instances),
 					Max: max, FailMode: core.FailClosed, Lease: 10 * time.Second,
 				})
-				wg.Go(func() {
-					ctx := context.Background()
-					for r := range rounds {
-						l, res, err := c.Acquire(ctx, "hot")
-						if err != nil || res.Degraded {
-							t.Errorf("instance %d round %d: %+v, %v", i, r, res, err)
-							return
+				for range perInstance {
+					wg.Go(func() {
+						ctx := context.Background()
+						for r := range rounds {
+							l, res, err := c.Acquire(ctx, "hot")
+							if err != nil || res.Degraded {
+								t.Errorf("instance %d round %d: %+v, %v", i, r, res, err)
+								return
+							}
+							if l == nil {
+								continue
+							}
+							n := inFlight.Add(1)
+							for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+							}
+							admitted.Add(1)
+							time.Sleep(time.Millisecond) // the handler
+							inFlight.Add(-1)
+							if err := l.Release(ctx); err != nil {
+								t.Errorf("release: %v", err)
+							}
 						}
-						if l == nil {
-							continue
-						}
-						n := inFlight.Add(1)
-						for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-						}
-						admitted.Add(1)
-						time.Sleep(time.Millisecond) // the handler
-						inFlight.Add(-1)
-						if err := l.Release(ctx); err != nil {
-							t.Errorf("release: %v", err)
-						}
-					}
-				})
+					})
+				}
 			}
 			wg.Wait()
 			if p := peak.Load(); p > max {
@@ -64,7 +66,7 @@ func TestConcurrencyNoOverAdmission(t *testing.T) {
 			if admitted.Load() == 0 {
 				t.Fatal("nothing admitted")
 			}
-			t.Logf("%d instances: peak %d in flight (Max %d), %d of %d admitted", instances, peak.Load(), max, admitted.Load(), instances*rounds)
+			t.Logf("%d instances: peak %d in flight (Max %d), %d of %d admitted", instances, peak.Load(), max, admitted.Load(), instances*perInstance*rounds)
 		})
 	}
 }
