@@ -1,14 +1,19 @@
 package core
 
 import (
+	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// breaker stops calling a failing store. After failures consecutive
-// failures it opens for cooldown; then one caller probes the store while the
-// others stay degraded; the probe's success closes it, its failure re-opens
-// it. While open, a decision costs no network at all.
+// breaker stops calling a failing store. It counts failed store calls,
+// not the decisions riding in them: a batch of a hundred decisions that
+// failed together is one failure. After threshold consecutive failed
+// calls it opens for cooldown; then
+// one caller probes the store while the others stay degraded; the
+// probe's success closes it, its failure re-opens it. While open, a
+// decision costs no network at all.
 type breaker struct {
 	threshold int64
 	cooldown  int64 // ns
@@ -16,9 +21,13 @@ type breaker struct {
 	fails     atomic.Int64
 	openUntil atomic.Int64 // monotonic ns; 0 when closed
 	probing   atomic.Bool
+
+	mu      sync.Mutex
+	counted [8]uint64 // the last failed calls counted, by call id
+	next    int
 }
 
-// Times are the limiter's clock, in ns.
+// Times are the owner's clock, in ns.
 
 // allow reports whether to call the store at now, and whether that call is
 // the probe of a half-open breaker.
@@ -60,12 +69,22 @@ func (b *breaker) success(probe bool) (closed bool) {
 	return closed
 }
 
-// failure records a failed store call; it reports whether that opened the
-// breaker (a failed probe re-opens it without reporting again).
+// failure records a failed store call of unknown identity: each counts.
 func (b *breaker) failure(probe bool, now int64) (opened bool) {
+	return b.failedCall(probe, now, 0)
+}
+
+// failedCall records that the store call call (0: unknown) failed for one
+// of its decisions; it reports whether that opened the breaker (a failed
+// probe re-opens it without reporting again). The other decisions of a
+// call already counted count nothing.
+func (b *breaker) failedCall(probe bool, now int64, call uint64) (opened bool) {
 	if probe {
 		b.openUntil.Store(now + b.cooldown)
 		b.probing.Store(false)
+		return false
+	}
+	if call != 0 && !b.first(call) {
 		return false
 	}
 	if b.fails.Add(1) >= b.threshold && b.openUntil.Load() == 0 {
@@ -74,9 +93,35 @@ func (b *breaker) failure(probe bool, now int64) (opened bool) {
 	return false
 }
 
+// first reports whether call is a failed call not counted yet, and notes
+// it. The decisions of one call fail together, so a few recent ids are
+// enough.
+func (b *breaker) first(call uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.counted {
+		if c == call {
+			return false
+		}
+	}
+	b.counted[b.next] = call
+	b.next = (b.next + 1) % len(b.counted)
+	return true
+}
+
 // release gives back a probe slot whose call was never made.
 func (b *breaker) release(probe bool) {
 	if probe {
 		b.probing.Store(false)
 	}
+}
+
+// callOf returns the id of the failed store call err comes from, or 0
+// when the store does not say (each failure then counts).
+func callOf(err error) uint64 {
+	var ce *callError
+	if errors.As(err, &ce) {
+		return ce.call
+	}
+	return 0
 }

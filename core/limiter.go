@@ -51,8 +51,10 @@ type Config struct {
 	// WithMaxKeys), so a flood of new keys during an outage costs bounded
 	// memory. Default 65536 (about 10 MB).
 	LocalMaxKeys int
-	// BreakerFailures is how many consecutive store failures open the
-	// circuit breaker. Default 3.
+	// BreakerFailures is how many consecutive failed store calls open the
+	// circuit breaker. A call counts once however many decisions rode in
+	// it, so a flood of decisions batched into a few calls is a few
+	// failures, not thousands. Default 3.
 	BreakerFailures int
 	// BreakerCooldown is how long an open breaker keeps the store uncalled
 	// before one probe; at most 1s. Default 500ms.
@@ -548,12 +550,13 @@ func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *po
 		if rs, ok := l.store.(*RedisStore); ok {
 			dialErr, last = rs.dialError(), rs.cause()
 		}
+		call := callOf(err)
 		err = failureCause(err, ctx.Err() != nil, dialErr, last)
 		if slotMoving(err) {
 			// The node is healthy; one slot is on the move. Its other
 			// slots' subjects must not be degraded for it.
 			br.release(probe)
-		} else if br.failure(probe, l.clock()) && l.observer != nil {
+		} else if br.failedCall(probe, l.clock(), call) && l.observer != nil {
 			l.observer.BreakerChange(l.name, true)
 		}
 		return l.degrade(ctx, br, op, key, n, set, err, start)

@@ -192,10 +192,11 @@ func TestFailModes(t *testing.T) {
 }
 
 func TestBreakerStopsCallingAndProbes(t *testing.T) {
+	t.Parallel()
 	s := &failingStore{}
 	var reported atomic.Int64
 	l := mustNew(t, core.Config{
-		Store: s, Limit: core.PerSecond(1), FailMode: core.FailOpen,
+		Store: s, Limit: core.PerSecond(1), FailMode: core.FailOpen, Timeout: 50 * time.Millisecond,
 		BreakerFailures: 3, BreakerCooldown: 100 * time.Millisecond,
 		OnError: func(err error) {
 			if !strings.Contains(err.Error(), "core: limiter") {
@@ -204,6 +205,8 @@ func TestBreakerStopsCallingAndProbes(t *testing.T) {
 			reported.Add(1)
 		},
 	})
+	var now atomic.Int64
+	core.SetClock(l, func() time.Duration { return time.Duration(now.Load()) })
 	ctx := context.Background()
 	for i := 0; i < 50; i++ {
 		l.Allow(ctx, "k")
@@ -214,10 +217,14 @@ func TestBreakerStopsCallingAndProbes(t *testing.T) {
 	if reported.Load() != 50 {
 		t.Errorf("OnError called %d times, want every degraded decision (50)", reported.Load())
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for s.calls.Load() == 3 && time.Now().Before(deadline) {
+	now.Add(int64(99 * time.Millisecond))
+	l.Allow(ctx, "k")
+	if got := s.calls.Load(); got != 3 {
+		t.Fatalf("within the cool-down, store calls = %d, want 3", got)
+	}
+	now.Add(int64(time.Millisecond))
+	for range 5 {
 		l.Allow(ctx, "k")
-		time.Sleep(10 * time.Millisecond)
 	}
 	if got := s.calls.Load(); got != 4 {
 		t.Fatalf("after the cool-down, store calls = %d, want exactly one probe (4)", got)
