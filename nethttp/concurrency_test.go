@@ -196,6 +196,7 @@ func TestConcurrencyRefusesTokenOptions(t *testing.T) {
 		"WithLimiterFunc": WithLimiterFunc(func(*http.Request) *core.Limiter { return nil }),
 		"WithRoutes":      WithRoutes(map[string]*core.Limiter{"/x": lim}),
 		"WithServeMux":    WithServeMux(http.NewServeMux()),
+		"WithLimitFunc":   WithLimitFunc(func(*http.Request) (core.Limit, error) { return core.PerMinute(1), nil }),
 		"nil":             nil,
 	} {
 		t.Run(name, func(t *testing.T) {
