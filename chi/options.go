@@ -104,3 +104,8 @@ func WithLimitFunc(f func(r *http.Request) (core.Limit, error)) Option {
 // chi.RouteContext(ctx).RoutePattern() reports in the handler. It is
 // nethttp.WithRoutes; see there what panics and what is logged.
 func WithRoutes(routes map[string]*core.Limiter) Option { return nethttp.WithRoutes(routes) }
+
+// ExposedHeaders returns the header fields of style a CORS configuration
+// must expose to JavaScript (Access-Control-Expose-Headers). It is
+// nethttp.ExposedHeaders.
+func ExposedHeaders(style HeaderStyle) []string { return nethttp.ExposedHeaders(style) }

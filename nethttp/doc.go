@@ -31,6 +31,10 @@
 //
 // WithSkip exempts requests (health checks); WithDryRun decides and sends
 // the fields but refuses nothing; WithObserver sees every decision.
+// A CORS preflight (OPTIONS with Access-Control-Request-Method) is never
+// counted or refused; ExposedHeaders lists the fields a CORS
+// configuration, which must run before the limiter, exposes to
+// JavaScript.
 //
 // # Header fields
 //

@@ -208,9 +208,20 @@ func (g *Gate) ServeKey(w http.ResponseWriter, r *http.Request, key string, next
 	}
 }
 
-// exempt reports whether r goes through without a key or a decision.
+// exempt reports whether r goes through without a key or a decision:
+// WithSkip's requests and CORS preflights.
 func (g *Gate) exempt(r *http.Request) bool {
-	return g.skip != nil && g.skip(r)
+	return isPreflight(r) || g.skip != nil && g.skip(r)
+}
+
+// isPreflight reports whether r is a CORS preflight: an OPTIONS request
+// with Access-Control-Request-Method. A browser sends one before a
+// cross-origin request it may not send unasked; counting it would charge
+// the client twice per call, and refusing it (a 429 without CORS headers)
+// would show the page a network error instead of the 429 its real request
+// would get.
+func isPreflight(r *http.Request) bool {
+	return r.Method == http.MethodOptions && len(r.Header["Access-Control-Request-Method"]) > 0
 }
 
 // decide decides for key (or reports err) and writes the refusal; it

@@ -56,6 +56,25 @@ const (
 	HeadersNone
 )
 
+// ExposedHeaders returns the names of the response header fields style
+// sends that a browser's JavaScript may read only when the CORS
+// configuration lists them in Access-Control-Expose-Headers: Retry-After
+// and the style's rate-limit fields. Give them to the CORS middleware,
+// which must run before the limiter (see the README, "Browsers"):
+//
+//	cors.Handler(cors.Options{ExposedHeaders: ratelimit.ExposedHeaders(ratelimit.HeadersDraft06), …})
+func ExposedHeaders(style HeaderStyle) []string {
+	switch style {
+	case HeadersDraft06:
+		return []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy", "Retry-After"}
+	case HeadersDraft11:
+		return []string{"RateLimit", "RateLimit-Policy", "Retry-After"}
+	case HeadersLegacy:
+		return []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"}
+	}
+	return []string{"Retry-After"}
+}
+
 // String returns "draft06", "draft11", "legacy", "none" or "HeaderStyle(n)".
 func (s HeaderStyle) String() string {
 	switch s {
