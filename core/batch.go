@@ -21,8 +21,12 @@ import (
 // back, and under load, while the machine is busy, batches grow by
 // themselves — no timer, no added delay. A queue has at most maxCalls
 // carriers, the client's connection pool: past it requests wait for the
-// first carrier back, which takes them all. A lone decision with a client
-// that bounds calls by their deadline goes on its caller's goroutine.
+// first carrier back, which takes them all.
+//
+// A call is sent under its batch's latest deadline but at least minSend,
+// never under a caller's Timeout alone: go-redis closes a connection whose
+// call outlived its context, so with Redis nearly Timeout away calls under
+// the callers' deadlines would each dial again, and fail, for ever.
 
 // request is one decision waiting in a queue.
 type request struct {
@@ -49,7 +53,7 @@ const (
 // Its fields are guarded by the store's mu.
 type queue struct {
 	waiting []*request
-	calls   int  // carriers running, and inline calls in flight
+	calls   int  // carriers running
 	leaving bool // a carrier is on its way to take what is waiting
 }
 
@@ -93,32 +97,19 @@ func poolSize(c redis.UniversalClient) int {
 	return n
 }
 
-// enqueue queues r for dest, starting a carrier if none is on its way and
-// the queue has room, or, when nothing is queued or in flight, the client
-// bounds its calls by r's deadline and the last call succeeded, reports
-// that r goes alone on its caller's goroutine: a lone caller then pays no
-// hand-off. After a failure calls go through carriers, whose longer
-// deadline (minSend) lets a slow call finish and keep its connection:
-// go-redis closes a connection whose call outlived its context, so with
-// Redis nearly Timeout away every inline call would dial again, and fail.
-func (s *RedisStore) enqueue(r *request, dest string) (q *queue, inline bool) {
+// enqueue queues r for dest and starts a carrier if none is on its way
+// and the queue has room.
+func (s *RedisStore) enqueue(r *request, dest string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q = s.queues[dest]
+	q := s.queues[dest]
 	if q == nil {
 		q = &queue{}
 		s.queues[dest] = q
 	}
-	if s.inline && q.calls == 0 && len(q.waiting) == 0 && s.lastErr.Load() == nil {
-		if _, ok := r.ctx.Deadline(); ok {
-			q.calls++
-			return q, true
-		}
-	}
 	r.done = make(chan struct{})
 	q.waiting = append(q.waiting, r)
 	s.startCarrier(dest, q)
-	return q, false
 }
 
 // startCarrier starts a carrier for q unless one is on its way or q has
@@ -129,17 +120,6 @@ func (s *RedisStore) startCarrier(dest string, q *queue) {
 		q.calls++
 		go s.carry(dest, q)
 	}
-}
-
-// sendAlone sends r, which enqueue let go inline on q, under r's own
-// deadline.
-func (s *RedisStore) sendAlone(dest string, q *queue, r *request) {
-	s.send(r.ctx, []*request{r})
-	s.mu.Lock()
-	q.calls--
-	s.startCarrier(dest, q)
-	s.forget(dest, q)
-	s.mu.Unlock()
 }
 
 // forget drops a node's queue once nothing uses it. s.mu is held.

@@ -55,8 +55,8 @@ type RedisStore struct {
 	queues   map[string]*queue // by node for a Cluster or Ring, else one, ""
 	split    bool              // Cluster or Ring: decisions queue per node
 	maxCalls int               // calls in flight per queue: the client's pool
-	ready    atomic.Bool       // a call succeeded: a Cluster client has its slot map
 	inline   bool              // the client bounds calls by their context's deadline
+	ready    atomic.Bool       // a call succeeded: a Cluster client has its slot map
 
 	lastErr atomic.Pointer[error]       // the last call's error; nil after a success
 	running atomic.Int64                // decisions queued or in a call (see runBounded)
@@ -211,10 +211,8 @@ func (s *RedisStore) do(ctx context.Context, op int, subject string, n int, poli
 	if s.split {
 		dest = s.node(subject)
 	}
-	if q, inline := s.enqueue(r, dest); inline {
-		s.sendAlone(dest, q, r)
-		s.running.Add(-1)
-	} else if err := wait(ctx, r); err != nil {
+	s.enqueue(r, dest)
+	if err := wait(ctx, r); err != nil {
 		return Outcome{}, err
 	}
 	if r.err != nil {
