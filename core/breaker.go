@@ -57,12 +57,14 @@ func (b *breaker) retryIn(now int64) time.Duration {
 	return 0
 }
 
-// success records a store answer; it reports whether that closed the breaker.
+// success records a store answer; it reports whether that closed the
+// breaker. Only the probe closes an open breaker: a call that was already
+// in flight when it opened proves nothing about the store now.
 func (b *breaker) success(probe bool) (closed bool) {
 	if b.fails.Load() != 0 {
 		b.fails.Store(0)
 	}
-	if probe || b.openUntil.Load() != 0 {
+	if probe {
 		closed = b.openUntil.Swap(0) != 0
 		b.probing.Store(false)
 	}

@@ -550,14 +550,26 @@ func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *po
 		if rs, ok := l.store.(*RedisStore); ok {
 			dialErr, last = rs.dialError(), rs.cause()
 		}
+		// A caller stops waiting by its own timer, a hair before its
+		// context reports the deadline.
 		call := callOf(err)
-		err = failureCause(err, ctx.Err() != nil, dialErr, last)
-		if slotMoving(err) {
+		timedOut := ctx.Err() != nil || (call == 0 && errors.Is(err, context.DeadlineExceeded))
+		err = failureCause(err, timedOut, dialErr, last)
+		switch {
+		case slotMoving(err):
 			// The node is healthy; one slot is on the move. Its other
 			// slots' subjects must not be degraded for it.
 			br.release(probe)
-		} else if br.failedCall(probe, l.clock(), call) && l.observer != nil {
-			l.observer.BreakerChange(l.name, true)
+		case timedOut && last == nil && dialErr == nil && l.bounded:
+			// The store's calls succeed; this decision waited too long
+			// for one (a burst, or this process starved of CPU). It is
+			// degraded, but no reason to stop calling the store: only
+			// failing calls open the breaker.
+			br.release(probe)
+		default:
+			if br.failedCall(probe, l.clock(), call) && l.observer != nil {
+				l.observer.BreakerChange(l.name, true)
+			}
 		}
 		return l.degrade(ctx, br, op, key, n, set, err, start)
 	}

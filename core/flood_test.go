@@ -1,0 +1,105 @@
+package core_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/faultproxy"
+	"github.com/sluicehq/ratelimit/internal/redistest"
+)
+
+type breakerCounter struct {
+	core.Observer
+	opened atomic.Int64
+}
+
+func (b *breakerCounter) Decision(core.DecisionEvent) {}
+func (b *breakerCounter) BreakerChange(_ string, open bool) {
+	if open {
+		b.opened.Add(1)
+	}
+}
+
+// TestFloodAtLatency (issue 21): Redis 30 ms away, the default Timeout
+// (50 ms). 64 goroutines flood one key while a victim makes a request
+// every 25 ms on another. A decision waits for one round trip, never for
+// another call's, and only failing calls count toward the breaker: it
+// never opens, and the victim is degraded only when this process itself
+// is too slow to read a reply in time (a loaded machine: at most a third
+// here). Before: 19–36 of the victim's 30–41 requests were 503, the
+// breaker opened 7–15 times, and FailOpen admitted the attacker 36 373–
+// 59 004 times against a bound of 136 (its timed-out decisions are
+// FailOpen's to allow: logged, not bounded here).
+func TestFloodAtLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 1.5 s flood through a latency proxy")
+	}
+	for _, clientMode := range []string{"default-client", "context-timeouts"} {
+		for _, mode := range []core.FailMode{core.FailClosed, core.FailOpen} {
+			t.Run(clientMode+"/"+mode.String(), func(t *testing.T) {
+				p := faultproxy.Start(t, redistest.Addr(t))
+				c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: clientMode == "context-timeouts"})
+				defer c.Close()
+				store := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))
+				if err := store.Preload(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				obs := &breakerCounter{}
+				var timeout time.Duration // the default 50 ms
+				if raceDetector {
+					timeout = 80 * time.Millisecond // the race detector slows the Go side
+				}
+				limit := core.PerSecond(50)
+				l := mustNew(t, core.Config{Store: store, Limit: limit, FailMode: mode, Observer: obs, Logger: discard, Timeout: timeout})
+				ctx := context.Background()
+				// An app that has been running has connections open: a new
+				// one costs a round trip more (go-redis's HELLO).
+				var warm sync.WaitGroup
+				for i := range 16 {
+					warm.Go(func() { l.Allow(ctx, "warm-"+strconv.Itoa(i)) })
+				}
+				warm.Wait()
+				p.SetLatency(30 * time.Millisecond)
+				const window = 1500 * time.Millisecond
+				start := time.Now()
+				var admitted atomic.Int64
+				var wg sync.WaitGroup
+				for range 64 {
+					wg.Go(func() {
+						for time.Since(start) < window {
+							if res, _ := l.Allow(ctx, "attacker"); res.Allowed {
+								admitted.Add(1)
+							}
+							time.Sleep(100 * time.Microsecond) // a spinning loop would starve the netpoller
+						}
+					})
+				}
+				var sent, degraded int
+				for time.Since(start) < window {
+					res, _ := l.Allow(ctx, "victim")
+					sent++
+					if res.Degraded {
+						degraded++
+					}
+					time.Sleep(25 * time.Millisecond)
+				}
+				wg.Wait()
+				elapsed := time.Since(start)
+				bound := int64(limit.Capacity()) + int64(elapsed.Seconds()*float64(limit.Rate)) + 1
+				t.Logf("flood at +30ms: victim %d of %d degraded; breaker opened %d times; attacker admitted %d (bound %d)",
+					degraded, sent, obs.opened.Load(), admitted.Load(), bound)
+				if obs.opened.Load() != 0 || degraded*3 > sent || (mode == core.FailClosed && admitted.Load() > bound) {
+					t.Errorf("victim degraded %d of %d, breaker opened %d times, attacker admitted %d of a bound of %d",
+						degraded, sent, obs.opened.Load(), admitted.Load(), bound)
+				}
+			})
+		}
+	}
+}
