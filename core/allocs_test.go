@@ -16,6 +16,9 @@ type scriptedClient struct {
 	reply *redis.Cmd
 }
 
+// AddHook takes the store's dial watch, which a canned client never needs.
+func (c *scriptedClient) AddHook(redis.Hook) {}
+
 func (c *scriptedClient) EvalSha(context.Context, string, []string, ...any) *redis.Cmd {
 	return c.reply
 }

@@ -581,6 +581,8 @@ type panickyClient struct {
 	calls            atomic.Int64
 }
 
+func (c *panickyClient) AddHook(redis.Hook) {}
+
 func (c *panickyClient) EvalSha(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
 	switch c.calls.Add(1) {
 	case 1:
