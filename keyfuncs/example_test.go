@@ -1,7 +1,6 @@
 package keyfuncs_test
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -52,11 +51,10 @@ func ExampleTrustedHeader() {
 
 	r.Header.Del("CF-Connecting-IP")
 	r.Header.Set("X-Forwarded-For", "203.0.113.7") // never a fallback
-	_, err := key(r)
-	fmt.Println(errors.Is(err, keyfuncs.ErrMissingHeader))
+	fmt.Println(key(r))                            // the edge's own request: its address
 	// Output:
 	// ip:203.0.113.7 <nil>
-	// true
+	// ip:173.245.48.5 <nil>
 }
 
 func ExampleForwardedHeader() {

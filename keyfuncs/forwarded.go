@@ -10,12 +10,15 @@ import (
 // names, when the peer is a trusted proxy; see TrustedProxies and
 // ForwardedHeader for the rules.
 func (c *ipConfig) fromForwarded(r *http.Request) (string, error) {
-	peer, ok := parseAddr(r.RemoteAddr, false)
+	peer, ok := c.peer(r)
 	if !ok {
 		return "", ErrInvalidAddr
 	}
 	if !c.proxies.contains(peer) {
 		return c.key(peer), nil
+	}
+	if len(r.Header["Forwarded"]) == 0 {
+		return c.unforwarded(peer, "Forwarded"), nil
 	}
 	a, err := walkForwarded(r.Header["Forwarded"], c.proxies)
 	if err != nil {

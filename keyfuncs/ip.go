@@ -1,9 +1,12 @@
 package keyfuncs
 
 import (
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
+	"sync/atomic"
 )
 
 // MaxHops is the most trusted proxies that a forwarding-header walk passes
@@ -25,6 +28,45 @@ type ipConfig struct {
 	useHeader   bool
 
 	errMissing, errRepeated, errInvalid error // for header, built once
+
+	// Each logged once per KeyFunc: a RemoteAddr without a port, a
+	// trusted peer's request without its forwarding header.
+	loggedNoPort, loggedNoForwarding atomic.Bool
+}
+
+// peer parses RemoteAddr. One without a port was not written by net/http
+// but by a middleware from request headers (chi's middleware.RealIP, for
+// one), which any client sets: it is used, and logged once, loudly,
+// without the address.
+func (c *ipConfig) peer(r *http.Request) (netip.Addr, bool) {
+	a, ok := parseAddr(r.RemoteAddr, false)
+	if ok && !c.loggedNoPort.Load() && !hasPort(r.RemoteAddr) && c.loggedNoPort.CompareAndSwap(false, true) {
+		slog.Error("keyfuncs: RemoteAddr has no port: a middleware rewrote it from request headers " +
+			"(chi's middleware.RealIP, for one), which any client can set, so clients choose their own " +
+			"rate-limit keys; remove that middleware and trust proxies with TrustedProxies or TrustedHeader")
+	}
+	return a, ok
+}
+
+// hasPort reports whether an address that parseAddr accepted carries a
+// port: "[v6]:port", or one colon (IPv4 with a port; bare IPv6 has two).
+func hasPort(s string) bool {
+	if s[0] == '[' {
+		return strings.Contains(s, "]:")
+	}
+	i := strings.IndexByte(s, ':')
+	return i >= 0 && strings.IndexByte(s[i+1:], ':') < 0
+}
+
+// unforwarded keys a trusted peer's request that came without the
+// forwarding header (a load balancer's health check, a kubelet probe) by
+// the peer's own address, and logs that once.
+func (c *ipConfig) unforwarded(peer netip.Addr, header string) string {
+	if !c.loggedNoForwarding.Load() && c.loggedNoForwarding.CompareAndSwap(false, true) {
+		slog.Warn("keyfuncs: a trusted proxy sent a request without its forwarding header "+
+			"(a health check?): such requests are keyed by the proxy's own address", "header", header)
+	}
+	return c.key(peer)
 }
 
 // IPv4Prefix sets the length of the network that IPv4 clients are grouped
@@ -166,7 +208,7 @@ func IP(opts ...IPOption) KeyFunc {
 }
 
 func (c *ipConfig) fromRemote(r *http.Request) (string, error) {
-	a, ok := parseAddr(r.RemoteAddr, false)
+	a, ok := c.peer(r)
 	if !ok {
 		return "", ErrInvalidAddr
 	}
@@ -174,12 +216,15 @@ func (c *ipConfig) fromRemote(r *http.Request) (string, error) {
 }
 
 func (c *ipConfig) fromHeader(r *http.Request) (string, error) {
-	peer, ok := parseAddr(r.RemoteAddr, false)
+	peer, ok := c.peer(r)
 	if !ok {
 		return "", ErrInvalidAddr
 	}
 	if !c.headerPeers.contains(peer) {
 		return c.key(peer), nil
+	}
+	if len(r.Header[c.header]) == 0 {
+		return c.unforwarded(peer, c.header), nil
 	}
 	v, err := single(r.Header, c.header, c.errMissing, c.errRepeated)
 	if err != nil {

@@ -14,12 +14,15 @@ var (
 // fromXFF keys by the client that X-Forwarded-For names, when the peer is a
 // trusted proxy; see TrustedProxies for the rules.
 func (c *ipConfig) fromXFF(r *http.Request) (string, error) {
-	peer, ok := parseAddr(r.RemoteAddr, false)
+	peer, ok := c.peer(r)
 	if !ok {
 		return "", ErrInvalidAddr
 	}
 	if !c.proxies.contains(peer) {
 		return c.key(peer), nil
+	}
+	if len(r.Header["X-Forwarded-For"]) == 0 {
+		return c.unforwarded(peer, "X-Forwarded-For"), nil
 	}
 	a, err := walkXFF(r.Header["X-Forwarded-For"], c.proxies)
 	if err != nil {
