@@ -61,3 +61,7 @@ type headerError struct {
 
 func (e *headerError) Error() string { return e.err.Error() + " " + strconv.Quote(e.name) }
 func (e *headerError) Unwrap() error { return e.err }
+
+// Header returns the canonical name of the header e concerns, for a
+// response naming what is missing (nethttp's 400); never a value.
+func (e *headerError) Header() string { return e.name }

@@ -109,15 +109,15 @@ func NewConcurrencyGate(c *core.Concurrency, opts ...Option) *ConcurrencyGate {
 // the handler runs (core.Lease.KeepAlive).
 func (g *ConcurrencyGate) Acquire(w http.ResponseWriter, r *http.Request) (*core.Lease, bool) {
 	cfg := &g.gate.config
-	if cfg.skip != nil && cfg.skip(r) {
+	if g.gate.exempt(r) {
 		return nil, true
 	}
 	key, err := cfg.key(r)
-	if err == nil && key == "" {
-		err = core.ErrEmptyKey
-	}
 	if err != nil {
 		return nil, g.gate.fail(w, r, &keyError{err})
+	}
+	if key == "" {
+		return nil, g.gate.fail(w, r, errEmptyKey)
 	}
 	lease, res, err := g.c.Acquire(r.Context(), key)
 	if err != nil {

@@ -23,10 +23,11 @@
 //     with Retry-After and a problem body. A degraded decision (the store
 //     could not decide and core.FailMode did) never carries RateLimit
 //     fields, whose numbers would be fiction.
-//   - No key (the KeyFunc failed or gave ""): 400 Bad Request, a problem
-//     body saying the rate-limit key is missing or invalid. A cost the
-//     limiter can never allow (below 1, above the burst: a bug in WithCost)
-//     gets 500. WithErrorHandler replaces both. No error's text ever reaches
+//   - No key (the KeyFunc failed): 400 Bad Request, a problem body naming
+//     what is missing (a header, the client address, the user), never
+//     what the client sent. A key function that returns "" without an
+//     error, or a cost the limiter can never allow (below 1, above the
+//     burst: a bug in WithCost), is the server's bug: 500, logged. WithErrorHandler replaces both. No error's text ever reaches
 //     the client.
 //
 // WithSkip exempts requests (health checks); WithDryRun decides and sends

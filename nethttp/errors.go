@@ -1,10 +1,17 @@
 package nethttp
 
-import "errors"
+import (
+	"errors"
+	"fmt"
 
-// ErrKey is what an ErrorHandler receives, wrapped, when the KeyFunc failed
-// or returned an empty key: errors.Is(err, ErrKey). The KeyFunc's own error
-// stays reachable through errors.Is and errors.As.
+	"github.com/sluicehq/ratelimit/core"
+)
+
+// ErrKey is what an ErrorHandler receives, wrapped, when the KeyFunc failed:
+// errors.Is(err, ErrKey). The KeyFunc's own error stays reachable through
+// errors.Is and errors.As. A KeyFunc that returns "" without an error is the
+// server's bug, not the client's: its error matches core.ErrEmptyKey, not
+// ErrKey (500 by default, and logged).
 var ErrKey = errors.New("nethttp: no rate-limit key")
 
 // keyError wraps a KeyFunc's error so that it matches ErrKey.
@@ -25,3 +32,7 @@ type limitError struct{ err error }
 
 func (e *limitError) Error() string { return "nethttp: WithLimitFunc: " + e.err.Error() }
 func (e *limitError) Unwrap() error { return e.err }
+
+// errEmptyKey is the error of a key function that returned "" without an
+// error.
+var errEmptyKey = fmt.Errorf("nethttp: the key function returned an empty key without an error: %w", core.ErrEmptyKey)

@@ -192,7 +192,7 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, ch Chain) bool {
 // database): it decides for key and, when the request may go on, serves
 // next with w, as Middleware would have; else it writes the refusal (429
 // with the header fields, Retry-After and a problem document, or 503, or
-// 400 for an empty key) and next does not run. Every option of g applies
+// 500 for an empty key, the handler's bug) and next does not run. Every option of g applies
 // but WithKey, WithCountIf's settlement included; WithRoutes looks up
 // r.Pattern. Build g once, at startup, with NewGate.
 func (g *Gate) ServeKey(w http.ResponseWriter, r *http.Request, key string, next http.Handler) {
@@ -227,11 +227,11 @@ func isPreflight(r *http.Request) bool {
 // decide decides for key (or reports err) and writes the refusal; it
 // returns whether the request goes on, and what WithCountIf may give back.
 func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string, err error) (bool, charge) {
-	if err == nil && key == "" {
-		err = core.ErrEmptyKey
-	}
 	if err != nil {
 		return g.fail(w, r, &keyError{err}), charge{}
+	}
+	if key == "" {
+		return g.fail(w, r, errEmptyKey), charge{}
 	}
 	lim := g.limiterFor(r, route)
 	n := 1
@@ -351,6 +351,8 @@ func (g *Gate) logFailure(err error) {
 		kind = "key"
 	case errors.As(err, &le):
 		kind = "limit"
+	case err == errEmptyKey:
+		kind = "empty key"
 	}
 	g.logger.Warn("ratelimit: requests could not be rate limited",
 		"kind", kind, "count", n, "error", err.Error())

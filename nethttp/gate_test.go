@@ -3,6 +3,7 @@ package nethttp
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -75,22 +76,23 @@ func TestFailOpenDegradedSendsNoRateLimitFields(t *testing.T) {
 func TestKeyErrors(t *testing.T) {
 	t.Parallel()
 	secret := errors.New("parse 10.0.0.1: secret internal detail")
-	const body = `{"type":"about:blank","title":"Bad Request","status":400,"detail":"missing or invalid rate-limit key"}`
 	tests := []struct {
 		name  string
 		key   keyfuncs.KeyFunc
 		inner error
+		body  string
 	}{
-		{"error", func(*http.Request) (string, error) { return "", secret }, secret},
-		{"empty key", func(*http.Request) (string, error) { return "", nil }, core.ErrEmptyKey},
-		{"missing header", keyfuncs.Header("X-API-Key"), keyfuncs.ErrMissingHeader},
+		{"error", func(*http.Request) (string, error) { return "", secret }, secret,
+			`{"type":"about:blank","title":"Bad Request","status":400,"detail":"missing or invalid rate-limit key"}`},
+		{"missing header", keyfuncs.Header("X-API-Key"), keyfuncs.ErrMissingHeader,
+			`{"type":"about:blank","title":"Bad Request","status":400,"detail":"missing rate-limit key: header X-Api-Key is required"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := limitertest.NewLimiter(t, core.PerMinute(3))
 			w := get(Middleware(l, WithKey(tt.key))(okHandler), "/")
-			if w.Code != http.StatusBadRequest || w.Body.String() != body {
-				t.Fatalf("got %d %s, want 400 %s", w.Code, w.Body, body)
+			if w.Code != http.StatusBadRequest || w.Body.String() != tt.body {
+				t.Fatalf("got %d %s, want 400 %s", w.Code, w.Body, tt.body)
 			}
 			if len(rateLimitFields(w.Header())) != 0 || w.Header().Get("Content-Type") != problem {
 				t.Errorf("header %v", w.Header())
@@ -454,11 +456,11 @@ func TestServeKey(t *testing.T) {
 	if w := post("bob"); w.Code != http.StatusOK || w.Header().Get("Ratelimit-Remaining") != "1" {
 		t.Errorf("bob: %d %v", w.Code, w.Header())
 	}
-	// An empty key is a key error, as from a KeyFunc: 400.
+	// An empty key is the handler's bug, as from a KeyFunc: 500.
 	w = httptest.NewRecorder()
 	g.ServeKey(w, httptest.NewRequest(http.MethodPost, "/login", nil), "", okHandler)
-	if w.Code != http.StatusBadRequest {
-		t.Errorf("empty key: %d, want 400", w.Code)
+	if w.Code != http.StatusInternalServerError {
+		t.Errorf("empty key: %d, want 500", w.Code)
 	}
 }
 
@@ -555,5 +557,23 @@ func TestLimitFuncCountIf(t *testing.T) {
 		if w := get(h, c.target); w.Code != c.want || w.Header().Get("Ratelimit-Limit") != "2" {
 			t.Fatalf("request %d: %d %v, want %d under the limit of 2", i+1, w.Code, w.Header(), c.want)
 		}
+	}
+}
+
+// TestEmptyKeyIsTheServers500: a KeyFunc returning "" with no error is
+// the server's bug (issue 23.7): 500 and a log line, not a 400 blaming
+// the client, and never one bucket shared by everyone.
+func TestEmptyKeyIsTheServers500(t *testing.T) {
+	t.Parallel()
+	var log syncBuffer
+	h := Middleware(limitertest.NewLimiter(t, core.PerMinute(3)), WithLogger(slog.New(slog.NewTextHandler(&log, nil))),
+		WithKey(func(*http.Request) (string, error) { return "", nil }))(okHandler)
+	for range 5 {
+		if w := get(h, "/"); w.Code != http.StatusInternalServerError {
+			t.Fatalf("empty key: %d, want 500", w.Code)
+		}
+	}
+	if !strings.Contains(log.String(), `kind="empty key"`) {
+		t.Errorf("logged %q, want a line of kind \"empty key\"", log.String())
 	}
 }

@@ -4,14 +4,15 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/keyfuncs"
 )
 
 // Responses are RFC 9457 problem documents with fixed text: nothing from the
 // request or from an internal error ever reaches the body.
 var (
-	bodyBadKey  = []byte(`{"type":"about:blank","title":"Bad Request","status":400,"detail":"missing or invalid rate-limit key"}`)
 	bodyFailure = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"rate limit could not be applied"}`)
 )
 
@@ -61,15 +62,18 @@ func DefaultDenyHandler(w http.ResponseWriter, r *http.Request, res core.Result)
 }
 
 // DefaultErrorHandler is the ErrorHandler used unless WithErrorHandler
-// replaces it. A key error (errors.Is(err, ErrKey)) gets 400 Bad Request,
-// anything else 500 Internal Server Error, each with a fixed
-// application/problem+json body; err's text is never sent:
+// replaces it. A key error (errors.Is(err, ErrKey)) gets 400 Bad Request
+// with a detail naming what is missing or unreadable (a header's name, the
+// client address, the user), never what the client sent; anything else
+// (an empty key from the key function, an invalid cost or limit: the
+// server's bugs) gets 500 Internal Server Error. Each body is an
+// application/problem+json document; err's text is never sent:
 //
-//	{"type":"about:blank","title":"Bad Request","status":400,"detail":"missing or invalid rate-limit key"}
+//	{"type":"about:blank","title":"Bad Request","status":400,"detail":"missing rate-limit key: header X-Api-Key is required"}
 //	{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"rate limit could not be applied"}
 func DefaultErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, ErrKey) {
-		writeProblem(w, http.StatusBadRequest, bodyBadKey)
+		writeProblem(w, http.StatusBadRequest, badKeyBody(err))
 		return
 	}
 	writeProblem(w, http.StatusInternalServerError, bodyFailure)
@@ -84,4 +88,39 @@ func writeProblem(w http.ResponseWriter, status int, body []byte) {
 	h["Content-Type"], h["X-Content-Type-Options"] = v[0:1:1], v[1:2:2]
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// badKeyBody is the 400 problem document for a key error: its detail
+// names what is missing or cannot be read (a header's name, which the
+// server configured), never what the client sent.
+func badKeyBody(err error) []byte {
+	var detail string
+	switch {
+	case errors.Is(err, keyfuncs.ErrMissingHeader):
+		detail = "missing rate-limit key: header %s is required"
+	case errors.Is(err, keyfuncs.ErrRepeatedHeader):
+		detail = "invalid rate-limit key: header %s was sent more than once"
+	case errors.Is(err, keyfuncs.ErrValueTooLong):
+		detail = "invalid rate-limit key: a value is longer than 1024 bytes"
+	case errors.Is(err, keyfuncs.ErrInvalidForwarding):
+		detail = "invalid rate-limit key: the forwarding header %s cannot be read"
+	case errors.Is(err, keyfuncs.ErrUnidentifiedClient):
+		detail = "missing rate-limit key: the Forwarded header does not identify the client"
+	case errors.Is(err, keyfuncs.ErrInvalidAddr):
+		detail = "missing rate-limit key: the client address is not an IP address"
+	case errors.Is(err, keyfuncs.ErrNoUser), errors.Is(err, keyfuncs.ErrEmptyKey):
+		detail = "missing rate-limit key: no user identified"
+	default:
+		detail = "missing or invalid rate-limit key"
+	}
+	if i := strings.Index(detail, "%s"); i >= 0 {
+		var h interface{ Header() string }
+		name := "X-Forwarded-For"
+		if errors.As(err, &h) {
+			name = h.Header()
+		}
+		detail = detail[:i] + name + detail[i+2:]
+	}
+	b := append([]byte(`{"type":"about:blank","title":"Bad Request","status":400,"detail":"`), detail...)
+	return append(b, `"}`...)
 }

@@ -125,19 +125,19 @@ var cases = []tcase{
 		name: "keys/missing API key is 400",
 		app:  func(e *env) app { return global(e.limiter(perMinute3), nethttp.WithKey(keyfuncs.Header("X-API-Key"))) },
 		steps: []step{
-			{status: 400, body: problem400, want: merge(noFields, problemCT)},
-			{status: 400, body: problem400, header: []string{"X-API-Key", "a", "X-API-Key", "b"}, want: noFields},
+			{status: 400, body: problem400NoKey, want: merge(noFields, problemCT)},
+			{status: 400, body: problem400TwoKey, header: []string{"X-API-Key", "a", "X-API-Key", "b"}, want: noFields},
 			{status: 200, body: body, header: apiKey("k1"), want: d06("3", "2", "20", policy3, "")},
 		},
 	},
 	{
-		name: "keys/empty key is 400, never a shared bucket",
+		name: "keys/empty key is the server's 500, never a shared bucket",
 		app: func(e *env) app {
 			return global(e.limiter(perMinute3), nethttp.WithKey(func(*http.Request) (string, error) { return "", nil }))
 		},
 		steps: []step{
-			{status: 400, body: problem400, want: noFields},
-			{status: 400, body: problem400, want: noFields},
+			{status: 500, body: problem500, want: noFields},
+			{status: 500, body: problem500, want: noFields},
 		},
 	},
 	{
@@ -159,7 +159,7 @@ var cases = []tcase{
 			{status: 429, remote: "[2001:db8:1:2::ffff]:40001", want: d06("1", "0", "60", "1;w=60", "60")},
 			{status: 200, remote: "[::ffff:192.0.2.9]:1", want: d06("1", "0", "60", "1;w=60", "")},
 			{status: 429, remote: "192.0.2.9:2", want: d06("1", "0", "60", "1;w=60", "60")},
-			{status: 400, remote: "@unix", body: problem400, want: noFields},
+			{status: 400, remote: "@unix", body: problem400Addr, want: noFields},
 		},
 	},
 	{
@@ -170,7 +170,7 @@ var cases = []tcase{
 		},
 		steps: []step{
 			// No authentication middleware in front: no user, 400.
-			{status: 400, body: problem400, want: noFields},
+			{status: 400, body: problem400User, want: noFields},
 		},
 	},
 	{

@@ -90,8 +90,12 @@ type tcase struct {
 
 // Problem documents nethttp writes.
 const (
-	problem400 = `{"type":"about:blank","title":"Bad Request","status":400,"detail":"missing or invalid rate-limit key"}`
-	problem500 = `{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"rate limit could not be applied"}`
+	problem400       = `{"type":"about:blank","title":"Bad Request","status":400,"detail":"missing or invalid rate-limit key"}`
+	problem400NoKey  = `{"type":"about:blank","title":"Bad Request","status":400,"detail":"missing rate-limit key: header X-Api-Key is required"}`
+	problem400TwoKey = `{"type":"about:blank","title":"Bad Request","status":400,"detail":"invalid rate-limit key: header X-Api-Key was sent more than once"}`
+	problem400Addr   = `{"type":"about:blank","title":"Bad Request","status":400,"detail":"missing rate-limit key: the client address is not an IP address"}`
+	problem400User   = `{"type":"about:blank","title":"Bad Request","status":400,"detail":"missing rate-limit key: no user identified"}`
+	problem500       = `{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"rate limit could not be applied"}`
 )
 
 func problem429(secs string) string {
