@@ -127,3 +127,25 @@ func callOf(err error) uint64 {
 	}
 	return 0
 }
+
+// nodeBreakers holds a breaker per store node (Redis Cluster shard, Ring
+// shard), so a dead node degrades only the subjects it owns; a store of
+// one node has one.
+type nodeBreakers struct {
+	one    breaker                     // the store's, or its only node's
+	byNode sync.Map                    // node → *breaker, when node is set
+	node   func(subject string) string // the node deciding subject; nil: one
+}
+
+// forKey returns the breaker of the node deciding key.
+func (nb *nodeBreakers) forKey(key string) *breaker {
+	if nb.node == nil {
+		return &nb.one
+	}
+	node := nb.node(key)
+	if b, ok := nb.byNode.Load(node); ok {
+		return b.(*breaker)
+	}
+	b, _ := nb.byNode.LoadOrStore(node, &breaker{threshold: nb.one.threshold, cooldown: nb.one.cooldown})
+	return b.(*breaker)
+}

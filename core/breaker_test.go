@@ -60,7 +60,7 @@ func TestFailedBatchOpensNoBreaker(t *testing.T) {
 			t.Fatalf("decision %d: %+v", i, r)
 		}
 	}
-	if until := l.breaker.openUntil.Load(); until != 0 {
+	if until := l.breakers.one.openUntil.Load(); until != 0 {
 		t.Fatal("one failed call's decisions opened the breaker")
 	}
 }

@@ -1,11 +1,11 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,9 +95,8 @@ type Config struct {
 // policy at startup and share it.
 type Limiter struct {
 	store       Store
-	mem         *MemoryStore                // Store, when it is one: decided in place, nothing to bound
-	bounded     bool                        // Store returns by its context's deadline (RedisStore)
-	node        func(subject string) string // the Redis server deciding subject; nil: one
+	mem         *MemoryStore // Store, when it is one: decided in place, nothing to bound
+	bounded     bool         // Store returns by its context's deadline (RedisStore)
 	name        string
 	set         *policySet // Limit, then Extra
 	perLimit    limitSets  // AllowLimit's limits, then Extra
@@ -105,20 +104,14 @@ type Limiter struct {
 	timeout     time.Duration
 	maxInFlight int64
 	inflight    atomic.Int64 // calls of a foreign Store not yet returned (callBounded)
-	breaker     breaker      // the store's, or its only node's
-	breakers    sync.Map     // node → *breaker, for a store of several nodes
+	breakers    nodeBreakers
 	clock       func() int64 // ns, monotonic: breakers, denial cache, log throttle
 
 	denials *denyCache   // nil when disabled
 	local   *MemoryStore // FailLocal's buckets
 
-	observer        Observer
-	onError         func(error)
-	logger          *slog.Logger
-	logInterval     int64 // ns
-	lastLog         atomic.Int64
-	lastRecoveryLog atomic.Int64
-	degraded        atomic.Int64 // degraded decisions since the last log line
+	observer Observer
+	report   reporter
 }
 
 // Defaults for Config's zero values.
@@ -177,23 +170,19 @@ func New(cfg Config) (*Limiter, error) {
 		mode:        cfg.FailMode,
 		timeout:     orDefault(cfg.Timeout, DefaultTimeout),
 		maxInFlight: int64(orDefault(cfg.MaxInFlight, DefaultMaxInFlight)),
-		onError:     cfg.OnError,
 		observer:    cfg.Observer,
-		logger:      cfg.Logger,
-		logInterval: int64(orDefault(cfg.LogInterval, DefaultLogInterval)),
+		report: reporter{policy: cfg.Name, mode: cfg.FailMode, onError: cfg.OnError,
+			logger: cmp.Or(cfg.Logger, slog.Default()), interval: int64(orDefault(cfg.LogInterval, DefaultLogInterval))},
 	}
-	l.breaker.threshold = int64(orDefault(cfg.BreakerFailures, DefaultBreakerFailures))
-	l.breaker.cooldown = int64(orDefault(cfg.BreakerCooldown, DefaultBreakerCooldown))
-	if l.logger == nil {
-		l.logger = slog.Default()
-	}
+	l.breakers.one.threshold = int64(orDefault(cfg.BreakerFailures, DefaultBreakerFailures))
+	l.breakers.one.cooldown = int64(orDefault(cfg.BreakerCooldown, DefaultBreakerCooldown))
 	start := time.Now()
 	l.clock = func() int64 { return int64(time.Since(start)) }
 	l.mem, _ = cfg.Store.(*MemoryStore)
 	if rs, ok := cfg.Store.(*RedisStore); ok {
 		l.bounded = true
 		if rs.split {
-			l.node = rs.node
+			l.breakers.node = rs.node
 		}
 	}
 	if cfg.DenyCacheSize < -1 {
@@ -372,7 +361,7 @@ func (l *Limiter) takeStore(ctx context.Context, key string, n int, set *policyS
 		case <-wait:
 			t.Stop()
 		case <-t.C:
-			return l.degrade(ctx, l.breakerFor(key), opTake, key, n, set, ErrTimeout, start), nil
+			return l.degrade(ctx, l.breakers.forKey(key), opTake, key, n, set, ErrTimeout, start), nil
 		}
 		sent = l.clock()
 		r, _, state = l.denials.lookup(key, n, lim, sent)
@@ -510,23 +499,10 @@ func (l *Limiter) observe(ctx context.Context, op int, e DecisionEvent) {
 	l.observer.Decision(e)
 }
 
-// breakerFor returns the breaker of the store node deciding key.
-func (l *Limiter) breakerFor(key string) *breaker {
-	if l.node == nil {
-		return &l.breaker
-	}
-	node := l.node(key)
-	if b, ok := l.breakers.Load(node); ok {
-		return b.(*breaker)
-	}
-	b, _ := l.breakers.LoadOrStore(node, &breaker{threshold: l.breaker.threshold, cooldown: l.breaker.cooldown})
-	return b.(*breaker)
-}
-
 // remote asks the store to take, peek or refund (op), through the breaker
 // of the node deciding key, by the decision's deadline: Timeout from start.
 func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *policySet, each []Outcome, start time.Time) Result {
-	br := l.breakerFor(key)
+	br := l.breakers.forKey(key)
 	call, probe := br.allow(l.clock())
 	if !call {
 		return l.degrade(ctx, br, op, key, n, set, ErrCircuitOpen, time.Time{})
@@ -700,7 +676,7 @@ func (l *Limiter) result(o Outcome, each []Outcome, set *policySet) Result {
 }
 
 func (l *Limiter) decideDegraded(br *breaker, op int, key string, n int, set *policySet, cause error) Result {
-	l.report(cause)
+	l.report.degradedBy(cause, l.clock())
 	switch {
 	case l.mode == FailOpen || (op == opRefund && l.mode == FailClosed):
 		return Result{Allowed: true, Limit: set.limits[0], Name: l.name, Degraded: true}
@@ -730,34 +706,10 @@ func (l *Limiter) decideDegraded(br *breaker, op int, key string, n int, set *po
 }
 
 // recovered notes a closed breaker: the observer always, the log at most
-// once per interval, with the degraded decisions not yet logged.
+// once per interval.
 func (l *Limiter) recovered() {
 	if l.observer != nil {
 		l.observer.BreakerChange(l.name, false)
 	}
-	if !due(&l.lastRecoveryLog, l.logInterval, l.clock()) {
-		return
-	}
-	l.logger.Info("ratelimit: store answering again; decisions no longer degraded",
-		"policy", l.name, "degraded_since_last_log", l.degraded.Swap(0))
-}
-
-// report tells OnError every time and the log at most once per interval.
-func (l *Limiter) report(cause error) {
-	if l.onError != nil {
-		l.onError(fmt.Errorf("core: limiter %q: store unavailable, FailMode %v decided: %w", l.name, l.mode, cause))
-	}
-	l.degraded.Add(1)
-	if !due(&l.lastLog, l.logInterval, l.clock()) {
-		return
-	}
-	l.logger.Warn("ratelimit: store unavailable; decisions degraded",
-		"policy", l.name, "fail_mode", l.mode.String(), "degraded", l.degraded.Swap(0), "cause", cause.Error())
-}
-
-// due reports whether a line rate-limited to one per interval (ns) may be
-// logged at now, and if so claims the slot: exactly one caller wins it.
-func due(last *atomic.Int64, interval, now int64) bool {
-	prev := last.Load()
-	return (prev == 0 || now-prev >= interval) && last.CompareAndSwap(prev, now)
+	l.report.recovered(l.clock())
 }
