@@ -135,9 +135,6 @@ func TestBatchingConformance(t *testing.T) {
 			if exactOnly[tc.name] {
 				t.Skip("needs a stopped clock")
 			}
-			if keptWaits[tc.name] && !redisKeptWaits {
-				t.Skip("waits on a bucket kept under another limit: not in the Redis script yet (redisKeptWaits)")
-			}
 			prefix := redistest.Prefix(t)
 			s := core.NewRedisStore(c, core.WithPrefix(prefix))
 			stop := noise(t, s, 4)

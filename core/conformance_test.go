@@ -118,17 +118,6 @@ func stores(t *testing.T) map[string]func(t *testing.T) clockStore {
 var exactOnly = map[string]bool{"a day, counted in ms": true, "30 days, counted in ms": true, "a billion a second": true,
 	"rounding only where the scale changes": true}
 
-// keptWaits names the cases where a decision that writes nothing (a
-// denied take, a peek) reads a bucket another limit wrote: the memory
-// store counts RetryAfter and ResetAfter on that bucket as it stays,
-// refilling under the limit that wrote it (true under a lowered limit);
-// redisKeptWaits says whether the Redis script (core/lua.go) does yet:
-// flip it to true when it does.
-var keptWaits = map[string]bool{"a raised limit: what was spent carries over": true,
-	"a day's quota raised, then lowered": true, "rounding only where the scale changes": true}
-
-const redisKeptWaits = false
-
 // step is one decision of a conformance case and what it must return.
 type step struct {
 	wait  time.Duration // clock advance before the decision
@@ -299,9 +288,6 @@ func TestStoreConformance(t *testing.T) {
 					s := mk(t)
 					if s.realTime && exactOnly[tc.name] {
 						t.Skip("needs a stopped clock")
-					}
-					if keptWaits[tc.name] && storeName != "memory" && !redisKeptWaits {
-						t.Skip("waits on a bucket kept under another limit: not in the Redis script yet (redisKeptWaits)")
 					}
 					if s.realTime {
 						// Real Redis's clock moves during the case; check

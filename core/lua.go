@@ -27,7 +27,9 @@ import "github.com/redis/go-redis/v9"
 // other wrote: the bucket is refilled to now in its own policy, and what
 // it has spent carries over (capacity − spent in the reader's units,
 // rounded toward fewer tokens, clamped to [0, capacity]); a bucket in the
-// reader's own policy is read with no rounding at all.
+// reader's own policy is read with no rounding at all. A decision that
+// writes nothing (a denial, a peek) leaves a bucket in its own policy,
+// refilling at its rate: its waits are counted so.
 //
 // Only an allowed take and a refund write, each bucket once at the end,
 // stamped with the current tick, expiring (ms) a second after it would be
@@ -91,8 +93,9 @@ for i = 1, nk - 1 do
     state[key] = st
   end
 end
--- tokens returns the units bucket st holds now in policy p's units, and
--- whether it is stamped ahead of the clock.
+-- tokens returns the units bucket st holds now in policy p's units,
+-- whether it is stamped ahead of the clock, and the units it holds in its
+-- own policy q.
 local function tokens(st, p)
   if not st then return p[1], false end
   local q = st[3] or p
@@ -100,13 +103,14 @@ local function tokens(st, p)
   local ahead = el < 0
   if ahead then el = 0 end
   if tok >= q[1] or el >= ceil((q[1] - tok) / q[2]) then tok = q[1] else tok = tok + el * q[2] end
-  if q ~= p and q[6] ~= p[6] then
+  local own = tok
+  if q ~= p then
     local spent = (q[1] - tok) * p[3]
     if spent < 9007199254740992 then spent = ceil(spent / q[3]) else spent = ceil((q[1] - tok) / q[3] * p[3]) end
     tok = p[1] - spent
     if tok < 0 then tok = 0 end
   end
-  return tok, ahead
+  return tok, ahead, own, q
 end
 local function num(x)
   if x < 1e14 then return x end
@@ -116,12 +120,12 @@ local out, order, px = {}, {}, {}
 local o, k, a = 0, 0, 4 + P
 for _ = 1, D do
   local op, n, m = tonumber(ARGV[a]), tonumber(ARGV[a+1]), tonumber(ARGV[a+2])
-  local toks, aheads = {}, {}
+  local toks, aheads, owns, kept = {}, {}, {}, {}
   local allowed = 1
   for i = 1, m do
     local p = pols[tonumber(ARGV[a+2+i])]
-    local tok, ahead = tokens(state[KEYS[k+i]], p)
-    toks[i], aheads[i] = tok, ahead
+    local tok, ahead, own, q = tokens(state[KEYS[k+i]], p)
+    toks[i], aheads[i], owns[i], kept[i] = tok, ahead, own, q
     if tok < n * p[3] then allowed = 0 end
   end
   local write = 0
@@ -146,6 +150,19 @@ for _ = 1, D do
       retry = ceil((need - left) / rate) * tick - phase
     end
     if left < cap then reset = ceil((cap - left) / rate) * tick - phase end
+    local q = kept[i]
+    if q and q ~= p and write == 0 and not (op == 1 and aheads[i]) then
+      -- Nothing is written: the bucket goes on refilling in its own
+      -- policy q, so the waits are q's, up to the units that p reads
+      -- as n tokens (then full).
+      local qphase, own = q[7], owns[i]
+      if allowed == 0 and left < need then
+        local x = (cap - need) * q[3]
+        if x < 9007199254740992 then x = floor(x / unit) else x = floor((cap - need) / unit * q[3]) end
+        retry = ceil((q[1] - x - own) / q[2]) * q[4] - qphase
+      end
+      if left < cap then reset = ceil((q[1] - own) / q[2]) * q[4] - qphase end
+    end
     out[o+3*i-1] = num(floor(left / unit))
     out[o+3*i] = num(retry)
     out[o+3*i+1] = num(reset)
