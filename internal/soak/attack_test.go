@@ -60,6 +60,9 @@ func attackLimiter(t *testing.T, opts redis.Options, mode core.FailMode) (*core.
 		FailMode: mode,
 		OnError:  func(error) { errs.Add(1) },
 		Logger:   discard,
+		// The attacks are about cancellation: a loaded -race run must
+		// not pass a slow decision off as one.
+		Timeout: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
