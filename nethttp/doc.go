@@ -124,3 +124,5 @@
 // does not allocate, the allowed path allocates nothing (see
 // BenchmarkMiddlewareAllowed and TestAllowedAllocs).
 package nethttp
+
+//go:generate go run ../internal/genoptions ..
