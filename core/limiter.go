@@ -96,7 +96,7 @@ type Config struct {
 type Limiter struct {
 	store       Store
 	mem         *MemoryStore // Store, when it is one: decided in place, nothing to bound
-	bounded     bool         // Store returns by its context's deadline (RedisStore)
+	calls       storeCalls   // what the Limiter asks of Store, resolved in New
 	name        string
 	set         *policySet // Limit, then Extra
 	perLimit    limitSets  // AllowLimit's limits, then Extra
@@ -179,8 +179,8 @@ func New(cfg Config) (*Limiter, error) {
 	start := time.Now()
 	l.clock = func() int64 { return int64(time.Since(start)) }
 	l.mem, _ = cfg.Store.(*MemoryStore)
+	l.calls = resolveCalls(cfg.Store)
 	if rs, ok := cfg.Store.(*RedisStore); ok {
-		l.bounded = true
 		if rs.split {
 			l.breakers.node = rs.node
 		}
@@ -445,11 +445,8 @@ func (l *Limiter) apply(ctx context.Context, op int, key string, n int, set *pol
 	if l.mem != nil {
 		return l.result(l.mem.apply(op, key, n, set.policies, each), each, set), nil
 	}
-	if _, ok := l.store.(Peeker); op == opPeek && !ok {
-		return Result{}, fmt.Errorf("%w: store %T cannot peek", ErrInvalidConfig, l.store)
-	}
-	if _, ok := l.store.(Refunder); op == opRefund && !ok {
-		return Result{}, fmt.Errorf("%w: store %T cannot refund", ErrInvalidConfig, l.store)
+	if !l.calls.supports(op) {
+		return Result{}, unsupported(l.store, op)
 	}
 	r := l.remote(ctx, op, key, n, set, each, time.Now())
 	if op == opRefund && l.denials != nil {
@@ -512,8 +509,8 @@ func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *po
 	defer cancel()
 	var o Outcome
 	var err error
-	if l.bounded {
-		o, err = l.call(ctx, op, key, n, set.policies, each)
+	if l.calls.bounded() {
+		o, err = l.calls.call(ctx, op, key, n, set.policies, each, l.maxInFlight)
 	} else {
 		o, err = l.callBounded(ctx, op, key, n, set.policies, each)
 	}
@@ -522,10 +519,7 @@ func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *po
 		return l.degrade(ctx, br, op, key, n, set, ErrOverloaded, time.Time{})
 	}
 	if err != nil {
-		var dialErr, last error
-		if rs, ok := l.store.(*RedisStore); ok {
-			dialErr, last = rs.dialError(), rs.cause()
-		}
+		dialErr, last := l.calls.why()
 		// A caller stops waiting by its own timer, a hair before its
 		// context reports the deadline.
 		call := callOf(err)
@@ -536,7 +530,7 @@ func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *po
 			// The node is healthy; one slot is on the move. Its other
 			// slots' subjects must not be degraded for it.
 			br.release(probe)
-		case timedOut && last == nil && dialErr == nil && l.bounded:
+		case timedOut && last == nil && dialErr == nil && l.calls.bounded():
 			// The store's calls succeed; this decision waited too long
 			// for one (a burst, or this process starved of CPU). It is
 			// degraded, but no reason to stop calling the store: only
@@ -566,20 +560,6 @@ func slotMoving(err error) bool {
 	return redis.HasErrorPrefix(err, "TRYAGAIN") || redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
 }
 
-// call asks the store to take, peek or refund.
-func (l *Limiter) call(ctx context.Context, op int, key string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	if rs, ok := l.store.(*RedisStore); ok {
-		return rs.do(ctx, op, key, n, policies, each, l.maxInFlight)
-	}
-	switch op {
-	case opPeek:
-		return l.store.(Peeker).Peek(ctx, key, n, policies, each)
-	case opRefund:
-		return l.store.(Refunder).Refund(ctx, key, n, policies, each)
-	}
-	return l.store.Take(ctx, key, n, policies, each)
-}
-
 // callBounded is call for a store that may not honour its context's
 // deadline: on a goroutine of its own, returning by that deadline whatever
 // the store does. The goroutine fills its own outcomes, never each after
@@ -601,7 +581,7 @@ func (l *Limiter) callBounded(ctx context.Context, op int, key string, n int, po
 		if each != nil {
 			mine = make([]Outcome, len(each))
 		}
-		o, err := l.call(ctx, op, key, n, policies, mine)
+		o, err := l.calls.call(ctx, op, key, n, policies, mine, 0)
 		done <- answer{o, err, mine}
 	}()
 	select {
