@@ -1,11 +1,9 @@
 package gin
 
 import (
-	"net/http"
-
 	"github.com/gin-gonic/gin"
 
-	"github.com/sluicehq/ratelimit/keyfuncs"
+	"github.com/sluicehq/ratelimit/internal/adapterkey"
 )
 
 // KeyFunc returns the rate-limiting key of a request from gin's context,
@@ -23,12 +21,5 @@ type KeyFunc func(c *gin.Context) (string, error)
 //
 //	c.Set("user", claims.Subject)
 func ContextKey(name string) KeyFunc {
-	return func(c *gin.Context) (string, error) {
-		v, _ := c.Get(name)
-		id, ok := v.(string)
-		if !ok {
-			return "", keyfuncs.ErrNoUser
-		}
-		return keyfuncs.User(func(*http.Request) (string, error) { return id, nil })(c.Request)
-	}
+	return adapterkey.ContextKey(name, func(c *gin.Context, name string) any { v, _ := c.Get(name); return v })
 }

@@ -1,11 +1,9 @@
 package echo
 
 import (
-	"net/http"
-
 	"github.com/labstack/echo/v5"
 
-	"github.com/sluicehq/ratelimit/keyfuncs"
+	"github.com/sluicehq/ratelimit/internal/adapterkey"
 )
 
 // KeyFunc returns the rate-limiting key of a request from echo's context,
@@ -21,12 +19,4 @@ type KeyFunc func(c *echo.Context) (string, error)
 // limiter stores the user:
 //
 //	c.Set("user", claims.Subject)
-func ContextKey(name string) KeyFunc {
-	return func(c *echo.Context) (string, error) {
-		id, ok := c.Get(name).(string)
-		if !ok {
-			return "", keyfuncs.ErrNoUser
-		}
-		return keyfuncs.User(func(*http.Request) (string, error) { return id, nil })(c.Request())
-	}
-}
+func ContextKey(name string) KeyFunc { return adapterkey.ContextKey(name, (*echo.Context).Get) }
