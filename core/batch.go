@@ -206,26 +206,57 @@ func (s *RedisStore) send(ctx context.Context, batch []*request) {
 	groups := bySubject(batch)
 	keys, args := make([][]string, len(groups)), make([][]any, len(groups))
 	cmds := make([]*redis.Cmd, len(groups))
-	pipe := s.client.Pipeline()
-	for i, g := range groups {
-		keys[i], args[i] = s.encode(ctx, s.idSeq.Add(1), g)
-		cmds[i] = tokenBuckets.EvalSha(ctx, pipe, keys[i], args[i]...)
-	}
-	if _, err := pipe.Exec(ctx); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// The script cache was emptied (restart, failover, SCRIPT FLUSH):
-		// send again, with the script, what it did not run.
-		pipe = s.client.Pipeline()
-		for i, c := range cmds {
-			if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-				cmds[i] = tokenBuckets.Eval(ctx, pipe, keys[i], args[i]...)
-			}
+	// One node's pipeline, on that node's own client: go-redis's Cluster
+	// pipeline races with itself while it follows redirections (seen
+	// under -race during a slot migration). A call the node did not run
+	// (NOSCRIPT, MOVED, ASK, TRYAGAIN) goes again alone through the
+	// Cluster or Ring client, which follows redirections.
+	if node := s.nodeClient(batch[0].subj); node != nil {
+		pipe := node.Pipeline()
+		for i, g := range groups {
+			keys[i], args[i] = s.encode(ctx, s.idSeq.Add(1), g)
+			cmds[i] = tokenBuckets.EvalSha(ctx, pipe, keys[i], args[i]...)
 		}
 		_, _ = pipe.Exec(ctx)
 	}
 	for i, g := range groups {
+		if cmds[i] == nil || notRun(cmds[i].Err()) {
+			if keys[i] == nil {
+				keys[i], args[i] = s.encode(ctx, s.idSeq.Add(1), g)
+			}
+			cmds[i] = tokenBuckets.Run(ctx, s.client, keys[i], args[i]...)
+		}
 		reply, err := cmds[i].Text()
 		s.settle(ctx, g, call, reply, err)
 	}
+}
+
+// notRun reports a Redis answer that the script was not run: the node
+// lacks it, or does not own the slot.
+func notRun(err error) bool {
+	return redis.HasErrorPrefix(err, "NOSCRIPT") || slotMoving(err) || redis.HasErrorPrefix(err, "CLUSTERDOWN")
+}
+
+// nodeClient returns the client of the Redis server that decides subj (a
+// subject passed through hashSubject), or nil before the slot map is
+// known.
+func (s *RedisStore) nodeClient(subj string) *redis.Client {
+	if !s.ready.Load() {
+		return nil
+	}
+	tag := "{" + subj + "}"
+	var c *redis.Client
+	var err error
+	switch cl := s.client.(type) {
+	case *redis.ClusterClient:
+		c, err = cl.MasterForKey(context.Background(), tag)
+	case *redis.Ring:
+		c, err = cl.GetShardClientForKey(tag)
+	}
+	if err != nil {
+		return nil
+	}
+	return c
 }
 
 // bySubject splits a batch into its subjects' requests, in order.

@@ -257,24 +257,10 @@ func wait(ctx context.Context, r *request) error {
 // Before the store's first answer a ClusterClient may not have its slot
 // map, and asking for it would block on the network: until then, "".
 func (s *RedisStore) node(subject string) string {
-	if !s.ready.Load() {
-		return ""
+	if c := s.nodeClient(hashSubject(subject)); c != nil {
+		return c.Options().Addr
 	}
-	tag := "{" + hashSubject(subject) + "}"
-	var c *redis.Client
-	var err error
-	switch cl := s.client.(type) {
-	case *redis.ClusterClient:
-		c, err = cl.MasterForKey(context.Background(), tag)
-	case *redis.Ring:
-		c, err = cl.GetShardClientForKey(tag)
-	default:
-		return ""
-	}
-	if err != nil || c == nil {
-		return ""
-	}
-	return c.Options().Addr
+	return ""
 }
 
 // parseReply reads one request's part of the script's reply: allowed,
