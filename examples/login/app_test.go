@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -21,7 +23,16 @@ func newTestApp(t *testing.T) http.Handler {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	app, err := newApp(core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))))
+	store := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))
+	// As main does: the script loaded, a connection open, before the
+	// first request (a loaded CI machine can take the first EVAL past
+	// the 50 ms Timeout, and FailClosed would answer 503).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := store.Preload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	app, err := newApp(store)
 	if err != nil {
 		t.Fatal(err)
 	}
