@@ -1,6 +1,7 @@
 package nethttp
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -238,12 +239,16 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	if g.cost != nil {
 		n = g.cost(r)
 	}
+	ctx := r.Context()
+	if g.dryRun {
+		ctx = core.WithDryRun(ctx) // metrics say "would deny", never "denied"
+	}
 	var res core.Result
 	var limit core.Limit
 	if g.limitOf == nil {
-		res, err = lim.AllowN(r.Context(), key, n)
+		res, err = lim.AllowN(ctx, key, n)
 	} else {
-		limit, res, err = g.allowLimit(r, lim, key, n)
+		limit, res, err = g.allowLimit(ctx, r, lim, key, n)
 	}
 	if err != nil {
 		return g.fail(w, r, err), charge{}
@@ -267,12 +272,12 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 }
 
 // allowLimit decides r under the limit WithLimitFunc gives it.
-func (g *Gate) allowLimit(r *http.Request, lim *core.Limiter, key string, n int) (core.Limit, core.Result, error) {
+func (g *Gate) allowLimit(ctx context.Context, r *http.Request, lim *core.Limiter, key string, n int) (core.Limit, core.Result, error) {
 	limit, err := g.limitOf(r)
 	if err != nil {
 		return limit, core.Result{}, &limitError{err}
 	}
-	res, err := lim.AllowLimit(r.Context(), key, n, limit)
+	res, err := lim.AllowLimit(ctx, key, n, limit)
 	if err != nil {
 		return limit, core.Result{}, &limitError{err}
 	}
