@@ -109,9 +109,10 @@ func TestBatchResentChargedOnce(t *testing.T) {
 	base.Store(int64(before))
 	calls := hook.calls.Load()
 
-	// Replies take 300 ms, so concurrent callers queue behind a call in
+	// Replies take 1 s (time for the drop to come first on a loaded
+	// machine), so concurrent callers queue behind a call in
 	// flight and leave together, in one script call.
-	p.SetLatency(300 * time.Millisecond)
+	p.SetLatency(time.Second)
 	const n = 12
 	results := make([]core.Result, n)
 	var wg sync.WaitGroup
