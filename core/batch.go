@@ -133,6 +133,9 @@ func (s *RedisStore) forget(dest string, q *queue) {
 // on with what queued meanwhile if no other carrier is on its way.
 func (s *RedisStore) carry(dest string, q *queue) {
 	for {
+		// Let the goroutines ready to run queue first: callers woken
+		// together (a batch's answers, a probe's) then leave in one call.
+		runtime.Gosched()
 		s.mu.Lock()
 		batch := s.next(q)
 		q.leaving = false
