@@ -290,8 +290,8 @@ func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) 
 		for i := range r.policies {
 			p := &r.policies[i]
 			keys = append(keys, s.key(r.subj, p.Name))
-			j := 0
-			for j < len(pols) && pols[j] != p && pols[j].desc != p.describe() {
+			d, j := p.describe(), 0
+			for j < len(pols) && pols[j] != p && pols[j].describe() != d {
 				j++
 			}
 			if j == len(pols) {
@@ -299,7 +299,7 @@ func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) 
 				if p.arg != nil {
 					args = append(args, p.arg)
 				} else {
-					args = append(args, p.describe())
+					args = append(args, d)
 				}
 			}
 			idx = append(idx, j+1)

@@ -311,7 +311,7 @@ func (c *Concurrency) bounded(ctx context.Context, start time.Time, f func(conte
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(c.timeout))
 	defer cancel() // after the checks of ctx.Err below: it is the deadline's alone
 	var err error
-	if c.rs.inline {
+	if c.rs.deadlines {
 		err = f(ctx)
 		c.inflight.Add(-1)
 	} else {

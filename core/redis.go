@@ -51,12 +51,12 @@ type RedisStore struct {
 	client redis.UniversalClient
 	prefix string
 
-	mu       sync.Mutex
-	queues   map[string]*queue // by node for a Cluster or Ring, else one, ""
-	split    bool              // Cluster or Ring: decisions queue per node
-	maxCalls int               // calls in flight per queue: the client's pool
-	inline   bool              // the client bounds calls by their context's deadline
-	ready    atomic.Bool       // a call succeeded: a Cluster client has its slot map
+	mu        sync.Mutex
+	queues    map[string]*queue // by node for a Cluster or Ring, else one, ""
+	split     bool              // Cluster or Ring: decisions queue per node
+	maxCalls  int               // calls in flight per queue: the client's pool
+	deadlines bool              // the client bounds calls by their context's deadline
+	ready     atomic.Bool       // a call succeeded: a Cluster client has its slot map
 
 	lastErr atomic.Pointer[error]       // the last call's error; nil after a success
 	running atomic.Int64                // decisions queued or in a call (see runBounded)
@@ -104,13 +104,13 @@ func NewRedisStore(client redis.UniversalClient, opts ...RedisOption) *RedisStor
 	}
 	switch c := client.(type) {
 	case *redis.Client:
-		s.inline = c != nil && c.Options().ContextTimeoutEnabled
+		s.deadlines = c != nil && c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
 		s.split = c != nil
-		s.inline = c != nil && c.Options().ContextTimeoutEnabled
+		s.deadlines = c != nil && c.Options().ContextTimeoutEnabled
 	case *redis.Ring:
 		s.split = c != nil
-		s.inline = c != nil && c.Options().ContextTimeoutEnabled
+		s.deadlines = c != nil && c.Options().ContextTimeoutEnabled
 	}
 	s.maxCalls = poolSize(client)
 	if !s.nilClient() {
