@@ -18,7 +18,8 @@ import (
 )
 
 // batchingStore is the conformance suite's "redis-batching" store: the
-// shared Redis, one key prefix per case, WithBatching. The suite decides
+// shared Redis, one key prefix per case (a RedisStore batches whenever
+// calls overlap). The suite decides
 // one step at a time, so its decisions go alone; TestBatchingConformance
 // adds concurrent traffic so that they travel in pipelines.
 func batchingStore(t *testing.T) clockStore {
@@ -175,7 +176,7 @@ func TestBatchingConformance(t *testing.T) {
 }
 
 // batchingLimiters returns n limiters sharing prefix on addr, each with
-// its own client (an app instance) and WithBatching.
+// its own client (an app instance).
 func batchingLimiters(t *testing.T, addr, prefix string, n int, pc *pipeCounter, cfg core.Config) []*core.Limiter {
 	t.Helper()
 	ls := make([]*core.Limiter, n)
@@ -191,7 +192,7 @@ func batchingLimiters(t *testing.T, addr, prefix string, n int, pc *pipeCounter,
 }
 
 // TestBatchingExactness: 16 batching instances (half deciding inline under
-// a deadline context, half through the worker hand-off) race thousands of
+// a deadline context, half through a sender goroutine) race thousands of
 // decisions on one key: the admitted count never exceeds C + R·Δ and a
 // burst is always served; and a bucket never exhausted never denies.
 func TestBatchingExactness(t *testing.T) {
@@ -363,7 +364,7 @@ func TestBatchingScriptFlush(t *testing.T) {
 // past Timeout plus scheduling slack; every decision degrades per
 // FailMode; after the stall the store decides again and no goroutine is
 // left behind. Both limiter paths: inline under a deadline context
-// (ContextTimeoutEnabled) and the worker hand-off.
+// (ContextTimeoutEnabled) and a sender goroutine.
 func TestBatchingStalled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault test")
