@@ -30,7 +30,7 @@ import (
 )
 
 // maxReadme is the README's budget: a user reads it in ten minutes.
-const maxReadme = 15 << 10
+const maxReadme = 15000
 
 // block is one ```go block of the README.
 type block struct {
