@@ -20,14 +20,9 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
-	"github.com/sluicehq/ratelimit/metrics"
-	ratelimit "github.com/sluicehq/ratelimit/nethttp"
 )
 
 func main() {
@@ -47,29 +42,12 @@ func main() {
 	}
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	store := core.NewRedisStore(client)
-
-	// One Collector observes every limiter; register it once.
-	m := metrics.New()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	api, err := core.New(core.Config{Store: store, Limit: core.PerSecond(5), Name: "api", FailMode: core.FailOpen, Observer: m})
+	app, err := newApp(core.NewRedisStore(client))
 	if err != nil {
 		log.Fatal(err)
 	}
-	search, err := core.New(core.Config{Store: store, Limit: core.PerSecond(2), Name: "search-trial", FailMode: core.FailOpen, Observer: m})
-	if err != nil {
-		log.Fatal(err)
-	}
-
-	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("hello\n")) })
-	mux := http.NewServeMux()
-	mux.Handle("GET /api/hello", ratelimit.Middleware(api, ratelimit.WithObserver(m.HTTPObserver()))(hello))
-	mux.Handle("GET /search", ratelimit.Middleware(search, ratelimit.WithDryRun(), ratelimit.WithObserver(m.HTTPObserver()))(hello))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 
 	log.Printf("listening on %s; metrics at /metrics", *addr)
-	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: *addr, Handler: app, ReadHeaderTimeout: 5 * time.Second}
 	log.Fatal(srv.ListenAndServe())
 }
