@@ -318,6 +318,8 @@ func visit(t *testing.T, bin string, sites []*site) [][]call {
 		"--disable-sync", "--no-first-run",
 		"--user-data-dir="+t.TempDir(),
 		frames.URL)
+	// Chromium leaves a directory (its singleton socket) in TMPDIR.
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// Stop it as a user would, so that it ends its helper processes
