@@ -12,19 +12,21 @@ import (
 	ratelimit "github.com/sluicehq/ratelimit/nethttp"
 )
 
-// newApp returns the app: /api/hello and /search limited on store, and
-// /metrics, served from a registry of its own.
-func newApp(store core.Store) (http.Handler, error) {
+// newApp returns the app: /api/hello and /search, limited by limiters made
+// from base (the store and anything else they share), and /metrics, served
+// from a registry of its own.
+func newApp(base core.Config) (http.Handler, error) {
 	// One Collector observes every limiter; register it once.
 	m := metrics.New()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	api, err := core.New(core.Config{Store: store, Limit: core.PerSecond(5), Name: "api", FailMode: core.FailOpen, Observer: m})
+	base.FailMode, base.Observer = core.FailOpen, m
+	api, err := limiter(base, "api", core.PerSecond(5))
 	if err != nil {
 		return nil, err
 	}
-	search, err := core.New(core.Config{Store: store, Limit: core.PerSecond(2), Name: "search-trial", FailMode: core.FailOpen, Observer: m})
+	search, err := limiter(base, "search-trial", core.PerSecond(2))
 	if err != nil {
 		return nil, err
 	}
@@ -35,4 +37,10 @@ func newApp(store core.Store) (http.Handler, error) {
 	mux.Handle("GET /search", ratelimit.Middleware(search, ratelimit.WithDryRun(), ratelimit.WithObserver(m.HTTPObserver()))(hello))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux, nil
+}
+
+// limiter returns a limiter of base with its own name and limit.
+func limiter(base core.Config, name string, l core.Limit) (*core.Limiter, error) {
+	base.Name, base.Limit = name, l
+	return core.New(base)
 }

@@ -42,7 +42,7 @@ func main() {
 	}
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	app, err := newApp(core.NewRedisStore(client))
+	app, err := newApp(core.Config{Store: core.NewRedisStore(client)})
 	if err != nil {
 		log.Fatal(err)
 	}
