@@ -7,7 +7,8 @@ import (
 
 // Observer watches a Limiter's decisions: metrics, tracing and logs attach
 // here without the library importing them (see package
-// github.com/sluicehq/ratelimit/metrics for Prometheus). Methods are called
+// github.com/sluicehq/ratelimit/metrics for Prometheus, module
+// github.com/sluicehq/ratelimit/otel for OpenTelemetry). Methods are called
 // on the request's goroutine and must be fast and safe for concurrent use.
 type Observer interface {
 	// Decision is called once for every decision AllowN or AllowLimit
