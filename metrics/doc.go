@@ -38,6 +38,15 @@
 // zero, with its first decision, so rate() and absent-series alerts work from
 // the start.
 //
+// # Alerts and a dashboard
+//
+// The module ships Prometheus recording and alerting rules for these
+// series in metrics/prometheus/rules.yml (decisions degraded, breaker
+// open, store latency near Timeout, refusal and dry-run would-refuse
+// shares), tested with promtool, and a Grafana dashboard in
+// metrics/grafana/dashboard.json; docs/guide.md says how to load and
+// adjust them.
+//
 // # Cost
 //
 // Decision looks the policy up in a copy-on-write map and updates counters
