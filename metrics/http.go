@@ -31,8 +31,9 @@ type httpMetrics struct {
 //
 // One observer serves both modes: in a middleware with nethttp.WithDryRun,
 // a request the limiter refused, which dry-run mode lets through, counts
-// as dry_run instead of denied. The limiter's own ratelimit_decisions_total
-// still counts it as denied: the limit would have refused it.
+// as dry_run instead of denied, and the limiter's own
+// ratelimit_decisions_total as would_deny (the middleware decides under
+// core.WithDryRun).
 func (c *Collector) HTTPObserver() func(r *http.Request, res core.Result, err error, dryRun bool) {
 	keyErrors := c.requests.WithLabelValues("", OutcomeKeyError)
 	otherErrors := c.requests.WithLabelValues("", OutcomeError)
