@@ -409,25 +409,7 @@ func (sh *memShard) applyMany(s *MemoryStore, hs uint64, subject string, op, n i
 	if len(policies) > len(small) {
 		reads = make([]memRead, 0, len(policies))
 	}
-	allowed, rechecked := true, false
-	for i := 0; i < len(policies); i++ {
-		p := &policies[i]
-		r := memRead{hash: sh.hash(s, hs, p.Name), tokens: p.Capacity, own: -1}
-		if b := sh.lookup(r.hash, p.Name, subject); b != nil {
-			if !rechecked && b.ts > now {
-				// Every policy is decided at one time: start again.
-				now, rechecked = s.recheck(b.ts, now), true
-				reads, allowed, i = reads[:0], true, -1
-				continue
-			}
-			r.tokens, r.own, r.ahead = b.read(p, sh.shapeFor(p), now)
-			r.shape = b.shape
-		}
-		reads = append(reads, r)
-		if r.tokens < int64(n)*p.Unit {
-			allowed = false
-		}
-	}
+	reads, allowed, now := sh.readAll(s, hs, subject, n, policies, reads, now)
 	var best Outcome
 	for i := range policies {
 		p := &policies[i]
@@ -464,6 +446,32 @@ func (sh *memShard) applyMany(s *MemoryStore, hs uint64, subject string, op, n i
 		}
 	}
 	return best
+}
+
+// readAll reads subject's bucket under each policy into reads, at one
+// time: now, or a later one when a bucket is stamped ahead of it. It
+// reports whether every policy holds n tokens.
+func (sh *memShard) readAll(s *MemoryStore, hs uint64, subject string, n int, policies []Policy, reads []memRead, now int64) ([]memRead, bool, int64) {
+	allowed, rechecked := true, false
+	for i := 0; i < len(policies); i++ {
+		p := &policies[i]
+		r := memRead{hash: sh.hash(s, hs, p.Name), tokens: p.Capacity, own: -1}
+		if b := sh.lookup(r.hash, p.Name, subject); b != nil {
+			if !rechecked && b.ts > now {
+				// Every policy is decided at one time: start again.
+				now, rechecked = s.recheck(b.ts, now), true
+				reads, allowed, i = reads[:0], true, -1
+				continue
+			}
+			r.tokens, r.own, r.ahead = b.read(p, sh.shapeFor(p), now)
+			r.shape = b.shape
+		}
+		reads = append(reads, r)
+		if r.tokens < int64(n)*p.Unit {
+			allowed = false
+		}
+	}
+	return reads, allowed, now
 }
 
 // Len returns the number of buckets held, for tests and metrics.
