@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/logline"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 )
 
@@ -35,10 +36,9 @@ type Gate struct {
 	routesChecked atomic.Bool
 	routesMu      sync.Mutex
 
-	// Requests that could not be rate limited since the last log line, and
-	// when that line was written (monotonic ns since gateEpoch).
-	failures atomic.Int64
-	lastLog  atomic.Int64
+	// The log line of requests that could not be rate limited (times:
+	// monotonic ns since gateEpoch).
+	failures logline.Line
 
 	// Limiters returned by WithLimiterFunc, up to maxDynamic of them.
 	dynamic      sync.Map // *core.Limiter → *policyHeaders
@@ -342,13 +342,10 @@ const logInterval = 10 * time.Second
 // when it could carry client input: keyfuncs errors name what was missing
 // (header names, reasons), not what the client sent.
 func (g *Gate) logFailure(err error) {
-	n := g.failures.Add(1)
-	now := int64(time.Since(gateEpoch))
-	last := g.lastLog.Load()
-	if (last != 0 && now-last < int64(logInterval)) || !g.lastLog.CompareAndSwap(last, now) {
+	n, due := g.failures.Count(int64(time.Since(gateEpoch)), int64(logInterval))
+	if !due {
 		return
 	}
-	g.failures.Add(-n)
 	var le *limitError
 	kind := "cost"
 	switch {
