@@ -3,13 +3,9 @@ package core
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Config configures a Limiter. Store, Limit and FailMode are required; every
@@ -94,22 +90,16 @@ type Config struct {
 // user) are within its limit. It is safe for concurrent use; make one per
 // policy at startup and share it.
 type Limiter struct {
-	store       Store
-	mem         *MemoryStore // Store, when it is one: decided in place, nothing to bound
-	calls       storeCalls   // what the Limiter asks of Store, resolved in New
-	name        string
-	set         *policySet // Limit, then Extra
-	perLimit    limitSets  // AllowLimit's limits, then Extra
-	mode        FailMode
-	timeout     time.Duration
-	maxInFlight int64
-	inflight    atomic.Int64 // calls of a foreign Store not yet returned (callBounded)
-	breakers    nodeBreakers
-	clock       func() int64 // ns, monotonic: breakers, denial cache, log throttle
-
-	denials *denyCache   // nil when disabled
-	local   *MemoryStore // FailLocal's buckets
-
+	store    storeCalls   // Config.Store, as New resolved it
+	mem      *MemoryStore // store, when it is one: see take
+	set      *policySet   // Limit, then Extra
+	perLimit limitSets    // AllowLimit's limits, then Extra
+	timeout  time.Duration
+	bound    int64        // MaxInFlight
+	clock    func() int64 // ns, monotonic: breakers, denial cache, log throttle
+	breakers nodeBreakers
+	denials  *denyCache // nil when disabled, or for an in-process store
+	fallback fallback   // what FailMode decides when the store cannot
 	observer Observer
 	report   reporter
 }
@@ -126,99 +116,76 @@ const (
 // New checks cfg and returns a Limiter. It does not contact the store: an
 // app starts even when Redis is unreachable, and FailMode covers it.
 func New(cfg Config) (*Limiter, error) {
-	if cfg.Store == nil {
-		return nil, ErrNoStore
+	store, err := resolveStore(cfg.Store)
+	if err != nil {
+		return nil, err
 	}
-	if rs, ok := cfg.Store.(*RedisStore); ok && rs.nilClient() {
-		return nil, fmt.Errorf("%w: the RedisStore's client is a nil %T", ErrNoStore, rs.client)
-	}
-	switch cfg.FailMode {
-	case FailOpen, FailClosed, FailLocal:
-	case 0:
-		return nil, ErrFailModeUnset
-	default:
-		return nil, fmt.Errorf("%w (got %d)", ErrInvalidFailMode, int(cfg.FailMode))
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	defaulted := []bool{cfg.Name == ""}
 	for _, nl := range cfg.Extra {
 		defaulted = append(defaulted, nl.Name == "")
 	}
-	if cfg.Name == "" {
-		cfg.Name = cfg.Limit.String()
-	}
-	if cfg.FailMode != FailLocal {
-		cfg.Instances = 0
-	} else if cfg.Instances == 0 {
-		return nil, fmt.Errorf("%w: FailLocal needs Config.Instances, the number of app instances sharing the limit", ErrInvalidConfig)
-	}
-	named := append([]NamedLimit{{Name: cfg.Name, Limit: cfg.Limit}}, cfg.Extra...)
-	set, err := newPolicySet(named, max(0, cfg.Instances))
+	cfg.Name = cmp.Or(cfg.Name, cfg.Limit.String())
+	set, err := newPolicySet(append([]NamedLimit{{Name: cfg.Name, Limit: cfg.Limit}}, cfg.Extra...), cfg.Instances)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Timeout < 0 || cfg.BreakerCooldown < 0 || cfg.BreakerFailures < 0 || cfg.MaxInFlight < 0 || cfg.LogInterval < 0 || cfg.Instances < 0 {
-		return nil, fmt.Errorf("%w: Timeout, Instances, BreakerFailures, BreakerCooldown, MaxInFlight and LogInterval must not be negative", ErrInvalidConfig)
-	}
-	if cfg.BreakerCooldown > time.Second {
-		return nil, fmt.Errorf("%w: BreakerCooldown %v exceeds 1s; a recovered store would stay unused too long", ErrInvalidConfig, cfg.BreakerCooldown)
-	}
-	l := &Limiter{
-		store:       cfg.Store,
-		name:        cfg.Name,
-		set:         set,
-		perLimit:    limitSets{extra: cfg.Extra, name: cfg.Name, instances: cfg.Instances},
-		mode:        cfg.FailMode,
-		timeout:     orDefault(cfg.Timeout, DefaultTimeout),
-		maxInFlight: int64(orDefault(cfg.MaxInFlight, DefaultMaxInFlight)),
-		observer:    cfg.Observer,
-		report: reporter{policy: cfg.Name, mode: cfg.FailMode, onError: cfg.OnError,
-			logger: cmp.Or(cfg.Logger, slog.Default()), interval: int64(orDefault(cfg.LogInterval, DefaultLogInterval))},
-	}
-	l.breakers.one.threshold = int64(orDefault(cfg.BreakerFailures, DefaultBreakerFailures))
-	l.breakers.one.cooldown = int64(orDefault(cfg.BreakerCooldown, DefaultBreakerCooldown))
 	start := time.Now()
-	l.clock = func() int64 { return int64(time.Since(start)) }
-	l.mem, _ = cfg.Store.(*MemoryStore)
-	l.calls = resolveCalls(cfg.Store)
-	if rs, ok := cfg.Store.(*RedisStore); ok {
-		if rs.split {
-			l.breakers.node = rs.node
-		}
+	l := &Limiter{
+		store:    store,
+		set:      set,
+		perLimit: limitSets{extra: cfg.Extra, name: cfg.Name, instances: cfg.Instances},
+		timeout:  orDefault(cfg.Timeout, DefaultTimeout),
+		bound:    int64(orDefault(cfg.MaxInFlight, DefaultMaxInFlight)),
+		clock:    func() int64 { return int64(time.Since(start)) },
+		breakers: nodeBreakers{node: store.nodes(), one: breaker{
+			threshold: int64(orDefault(cfg.BreakerFailures, DefaultBreakerFailures)),
+			cooldown:  int64(orDefault(cfg.BreakerCooldown, DefaultBreakerCooldown)),
+		}},
+		fallback: newFallback(&cfg),
+		observer: cfg.Observer,
+		report:   newReporter(&cfg),
 	}
-	if cfg.DenyCacheSize < -1 {
-		return nil, fmt.Errorf("%w: DenyCacheSize %d; use -1 to disable", ErrInvalidConfig, cfg.DenyCacheSize)
-	}
-	if l.mem == nil && cfg.DenyCacheSize != -1 {
+	l.mem, _ = store.(*MemoryStore)
+	if store.remote() && cfg.DenyCacheSize != -1 {
 		l.denials = newDenyCache(orDefault(cfg.DenyCacheSize, defaultDenyCacheSize))
 	}
-	if cfg.FailMode == FailLocal {
-		if cfg.LocalMaxKeys < 0 {
-			return nil, fmt.Errorf("%w: LocalMaxKeys %d is negative", ErrInvalidConfig, cfg.LocalMaxKeys)
-		}
-		l.local = NewMemoryStore(WithMaxKeys(orDefault(cfg.LocalMaxKeys, defaultLocalMaxKeys)))
-	}
-	if r, ok := cfg.Store.(registrar); ok {
-		if err := r.policyNames().claim(l, set.policies, defaulted); err != nil {
+	if book := store.policyNames(); book != nil {
+		if err := book.claim(l, set.policies, defaulted); err != nil {
 			return nil, err
 		}
 	}
 	return l, nil
 }
 
-// defaultLocalMaxKeys bounds FailLocal's buckets unless LocalMaxKeys says.
-const defaultLocalMaxKeys = 1 << 16
-
-// localLimit is lim shared by instances: the same rate over instances times
-// the period (exact, no rounding), and the burst divided, at least 1.
-func localLimit(lim Limit, instances int) (Limit, error) {
-	if lim.Period > time.Duration(1<<62)/time.Duration(instances) {
-		return Limit{}, fmt.Errorf("%w: Period × Instances overflows", ErrInvalidConfig)
+// check rejects what no Limiter can run with (the policies are checked by
+// newPolicySet), and clears Instances, which only FailLocal uses.
+func (cfg *Config) check() error {
+	switch cfg.FailMode {
+	case FailOpen, FailClosed, FailLocal:
+	case 0:
+		return ErrFailModeUnset
+	default:
+		return fmt.Errorf("%w (got %d)", ErrInvalidFailMode, int(cfg.FailMode))
 	}
-	ll := Limit{Rate: lim.Rate, Period: lim.Period * time.Duration(instances), Burst: max(1, lim.Capacity()/instances)}
-	if err := ll.validate(); err != nil {
-		return Limit{}, fmt.Errorf("FailLocal limit (Limit / Instances): %w", err)
+	if cfg.FailMode != FailLocal {
+		cfg.Instances, cfg.LocalMaxKeys = 0, 0
+	} else if cfg.Instances == 0 {
+		return fmt.Errorf("%w: FailLocal needs Config.Instances, the number of app instances sharing the limit", ErrInvalidConfig)
 	}
-	return ll, nil
+	switch {
+	case cfg.Timeout < 0 || cfg.BreakerCooldown < 0 || cfg.BreakerFailures < 0 || cfg.MaxInFlight < 0 || cfg.LogInterval < 0 || cfg.Instances < 0:
+		return fmt.Errorf("%w: Timeout, Instances, BreakerFailures, BreakerCooldown, MaxInFlight and LogInterval must not be negative", ErrInvalidConfig)
+	case cfg.BreakerCooldown > time.Second:
+		return fmt.Errorf("%w: BreakerCooldown %v exceeds 1s; a recovered store would stay unused too long", ErrInvalidConfig, cfg.BreakerCooldown)
+	case cfg.DenyCacheSize < -1:
+		return fmt.Errorf("%w: DenyCacheSize %d; use -1 to disable", ErrInvalidConfig, cfg.DenyCacheSize)
+	case cfg.LocalMaxKeys < 0:
+		return fmt.Errorf("%w: LocalMaxKeys %d is negative", ErrInvalidConfig, cfg.LocalMaxKeys)
+	}
+	return nil
 }
 
 func validName(name string) error {
@@ -245,7 +212,7 @@ func orDefault[T comparable](v, def T) T {
 func (l *Limiter) Limit() Limit { return l.set.limits[0] }
 
 // Name returns the limiter's policy name.
-func (l *Limiter) Name() string { return l.name }
+func (l *Limiter) Name() string { return l.set.policies[0].Name }
 
 // Limits returns the limiter's limits with their policy names, in
 // configuration order: Config.Limit (named Name), then Config.Extra. The
@@ -305,87 +272,6 @@ func (l *Limiter) setFor(lim Limit) (*policySet, error) {
 	return l.perLimit.get(lim)
 }
 
-// take is AllowN under set. Allow and AllowN inline into their callers,
-// so a memory decision under one limit crosses one frame, this one, which
-// builds the Result (13 words) in place; every other case goes on in
-// takeStore.
-func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (Result, error) {
-	if l.mem == nil || len(set.policies) > 1 {
-		return l.takeStore(ctx, key, n, set)
-	}
-	if key == "" || n < 1 || n > set.minCap {
-		return Result{}, checkCall(key, n, set)
-	}
-	// Arguments are checked: no I/O, no failure, no guard.
-	d := l.mem.take1(l.subject(key), n, &set.policies[0])
-	if l.observer != nil {
-		l.observe(ctx, opTake, DecisionEvent{Allowed: d.allowed})
-	}
-	return Result{Allowed: d.allowed, Limit: set.limits[0], Name: l.name, Remaining: int(d.remaining), RetryAfter: d.retryAfter, ResetAfter: d.resetAfter}, nil
-}
-
-// takeStore is take for every other case.
-func (l *Limiter) takeStore(ctx context.Context, key string, n int, set *policySet) (Result, error) {
-	if err := checkCall(key, n, set); err != nil {
-		return Result{}, err
-	}
-	// Keys of any length cost bounded memory in every store and cache.
-	key = l.subject(key)
-	if l.mem != nil {
-		// Arguments are checked above: no I/O, no failure, no guard.
-		each := make([]Outcome, len(set.policies))
-		r := l.result(l.mem.take(key, n, set.policies, each), each, set)
-		if l.observer != nil {
-			l.observe(ctx, opTake, DecisionEvent{Allowed: r.Allowed})
-		}
-		return r, nil
-	}
-	var each []Outcome
-	if len(set.policies) > 1 {
-		each = make([]Outcome, len(set.policies))
-	}
-	// One deadline for the whole decision, whatever it waits on; the
-	// caller's cancellation never shortens it (see Config.Timeout).
-	start := time.Now()
-	if l.denials == nil {
-		return l.remote(ctx, opTake, key, n, set, each, start), nil
-	}
-	lim := set.limits[0]
-	sent := l.clock()
-	r, wait, state := l.denials.lookup(key, n, lim, sent)
-	if state == cacheWait {
-		// Another caller is asking the store about this key: its answer
-		// will very likely decide ours too.
-		t := time.NewTimer(l.timeout)
-		select {
-		case <-wait:
-			t.Stop()
-		case <-t.C:
-			return l.degrade(ctx, l.breakers.forKey(key), opTake, key, n, set, ErrTimeout, start), nil
-		}
-		sent = l.clock()
-		r, _, state = l.denials.lookup(key, n, lim, sent)
-		if state == cacheWait {
-			state = cacheMiss
-		}
-	}
-	if state == cacheDeny {
-		if l.observer != nil {
-			l.observe(ctx, opTake, DecisionEvent{Cached: true})
-		}
-		return r, nil
-	}
-	r = l.remote(ctx, opTake, key, n, set, each, start)
-	if r.Degraded {
-		if state == cacheProbe {
-			l.denials.settle(key)
-		}
-	} else {
-		l.denials.record(key, n, lim, sent, r, state == cacheProbe)
-	}
-	return r, nil
-}
-
 // Peek reports key's state for a request of cost n without taking
 // anything: Result.Allowed says whether AllowN(ctx, key, n) would be
 // allowed now, and Remaining, RetryAfter and ResetAfter are what it would
@@ -394,7 +280,7 @@ func (l *Limiter) takeStore(ctx context.Context, key string, n int, set *policyS
 // trouble is decided as for AllowN (FailOpen answers allowed), taking
 // nothing. The store must implement Peeker, as both of this package's do.
 func (l *Limiter) Peek(ctx context.Context, key string, n int) (Result, error) {
-	return l.apply(ctx, opPeek, key, n, l.set)
+	return l.decide(ctx, opPeek, key, n, l.set)
 }
 
 // Refund gives n tokens back to key's bucket under every limit, each
@@ -409,7 +295,7 @@ func (l *Limiter) Peek(ctx context.Context, key string, n int) (Result, error) {
 // made. A refund forgets this instance's cached denial of key; other
 // instances' cached denials run to their end (they only ever deny).
 func (l *Limiter) Refund(ctx context.Context, key string, n int) (Result, error) {
-	return l.apply(ctx, opRefund, key, n, l.set)
+	return l.decide(ctx, opRefund, key, n, l.set)
 }
 
 // PeekLimit is Peek under lim instead of Config.Limit, as AllowLimit is
@@ -419,7 +305,7 @@ func (l *Limiter) PeekLimit(ctx context.Context, key string, n int, lim Limit) (
 	if err != nil {
 		return Result{}, err
 	}
-	return l.apply(ctx, opPeek, key, n, set)
+	return l.decide(ctx, opPeek, key, n, set)
 }
 
 // RefundLimit is Refund under lim instead of Config.Limit: it gives back
@@ -429,24 +315,54 @@ func (l *Limiter) RefundLimit(ctx context.Context, key string, n int, lim Limit)
 	if err != nil {
 		return Result{}, err
 	}
-	return l.apply(ctx, opRefund, key, n, set)
+	return l.decide(ctx, opRefund, key, n, set)
 }
 
-// apply runs Peek and Refund.
-func (l *Limiter) apply(ctx context.Context, op int, key string, n int, set *policySet) (Result, error) {
-	if err := checkCall(key, n, set); err != nil {
-		return Result{}, err
+// take is AllowN under set. Allow and AllowN inline into their callers,
+// so a memory decision under one limit crosses one frame, this one, which
+// builds the Result (13 words) in place: a trick worth 20–30 % of a
+// memory decision (BENCHMARKS.md). Every other case goes on in decide.
+func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (Result, error) {
+	if l.mem == nil || len(set.policies) > 1 {
+		return l.decide(ctx, opTake, key, n, set)
 	}
-	key = l.subject(key)
+	if key == "" || n < 1 || n > set.minCap {
+		return Result{}, checkCall(key, n, set)
+	}
+	// Arguments are checked: no I/O, no failure, no guard.
+	d := l.mem.take1(l.mem.subject(key), n, &set.policies[0])
+	if l.observer != nil {
+		l.observe(ctx, opTake, DecisionEvent{Allowed: d.allowed})
+	}
+	return Result{Allowed: d.allowed, Limit: set.limits[0], Name: set.policies[0].Name, Remaining: int(d.remaining), RetryAfter: d.retryAfter, ResetAfter: d.resetAfter}, nil
+}
+
+// decide takes, peeks or refunds (op) n tokens of key under set.
+func (l *Limiter) decide(ctx context.Context, op int, key string, n int, set *policySet) (Result, error) {
+	if key == "" || n < 1 || n > set.minCap {
+		return Result{}, checkCall(key, n, set)
+	}
+	if op != opTake {
+		if err := l.store.cannot(op); err != nil {
+			return Result{}, err
+		}
+	}
+	// Keys of any length cost bounded memory in every store and cache.
+	key = l.store.subject(key)
 	var each []Outcome
 	if len(set.policies) > 1 {
 		each = make([]Outcome, len(set.policies))
 	}
-	if l.mem != nil {
-		return l.result(l.mem.apply(op, key, n, set.policies, each), each, set), nil
+	if !l.store.remote() {
+		// Arguments are checked: no I/O, no failure, no guard.
+		o, _ := l.store.call(ctx, op, key, n, set.policies, each, 0)
+		if l.observer != nil {
+			l.observe(ctx, op, DecisionEvent{Allowed: o.Allowed})
+		}
+		return resultOf(o, each, set), nil
 	}
-	if !l.calls.supports(op) {
-		return Result{}, unsupported(l.store, op)
+	if op == opTake && l.denials != nil {
+		return l.takeCached(ctx, key, n, set, each), nil
 	}
 	r := l.remote(ctx, op, key, n, set, each, time.Now())
 	if op == opRefund && l.denials != nil {
@@ -454,19 +370,6 @@ func (l *Limiter) apply(ctx context.Context, op int, key string, n int, set *pol
 		l.denials.forget(key, l.clock(), int64(l.timeout))
 	}
 	return r, nil
-}
-
-// subject is the key as the stores, caches and fallback keep it: a digest
-// when it is long (bounded memory), or, for Redis, when it holds what
-// could break the Cluster hash tag.
-func (l *Limiter) subject(key string) string {
-	// The memory store takes any byte in a subject: only a long key is
-	// digested, and a key starting with '~' too (hashSubject), so that no
-	// key spells another's digest.
-	if l.mem != nil && len(key) <= maxRawSubject && key[0] != '~' {
-		return key
-	}
-	return hashSubject(key)
 }
 
 // checkCall rejects a caller's mistakes: an empty key, n < 1, n above the
@@ -483,130 +386,6 @@ func checkCall(key string, n int, set *policySet) error {
 	return nil
 }
 
-// observe tells the Observer (not nil) about a decision: a take, never a
-// peek or a refund, which decide nothing.
-func (l *Limiter) observe(ctx context.Context, op int, e DecisionEvent) {
-	if op != opTake {
-		return
-	}
-	e.Policy = l.name
-	if !e.Allowed {
-		e.DryRun = isDryRun(ctx)
-	}
-	l.observer.Decision(e)
-}
-
-// remote asks the store to take, peek or refund (op), through the breaker
-// of the node deciding key, by the decision's deadline: Timeout from start.
-func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *policySet, each []Outcome, start time.Time) Result {
-	br := l.breakers.forKey(key)
-	call, probe := br.allow(l.clock())
-	if !call {
-		return l.degrade(ctx, br, op, key, n, set, ErrCircuitOpen, time.Time{})
-	}
-	// The caller's values, never its cancellation or deadline.
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(l.timeout))
-	defer cancel()
-	var o Outcome
-	var err error
-	if l.calls.bounded() {
-		o, err = l.calls.call(ctx, op, key, n, set.policies, each, l.maxInFlight)
-	} else {
-		o, err = l.callBounded(ctx, op, key, n, set.policies, each)
-	}
-	if errors.Is(err, ErrOverloaded) {
-		br.release(probe)
-		return l.degrade(ctx, br, op, key, n, set, ErrOverloaded, time.Time{})
-	}
-	if err != nil {
-		dialErr, last := l.calls.why()
-		// A caller stops waiting by its own timer, a hair before its
-		// context reports the deadline.
-		call := callOf(err)
-		timedOut := ctx.Err() != nil || (call == 0 && errors.Is(err, context.DeadlineExceeded))
-		err = failureCause(err, timedOut, dialErr, last)
-		switch {
-		case slotMoving(err):
-			// The node is healthy; one slot is on the move. Its other
-			// slots' subjects must not be degraded for it.
-			br.release(probe)
-		case timedOut && last == nil && dialErr == nil && l.calls.bounded():
-			// The store's calls succeed; this decision waited too long
-			// for one (a burst, or this process starved of CPU). It is
-			// degraded, but no reason to stop calling the store: only
-			// failing calls open the breaker.
-			br.release(probe)
-		default:
-			if br.failedCall(probe, l.clock(), call) && l.observer != nil {
-				l.observer.BreakerChange(l.name, true)
-			}
-		}
-		return l.degrade(ctx, br, op, key, n, set, err, start)
-	}
-	if br.success(probe) {
-		l.recovered()
-	}
-	r := l.result(o, each, set)
-	if l.observer != nil {
-		l.observe(ctx, op, DecisionEvent{Allowed: r.Allowed, Latency: time.Since(start)})
-	}
-	return r
-}
-
-// slotMoving reports a Redis Cluster answer about one slot being moved
-// (TRYAGAIN while its keys are split between two nodes, or a redirection
-// go-redis did not follow), not about the node's health.
-func slotMoving(err error) bool {
-	return redis.HasErrorPrefix(err, "TRYAGAIN") || redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
-}
-
-// callBounded is call for a store that may not honour its context's
-// deadline: on a goroutine of its own, returning by that deadline whatever
-// the store does. The goroutine fills its own outcomes, never each after
-// we left.
-func (l *Limiter) callBounded(ctx context.Context, op int, key string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	type answer struct {
-		o    Outcome
-		err  error
-		each []Outcome
-	}
-	if l.inflight.Add(1) > l.maxInFlight {
-		l.inflight.Add(-1)
-		return Outcome{}, ErrOverloaded
-	}
-	done := make(chan answer, 1)
-	go func() {
-		defer l.inflight.Add(-1) // counted until the store returns, whenever that is
-		var mine []Outcome
-		if each != nil {
-			mine = make([]Outcome, len(each))
-		}
-		o, err := l.calls.call(ctx, op, key, n, policies, mine, 0)
-		done <- answer{o, err, mine}
-	}()
-	select {
-	case a := <-done:
-		copy(each, a.each)
-		return a.o, a.err
-	case <-ctx.Done():
-		return Outcome{}, ctx.Err()
-	}
-}
-
-// degrade decides by FailMode because the store could not, and reports
-// why; start is when the store was asked (zero: it was not).
-func (l *Limiter) degrade(ctx context.Context, br *breaker, op int, key string, n int, set *policySet, cause error, start time.Time) Result {
-	r := l.decideDegraded(br, op, key, n, set, cause)
-	if l.observer != nil {
-		var latency time.Duration
-		if !start.IsZero() {
-			latency = time.Since(start)
-		}
-		l.observe(ctx, op, DecisionEvent{Allowed: r.Allowed, Degraded: true, Latency: latency, Err: cause})
-	}
-	return r
-}
-
 // Reset makes key's bucket full again (for example after a successful
 // login). It needs a store implementing Resetter, as both of this
 // package's stores do.
@@ -614,24 +393,21 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if key == "" {
 		return ErrEmptyKey
 	}
-	key = l.subject(key)
-	if l.local != nil {
-		_ = l.local.Reset(ctx, key, l.set.local.policies)
-	}
-	r, ok := l.store.(Resetter)
-	if !ok {
-		return fmt.Errorf("%w: store %T cannot reset", ErrInvalidConfig, l.store)
+	key = l.store.subject(key)
+	if l.fallback.local != nil {
+		_ = l.fallback.local.Reset(ctx, key, l.set.local.policies)
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	err := r.Reset(ctx, key, l.set.policies)
+	err := l.store.Reset(ctx, key, l.set.policies)
 	if l.denials != nil {
 		l.denials.forget(key, l.clock(), int64(l.timeout))
 	}
 	return err
 }
 
-func (l *Limiter) result(o Outcome, each []Outcome, set *policySet) Result {
+// resultOf is the Result of o (and each) under set.
+func resultOf(o Outcome, each []Outcome, set *policySet) Result {
 	r := Result{
 		Allowed:    o.Allowed,
 		Limit:      set.limits[o.Policy],
@@ -653,43 +429,4 @@ func (l *Limiter) result(o Outcome, each []Outcome, set *policySet) Result {
 		}
 	}
 	return r
-}
-
-func (l *Limiter) decideDegraded(br *breaker, op int, key string, n int, set *policySet, cause error) Result {
-	l.report.degradedBy(cause, l.clock())
-	switch {
-	case l.mode == FailOpen || (op == opRefund && l.mode == FailClosed):
-		return Result{Allowed: true, Limit: set.limits[0], Name: l.name, Degraded: true}
-	case l.mode == FailClosed:
-		retry := br.retryIn(l.clock())
-		if retry <= 0 {
-			retry = time.Duration(br.cooldown)
-		}
-		return Result{Limit: set.limits[0], Name: l.name, RetryAfter: retry, Degraded: true}
-	}
-	local := set.local
-	if n > local.minCap {
-		// More than an instance's share could ever hold: deny, take
-		// nothing; a refund of it is capped at the share anyway.
-		n = local.minCap
-		if op != opRefund {
-			return Result{Limit: local.limits[0], Name: l.name, RetryAfter: local.limits[0].Window(), Degraded: true, Fallback: true}
-		}
-	}
-	var each []Outcome
-	if len(local.policies) > 1 {
-		each = make([]Outcome, len(local.policies))
-	}
-	r := l.result(l.local.apply(op, key, n, local.policies, each), each, local)
-	r.Degraded, r.Fallback = true, true
-	return r
-}
-
-// recovered notes a closed breaker: the observer always, the log at most
-// once per interval.
-func (l *Limiter) recovered() {
-	if l.observer != nil {
-		l.observer.BreakerChange(l.name, false)
-	}
-	l.report.recovered(l.clock())
 }

@@ -22,12 +22,6 @@ type nameUse struct {
 	defaults bool // the name was the default one, not chosen
 }
 
-// registrar is a store that records its limiters' policy names.
-type registrar interface{ policyNames() *nameBook }
-
-func (s *RedisStore) policyNames() *nameBook  { return &s.names }
-func (s *MemoryStore) policyNames() *nameBook { return &s.names }
-
 // claim records l's policy names, or says which one another live limiter
 // on the store already uses where either took it by default.
 func (n *nameBook) claim(l *Limiter, policies []Policy, defaulted []bool) error {

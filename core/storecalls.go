@@ -3,49 +3,143 @@ package core
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 )
 
-// storeCalls is what a Limiter asks of a store outside this process: the
-// one capability interface the stores implement, resolved once in New
-// (RedisStore implements it; any other Store is wrapped in foreignStore),
-// so no call site asks what the store is.
+// storeCalls is what a Limiter asks of its store: the one capability
+// interface the stores implement, resolved once in New (RedisStore and
+// MemoryStore implement it; any other Store is wrapped in a foreignStore),
+// so that no call site asks what the store is.
 type storeCalls interface {
+	Resetter
 	// call takes, peeks or refunds (op), admitting the decision only while
 	// fewer than bound run in the store (else ErrOverloaded).
 	call(ctx context.Context, op int, subject string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error)
-	// supports reports whether the store can run op at all.
-	supports(op int) bool
-	// bounded reports a store that returns by its context's deadline.
-	bounded() bool
+	// cannot returns why the store cannot run op, nil when it can.
+	cannot(op int) error
+	// remote reports a store outside this process: its calls are bounded
+	// by Timeout and guarded by breakers, and its denials are cached. An
+	// in-process store answers at once and never fails a checked call.
+	remote() bool
+	// subject is key as the store keeps it: a digest when key is long
+	// (bounded memory) or could spell another key's digest or break a
+	// Cluster hash tag.
+	subject(key string) string
 	// why returns the store's own account of its failures: a fresh dial
-	// error, and the last call's error (nil when it succeeded).
-	why() (dialErr, last error)
+	// error, and its last call's error (nil when it succeeded); told is
+	// false when the store says nothing of either.
+	why() (dialErr, last error, told bool)
+	// nodes returns what names the node deciding a subject, nil for a
+	// store of one node (the Limiter keeps a breaker per node).
+	nodes() func(subject string) string
+	// policyNames returns the book of the store's limiters' policy names,
+	// nil when the store keeps none.
+	policyNames() *nameBook
+}
+
+// resolveStore returns s's capability, once, in New.
+func resolveStore(s Store) (storeCalls, error) {
+	switch c := s.(type) {
+	case nil:
+		return nil, ErrNoStore
+	case *RedisStore:
+		if c.nilClient() {
+			return nil, fmt.Errorf("%w: the RedisStore's client is a nil %T", ErrNoStore, c.client)
+		}
+		return c, nil
+	case storeCalls:
+		return c, nil
+	}
+	return newForeignStore(s), nil
 }
 
 func (s *RedisStore) call(ctx context.Context, op int, subject string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error) {
 	return s.do(ctx, op, subject, n, policies, each, bound)
 }
-func (s *RedisStore) supports(int) bool          { return true }
-func (s *RedisStore) bounded() bool              { return true }
-func (s *RedisStore) why() (dialErr, last error) { return s.dialError(), s.cause() }
+func (s *RedisStore) cannot(int) error                      { return nil }
+func (s *RedisStore) remote() bool                          { return true }
+func (s *RedisStore) subject(key string) string             { return hashSubject(key) }
+func (s *RedisStore) why() (dialErr, last error, told bool) { return s.dialError(), s.cause(), true }
+func (s *RedisStore) policyNames() *nameBook                { return &s.names }
 
-// foreignStore is a Store of another package: it may not honour its
-// context's deadline, peek or refund; it says nothing of why it fails.
-// The Limiter bounds its calls itself (callBounded).
-type foreignStore struct {
-	Store
-	peek   Peeker   // nil: cannot peek
-	refund Refunder // nil: cannot refund
+func (s *RedisStore) nodes() func(string) string {
+	if s.split {
+		return s.node
+	}
+	return nil
 }
 
-func newForeignStore(s Store) foreignStore {
-	f := foreignStore{Store: s}
+func (s *MemoryStore) call(_ context.Context, op int, subject string, n int, policies []Policy, each []Outcome, _ int64) (Outcome, error) {
+	if op == opTake && len(policies) == 1 && each == nil {
+		return s.take1(subject, n, &policies[0]).outcome(0), nil
+	}
+	return s.apply(op, subject, n, policies, each), nil
+}
+func (s *MemoryStore) cannot(int) error                   { return nil }
+func (s *MemoryStore) remote() bool                       { return false }
+func (s *MemoryStore) why() (dialErr, last error, _ bool) { return nil, nil, true }
+func (s *MemoryStore) nodes() func(string) string         { return nil }
+func (s *MemoryStore) policyNames() *nameBook             { return &s.names }
+
+// subject digests only a long key, and a key starting with '~' (no key
+// may spell another's digest): a memory store takes any byte.
+func (s *MemoryStore) subject(key string) string {
+	if len(key) <= maxRawSubject && key[0] != '~' {
+		return key
+	}
+	return hashSubject(key)
+}
+
+// foreignStore is a Store of another package, one per Limiter: it may not
+// honour its context's deadline, peek, refund or reset, and it says
+// nothing of why it fails. Its calls run on goroutines of their own,
+// counted until they return.
+type foreignStore struct {
+	Store
+	peek     Peeker   // nil: cannot peek
+	refund   Refunder // nil: cannot refund
+	inflight atomic.Int64
+}
+
+func newForeignStore(s Store) *foreignStore {
+	f := &foreignStore{Store: s}
 	f.peek, _ = s.(Peeker)
 	f.refund, _ = s.(Refunder)
 	return f
 }
 
-func (f foreignStore) call(ctx context.Context, op int, subject string, n int, policies []Policy, each []Outcome, _ int64) (Outcome, error) {
+// call returns by ctx's deadline whatever the store does. The goroutine
+// fills outcomes of its own, never each after call returned.
+func (f *foreignStore) call(ctx context.Context, op int, subject string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error) {
+	type answer struct {
+		o    Outcome
+		err  error
+		each []Outcome
+	}
+	if f.inflight.Add(1) > bound {
+		f.inflight.Add(-1)
+		return Outcome{}, ErrOverloaded
+	}
+	done := make(chan answer, 1)
+	go func() {
+		defer f.inflight.Add(-1) // counted until the store returns, whenever that is
+		var mine []Outcome
+		if each != nil {
+			mine = make([]Outcome, len(each))
+		}
+		o, err := f.run(ctx, op, subject, n, policies, mine)
+		done <- answer{o, err, mine}
+	}()
+	select {
+	case a := <-done:
+		copy(each, a.each)
+		return a.o, a.err
+	case <-ctx.Done():
+		return Outcome{}, ctx.Err()
+	}
+}
+
+func (f *foreignStore) run(ctx context.Context, op int, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
 	switch op {
 	case opPeek:
 		return f.peek.Peek(ctx, subject, n, policies, each)
@@ -55,25 +149,32 @@ func (f foreignStore) call(ctx context.Context, op int, subject string, n int, p
 	return f.Take(ctx, subject, n, policies, each)
 }
 
-func (f foreignStore) supports(op int) bool {
-	return (op != opPeek || f.peek != nil) && (op != opRefund || f.refund != nil)
-}
-func (foreignStore) bounded() bool              { return false }
-func (foreignStore) why() (dialErr, last error) { return nil, nil }
-
-// resolveCalls returns s's capability, once, in New.
-func resolveCalls(s Store) storeCalls {
-	if c, ok := s.(storeCalls); ok {
-		return c
+func (f *foreignStore) cannot(op int) error {
+	switch {
+	case op == opPeek && f.peek == nil:
+		return unsupported(f.Store, "peek")
+	case op == opRefund && f.refund == nil:
+		return unsupported(f.Store, "refund")
 	}
-	return newForeignStore(s)
+	return nil
 }
 
-// unsupported is the error for an op the store cannot run.
-func unsupported(s Store, op int) error {
-	what := "peek"
-	if op == opRefund {
-		what = "refund"
+// Reset implements Resetter when the store does.
+func (f *foreignStore) Reset(ctx context.Context, subject string, policies []Policy) error {
+	r, ok := f.Store.(Resetter)
+	if !ok {
+		return unsupported(f.Store, "reset")
 	}
+	return r.Reset(ctx, subject, policies)
+}
+
+func (*foreignStore) remote() bool                          { return true }
+func (*foreignStore) subject(key string) string             { return hashSubject(key) }
+func (*foreignStore) why() (dialErr, last error, told bool) { return nil, nil, false }
+func (*foreignStore) nodes() func(string) string            { return nil }
+func (*foreignStore) policyNames() *nameBook                { return nil }
+
+// unsupported is the error for what store s cannot do.
+func unsupported(s Store, what string) error {
 	return fmt.Errorf("%w: store %T cannot %s", ErrInvalidConfig, s, what)
 }

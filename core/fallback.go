@@ -1,0 +1,71 @@
+package core
+
+import (
+	"fmt"
+	"time"
+)
+
+// fallback is what FailMode decides when the store cannot: allow
+// (FailOpen), deny (FailClosed, until the breaker's next probe), or decide
+// in this process's own buckets, each holding an instance's share of the
+// limit (FailLocal).
+type fallback struct {
+	mode  FailMode
+	local *MemoryStore // FailLocal's buckets; nil for the other modes
+}
+
+// defaultLocalMaxKeys bounds FailLocal's buckets unless LocalMaxKeys says.
+const defaultLocalMaxKeys = 1 << 16
+
+func newFallback(cfg *Config) fallback {
+	f := fallback{mode: cfg.FailMode}
+	if cfg.FailMode == FailLocal {
+		f.local = NewMemoryStore(WithMaxKeys(orDefault(cfg.LocalMaxKeys, defaultLocalMaxKeys)))
+	}
+	return f
+}
+
+// decide answers op for key under set while the store cannot; br is the
+// breaker of the store's node deciding key, now the owner's clock.
+func (f *fallback) decide(br *breaker, now int64, op int, key string, n int, set *policySet) Result {
+	name := set.policies[0].Name
+	switch {
+	case f.mode == FailOpen || (op == opRefund && f.mode == FailClosed):
+		return Result{Allowed: true, Limit: set.limits[0], Name: name, Degraded: true}
+	case f.mode == FailClosed:
+		retry := br.retryIn(now)
+		if retry <= 0 {
+			retry = time.Duration(br.cooldown)
+		}
+		return Result{Limit: set.limits[0], Name: name, RetryAfter: retry, Degraded: true}
+	}
+	local := set.local
+	if n > local.minCap {
+		// More than an instance's share could ever hold: deny, take
+		// nothing; a refund of it is capped at the share anyway.
+		n = local.minCap
+		if op != opRefund {
+			return Result{Limit: local.limits[0], Name: name, RetryAfter: local.limits[0].Window(), Degraded: true, Fallback: true}
+		}
+	}
+	var each []Outcome
+	if len(local.policies) > 1 {
+		each = make([]Outcome, len(local.policies))
+	}
+	r := resultOf(f.local.apply(op, key, n, local.policies, each), each, local)
+	r.Degraded, r.Fallback = true, true
+	return r
+}
+
+// localLimit is lim shared by instances: the same rate over instances times
+// the period (exact, no rounding), and the burst divided, at least 1.
+func localLimit(lim Limit, instances int) (Limit, error) {
+	if lim.Period > time.Duration(1<<62)/time.Duration(instances) {
+		return Limit{}, fmt.Errorf("%w: Period × Instances overflows", ErrInvalidConfig)
+	}
+	ll := Limit{Rate: lim.Rate, Period: lim.Period * time.Duration(instances), Burst: max(1, lim.Capacity()/instances)}
+	if err := ll.validate(); err != nil {
+		return Limit{}, fmt.Errorf("FailLocal limit (Limit / Instances): %w", err)
+	}
+	return ll, nil
+}
