@@ -117,15 +117,17 @@ local function num(x)
   return format('%d', x)
 end
 local out, order, px = {}, {}, {}
+-- per policy of the request being decided: its policy, tokens, whether
+-- stamped ahead, units in its own policy, and that policy
+local ps, toks, aheads, owns, kept = {}, {}, {}, {}, {}
 local o, k, a = 0, 0, 4 + P
 for _ = 1, D do
   local op, n, m = tonumber(ARGV[a]), tonumber(ARGV[a+1]), tonumber(ARGV[a+2])
-  local toks, aheads, owns, kept = {}, {}, {}, {}
   local allowed = 1
   for i = 1, m do
     local p = pols[tonumber(ARGV[a+2+i])]
     local tok, ahead, own, q = tokens(state[KEYS[k+i]], p)
-    toks[i], aheads[i], owns[i], kept[i] = tok, ahead, own, q
+    ps[i], toks[i], aheads[i], owns[i], kept[i] = p, tok, ahead, own, q
     if tok < n * p[3] then allowed = 0 end
   end
   local write = 0
@@ -136,7 +138,7 @@ for _ = 1, D do
   end
   out[o+1] = allowed
   for i = 1, m do
-    local p = pols[tonumber(ARGV[a+2+i])]
+    local p = ps[i]
     local cap, rate, unit, tick, phase = p[1], p[2], p[3], p[4], p[7]
     local need = n * unit
     local left = toks[i]
