@@ -44,9 +44,18 @@ type ConcurrencyConfig struct {
 	// Instances is the number of app instances sharing the limit.
 	// Required with FailLocal; ignored otherwise.
 	Instances int
-	// Observer, if set, sees every acquire as a Decision (Policy is Name;
-	// Allowed: a slot was granted) and every breaker change; a
-	// metrics.Collector counts them as it counts a Limiter's decisions.
+	// Rate, if set, is a rate limit decided together with every acquire,
+	// for the same key and in the same atomic store call: all or nothing,
+	// so a refused slot takes no token and refused tokens hold no slot
+	// ("100 a minute and at most 2 at once", one round trip). Each acquire
+	// costs one token. Rate must use the same Store; its FailMode decides
+	// its part when the store cannot answer. See Acquire for the Result.
+	Rate *Limiter
+	// Observer, if set, sees every acquire the slots decided as a
+	// Decision (Policy is Name; Allowed: a slot was granted) and every
+	// breaker change; a metrics.Collector counts them as it counts a
+	// Limiter's decisions. An Observer that is also a LeaseObserver sees
+	// the leases held, renewed and expired.
 	Observer Observer
 	// OnError, if set, is called with the reason for every degraded
 	// acquire, and for every release or renewal the store could not make
@@ -83,7 +92,9 @@ type Concurrency struct {
 	limit    Limit // Max slots per Lease, for Result.Limit and header fields
 	onError  func(error)
 	observer Observer
-	clock    func() int64 // ns, monotonic: breakers and renewal ages
+	leaseObs LeaseObserver // observer, when it is one
+	rate     *Limiter      // ConcurrencyConfig.Rate
+	clock    func() int64  // ns, monotonic: breakers and renewal ages
 
 	breaker  breaker  // the store's, or its only node's
 	breakers sync.Map // node → *breaker, for a Cluster or Ring
@@ -126,39 +137,10 @@ const maxLeaseCalls = DefaultMaxInFlight
 // NewConcurrency checks cfg and returns a Concurrency. It does not
 // contact the store.
 func NewConcurrency(cfg ConcurrencyConfig) (*Concurrency, error) {
-	if cfg.Store == nil {
-		return nil, ErrNoStore
-	}
-	rs, _ := cfg.Store.(*RedisStore)
-	mem, _ := cfg.Store.(*MemoryStore)
-	switch {
-	case rs != nil && rs.nilClient():
-		return nil, fmt.Errorf("%w: the RedisStore's client is a nil %T", ErrNoStore, rs.client)
-	case rs == nil && mem == nil:
-		return nil, fmt.Errorf("%w: a %T cannot hold leases; use a RedisStore or MemoryStore", ErrInvalidConfig, cfg.Store)
-	}
-	switch cfg.FailMode {
-	case FailOpen, FailClosed, FailLocal:
-	case 0:
-		return nil, ErrFailModeUnset
-	default:
-		return nil, fmt.Errorf("%w (got %d)", ErrInvalidFailMode, int(cfg.FailMode))
-	}
-	if cfg.Name == "" {
-		return nil, fmt.Errorf("%w: ConcurrencyConfig.Name is required: instances share slots by Name", ErrInvalidConfig)
-	}
-	if err := validName(cfg.Name); err != nil {
+	if err := checkConcurrency(cfg); err != nil {
 		return nil, err
 	}
-	if cfg.Max < 1 || cfg.Max > maxHeaderInt {
-		return nil, fmt.Errorf("%w: ConcurrencyConfig.Max %d; at least 1", ErrInvalidConfig, cfg.Max)
-	}
-	if cfg.Timeout < 0 || cfg.Lease < 0 || cfg.Instances < 0 {
-		return nil, fmt.Errorf("%w: Timeout, Lease and Instances must not be negative", ErrInvalidConfig)
-	}
 	c := &Concurrency{
-		rs:       rs,
-		mem:      mem,
 		name:     cfg.Name,
 		max:      cfg.Max,
 		lease:    orDefault(cfg.Lease, DefaultLease),
@@ -167,7 +149,11 @@ func NewConcurrency(cfg ConcurrencyConfig) (*Concurrency, error) {
 		onError:  cfg.OnError,
 		kept:     make(map[*Lease]struct{}),
 		observer: cfg.Observer,
+		rate:     cfg.Rate,
 	}
+	c.rs, _ = cfg.Store.(*RedisStore)
+	c.mem, _ = cfg.Store.(*MemoryStore)
+	c.leaseObs, _ = cfg.Observer.(LeaseObserver)
 	if c.lease < 3*c.timeout || c.lease < time.Millisecond || c.lease > 24*time.Hour {
 		return nil, fmt.Errorf("%w: Lease %v: between 3 × Timeout (%v) and 24h, so a renewal can be late and still arrive in time", ErrInvalidConfig, c.lease, c.timeout)
 	}
@@ -187,8 +173,49 @@ func NewConcurrency(cfg ConcurrencyConfig) (*Concurrency, error) {
 	return c, nil
 }
 
+// checkConcurrency rejects what NewConcurrency cannot build.
+func checkConcurrency(cfg ConcurrencyConfig) error {
+	if cfg.Store == nil {
+		return ErrNoStore
+	}
+	rs, _ := cfg.Store.(*RedisStore)
+	mem, _ := cfg.Store.(*MemoryStore)
+	switch {
+	case rs != nil && rs.nilClient():
+		return fmt.Errorf("%w: the RedisStore's client is a nil %T", ErrNoStore, rs.client)
+	case rs == nil && mem == nil:
+		return fmt.Errorf("%w: a %T cannot hold leases; use a RedisStore or MemoryStore", ErrInvalidConfig, cfg.Store)
+	case cfg.Rate != nil && any(cfg.Rate.store) != any(cfg.Store):
+		return fmt.Errorf("%w: ConcurrencyConfig.Rate must use the Concurrency's Store: one store call decides both", ErrInvalidConfig)
+	}
+	switch cfg.FailMode {
+	case FailOpen, FailClosed, FailLocal:
+	case 0:
+		return ErrFailModeUnset
+	default:
+		return fmt.Errorf("%w (got %d)", ErrInvalidFailMode, int(cfg.FailMode))
+	}
+	if cfg.Name == "" {
+		return fmt.Errorf("%w: ConcurrencyConfig.Name is required: instances share slots by Name", ErrInvalidConfig)
+	}
+	if err := validName(cfg.Name); err != nil {
+		return err
+	}
+	if cfg.Max < 1 || cfg.Max > maxHeaderInt {
+		return fmt.Errorf("%w: ConcurrencyConfig.Max %d; at least 1", ErrInvalidConfig, cfg.Max)
+	}
+	if cfg.Timeout < 0 || cfg.Lease < 0 || cfg.Instances < 0 {
+		return fmt.Errorf("%w: Timeout, Lease and Instances must not be negative", ErrInvalidConfig)
+	}
+	return nil
+}
+
 // Name returns the limit's name (ConcurrencyConfig.Name).
 func (c *Concurrency) Name() string { return c.name }
+
+// Rate returns the rate limit decided with every acquire
+// (ConcurrencyConfig.Rate), or nil.
+func (c *Concurrency) Rate() *Limiter { return c.rate }
 
 // Limit describes the limit as Result.Limit does: Max slots (Burst and
 // Rate) per Lease (Period), the header fields' RateLimit-Limit and window.
@@ -207,18 +234,29 @@ func (c *Concurrency) Limit() Limit { return c.limit }
 // Result.Degraded says so (FailOpen: a lease that holds nothing;
 // FailLocal: one held in this process, Result.Fallback). The error is
 // non-nil only for an empty key (ErrEmptyKey).
+//
+// With a Rate, the slot and one token of the Rate are taken together or
+// not at all, and the Result is the Rate's (as AllowN would answer; on a
+// refused slot, as Peek would), with Policies listing the Rate's limits,
+// then the slots (Name, Max per Lease, slots left). A refusal says which
+// refused: the parts whose RetryAfter is not zero; Result.Name, Limit,
+// Remaining and RetryAfter are the one with the longest wait.
 func (c *Concurrency) Acquire(ctx context.Context, key string) (*Lease, Result, error) {
 	if key == "" {
 		return nil, Result{}, ErrEmptyKey
 	}
-	return c.acquire(ctx, hashSubject(key), rand.Text())
+	return c.acquire(ctx, key, rand.Text())
 }
 
-// acquire takes a slot of subj for lease id.
-func (c *Concurrency) acquire(ctx context.Context, subj, id string) (*Lease, Result, error) {
+// acquire takes a slot of key for lease id.
+func (c *Concurrency) acquire(ctx context.Context, key, id string) (*Lease, Result, error) {
+	if c.rate != nil {
+		return c.acquireRate(ctx, key, id)
+	}
+	subj := hashSubject(key)
 	if c.mem != nil {
-		a := c.mem.acquireLease(c.name, subj, id, c.max, c.lease)
-		c.observe(a.allowed, false, 0, nil)
+		a := c.mem.acquireLease(c.name, subj, id, c.max, c.lease, nil)
+		c.observe(ctx, a.allowed, false, 0, nil)
 		return c.grant(a, subj, id, heldInStore), c.result(a, c.limit), nil
 	}
 	start := time.Now()
@@ -226,7 +264,7 @@ func (c *Concurrency) acquire(ctx context.Context, subj, id string) (*Lease, Res
 	call, probe := br.allow(c.clock())
 	if !call {
 		l, r := c.degrade(br, subj, id, ErrCircuitOpen)
-		c.observe(r.Allowed, true, 0, ErrCircuitOpen)
+		c.observe(ctx, r.Allowed, true, 0, ErrCircuitOpen)
 		return l, r, nil
 	}
 	var a leaseAnswer
@@ -235,37 +273,57 @@ func (c *Concurrency) acquire(ctx context.Context, subj, id string) (*Lease, Res
 		return err
 	})
 	if err != nil {
-		c.failed(br, probe, err)
-		if !errors.Is(err, ErrOverloaded) {
-			// The call may have added the lease before its reply was
-			// lost: take it back now rather than hold a phantom slot for
-			// Lease (best effort; unanswered, it ends by itself).
-			go c.remove(context.WithoutCancel(ctx), subj, id)
-		}
+		c.storeFailed(ctx, br, probe, subj, id, err)
 		l, r := c.degrade(br, subj, id, err)
-		c.observe(r.Allowed, true, time.Since(start), err)
+		c.observe(ctx, r.Allowed, true, time.Since(start), err)
 		return l, r, nil
 	}
-	if br.success(probe) && c.observer != nil {
-		c.observer.BreakerChange(c.name, false)
-	}
-	c.observe(a.allowed, false, time.Since(start), nil)
+	c.storeAnswered(br, probe)
+	c.observe(ctx, a.allowed, false, time.Since(start), nil)
 	return c.grant(a, subj, id, heldInStore), c.result(a, c.limit), nil
 }
 
-// observe tells the Observer about one acquire.
-func (c *Concurrency) observe(allowed, degraded bool, latency time.Duration, err error) {
-	if c.observer != nil {
-		c.observer.Decision(DecisionEvent{Policy: c.name, Allowed: allowed, Degraded: degraded, Latency: latency, Err: err})
+// storeFailed records a failed acquire of lease id with the breaker.
+func (c *Concurrency) storeFailed(ctx context.Context, br *breaker, probe bool, subj, id string, err error) {
+	c.failed(br, probe, err)
+	if !errors.Is(err, ErrOverloaded) {
+		// The call may have added the lease before its reply was lost:
+		// take it back now rather than hold a phantom slot for Lease
+		// (best effort; unanswered, it ends by itself).
+		go c.remove(context.WithoutCancel(ctx), subj, id)
 	}
 }
 
-// grant returns the lease of an allowed answer, or nil.
-func (c *Concurrency) grant(a leaseAnswer, subj, id string, from int8) *Lease {
-	if !a.allowed {
-		return nil
+// storeAnswered records an answered store call with the breaker.
+func (c *Concurrency) storeAnswered(br *breaker, probe bool) {
+	if br.success(probe) && c.observer != nil {
+		c.observer.BreakerChange(c.name, false)
 	}
-	return &Lease{c: c, subj: subj, id: id, from: from, renewed: c.clock()}
+}
+
+// observe tells the Observer about one acquire.
+func (c *Concurrency) observe(ctx context.Context, allowed, degraded bool, latency time.Duration, err error) {
+	if c.observer != nil {
+		c.observer.Decision(DecisionEvent{Policy: c.name, Allowed: allowed, Degraded: degraded, Latency: latency, Err: err,
+			DryRun: !allowed && isDryRun(ctx)})
+	}
+}
+
+// grant returns the lease of an allowed answer, or nil, and tells the
+// LeaseObserver of the slot taken and of the leases the store pruned.
+func (c *Concurrency) grant(a leaseAnswer, subj, id string, from int8) *Lease {
+	var l *Lease
+	if a.allowed {
+		l = &Lease{c: c, subj: subj, id: id, from: from, renewed: c.clock()}
+	}
+	if c.leaseObs != nil && (a.allowed || a.pruned > 0) {
+		e := LeaseEvent{Policy: c.name, Expired: a.pruned}
+		if a.allowed {
+			e.Held = 1
+		}
+		c.leaseObs.Leases(e)
+	}
+	return l
 }
 
 func (c *Concurrency) result(a leaseAnswer, lim Limit) Result {
@@ -292,7 +350,7 @@ func (c *Concurrency) degrade(br *breaker, subj, id string, cause error) (*Lease
 		}
 		return nil, Result{Limit: c.limit, Name: c.name, RetryAfter: retry, Degraded: true}
 	}
-	a := c.local.acquireLease(c.name, subj, id, c.localMax, c.lease)
+	a := c.local.acquireLease(c.name, subj, id, c.localMax, c.lease, nil)
 	r := c.result(a, c.localLimit)
 	r.Degraded, r.Fallback = true, true
 	return c.grant(a, subj, id, heldLocally), r
@@ -405,6 +463,9 @@ func (l *Lease) Release(ctx context.Context) error {
 		delete(c.kept, l)
 		c.mu.Unlock()
 	}
+	if c.leaseObs != nil && l.from != heldNowhere {
+		c.leaseObs.Leases(LeaseEvent{Policy: c.name, Held: -1})
+	}
 	switch {
 	case l.from == heldNowhere:
 		return nil
@@ -458,7 +519,8 @@ type renewal int8
 const (
 	renewUnknown renewal = iota // the call failed: tried again next round
 	renewed
-	renewGone // expired or released: not renewed, never brought back
+	renewGone    // released, or pruned already: not renewed, never brought back
+	renewExpired // past its deadline, pruned by this renewal: likewise
 )
 
 // renewLoop renews the kept leases every Lease/3 and exits when none is
@@ -478,7 +540,7 @@ func (c *Concurrency) renewLoop() {
 // has been marked stopped).
 func (c *Concurrency) renew(age time.Duration) bool {
 	now := c.clock()
-	var store, local []*Lease
+	var ls []*Lease
 	c.mu.Lock()
 	if len(c.kept) == 0 {
 		c.renewing = false
@@ -486,27 +548,48 @@ func (c *Concurrency) renew(age time.Duration) bool {
 		return false
 	}
 	for l := range c.kept {
-		if time.Duration(now-l.renewed) < age {
-			continue
-		}
-		if l.from == heldLocally || c.mem != nil {
-			local = append(local, l)
-		} else {
-			store = append(store, l)
+		if time.Duration(now-l.renewed) >= age {
+			ls = append(ls, l)
 		}
 	}
 	c.mu.Unlock()
-	got := make([]renewal, 0, len(local)+len(store))
-	for _, l := range local {
-		s := c.local
-		if l.from == heldInStore {
-			s = c.mem
+	got := c.renewAll(ls)
+	e := LeaseEvent{Policy: c.name}
+	c.mu.Lock()
+	for i, l := range ls {
+		switch got[i] {
+		case renewed:
+			l.renewed = now
+			e.Renewed++
+		case renewExpired:
+			e.Expired++
+			fallthrough
+		case renewGone:
+			delete(c.kept, l) // never brought back
 		}
-		r := renewGone
-		if s.renewLease(c.name, l.subj, l.id, c.lease) {
-			r = renewed
+	}
+	c.mu.Unlock()
+	if c.leaseObs != nil && (e.Renewed > 0 || e.Expired > 0) {
+		c.leaseObs.Leases(e)
+	}
+	return true
+}
+
+// renewAll renews ls: the leases held in process one by one, those in
+// the Redis store in one renewLeases call.
+func (c *Concurrency) renewAll(ls []*Lease) []renewal {
+	got := make([]renewal, len(ls))
+	var store []*Lease
+	var at []int
+	for i, l := range ls {
+		switch {
+		case l.from == heldLocally:
+			got[i] = c.local.renewLease(c.name, l.subj, l.id, c.lease)
+		case c.mem != nil:
+			got[i] = c.mem.renewLease(c.name, l.subj, l.id, c.lease)
+		default:
+			store, at = append(store, l), append(at, i)
 		}
-		got = append(got, r)
 	}
 	if len(store) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
@@ -515,17 +598,9 @@ func (c *Concurrency) renew(age time.Duration) bool {
 		if err != nil {
 			c.report("renew", err)
 		}
-		got = append(got, ok...)
-	}
-	c.mu.Lock()
-	for i, l := range append(local, store...) {
-		switch got[i] {
-		case renewed:
-			l.renewed = now
-		case renewGone:
-			delete(c.kept, l) // never brought back
+		for j, i := range at {
+			got[i] = ok[j]
 		}
 	}
-	c.mu.Unlock()
-	return true
+	return got
 }

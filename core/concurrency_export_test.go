@@ -8,7 +8,7 @@ import (
 // AcquireWithID is Acquire with the lease id chosen by the test, to send
 // the same acquire twice as go-redis does when a reply is lost.
 func AcquireWithID(c *Concurrency, ctx context.Context, key, id string) (*Lease, Result, error) {
-	return c.acquire(ctx, hashSubject(key), id)
+	return c.acquire(ctx, key, id)
 }
 
 // ForgeLease returns a lease of key with id that Acquire never granted.
@@ -30,7 +30,7 @@ func RenewNow(c *Concurrency) { c.renew(0) }
 // existed.
 func RenewOnce(c *Concurrency, l *Lease) (bool, error) {
 	if c.mem != nil {
-		return c.mem.renewLease(c.name, l.subj, l.id, c.lease), nil
+		return c.mem.renewLease(c.name, l.subj, l.id, c.lease) == renewed, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -52,3 +52,10 @@ func Crash(c *Concurrency) {
 	defer c.mu.Unlock()
 	clear(c.kept)
 }
+
+// AcquireWithRateHash is the SHA1 of the script deciding a slot and a
+// rate limit's token together.
+var AcquireWithRateHash = acquireWithRate.Hash()
+
+// AcquireWithRateScript is that script's source.
+const AcquireWithRateScript = leasesLua + acquireWithRateMain

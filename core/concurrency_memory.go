@@ -36,6 +36,7 @@ type heldLease struct {
 type leaseAnswer struct {
 	allowed    bool
 	held       int           // leases held after the call
+	pruned     int           // leases the call found past their deadline and removed
 	retryAfter time.Duration // when refused: until the earliest lease ends
 	resetAfter time.Duration // until the latest lease ends
 }
@@ -75,21 +76,34 @@ func prune(set []heldLease, now int64) []heldLease {
 	return kept
 }
 
-// acquireLease is the acquireLease script on s's clock.
-func (s *MemoryStore) acquireLease(name, subject, id string, limit int, lease time.Duration) leaseAnswer {
+// acquireLease is the acquireLease script on s's clock. With decide, it
+// is acquireWithRate's: decide(opTake) takes the rate limit's tokens and
+// reports whether it did, decide(opPeek) only peeks, both under the lease
+// set's lock, so a slot and its tokens are taken together or not at all.
+func (s *MemoryStore) acquireLease(name, subject, id string, limit int, lease time.Duration, decide func(op int) bool) leaseAnswer {
 	now := s.now()
 	sh, k := s.leases.lock(name, subject, now)
 	defer sh.mu.Unlock()
-	set := prune(sh.sets[k], now)
-	allowed := true
-	if indexLease(set, id) < 0 {
-		if len(set) >= limit {
-			allowed = false
-		} else {
-			set = append(set, heldLease{id: id, deadline: now + lease.Microseconds()})
+	old := sh.sets[k]
+	set := prune(old, now)
+	a := leaseAnswer{allowed: true, pruned: len(old) - len(set)}
+	full := false
+	switch {
+	case indexLease(set, id) >= 0:
+		if decide != nil {
+			decide(opPeek)
 		}
+	case len(set) >= limit:
+		a.allowed, full = false, true
+		if decide != nil {
+			decide(opPeek)
+		}
+	case decide != nil && !decide(opTake):
+		a.allowed = false
+	default:
+		set = append(set, heldLease{id: id, deadline: now + lease.Microseconds()})
 	}
-	a := leaseAnswer{allowed: allowed, held: len(set)}
+	a.held = len(set)
 	if len(set) == 0 {
 		delete(sh.sets, k)
 		return a
@@ -100,7 +114,7 @@ func (s *MemoryStore) acquireLease(name, subject, id string, limit int, lease ti
 		first, last = min(first, l.deadline), max(last, l.deadline)
 	}
 	a.resetAfter = time.Duration(last-now) * time.Microsecond
-	if !allowed {
+	if full {
 		a.retryAfter = time.Duration(first-now) * time.Microsecond
 	}
 	return a
@@ -112,38 +126,40 @@ func (s *MemoryStore) releaseLease(name, subject, id string) {
 	defer sh.mu.Unlock()
 	set := sh.sets[k]
 	if i := indexLease(set, id); i >= 0 {
-		set[i] = set[len(set)-1]
-		set[len(set)-1] = heldLease{}
-		set = set[:len(set)-1]
+		sh.remove(k, set, i)
 	}
-	if len(set) == 0 {
+}
+
+// remove takes lease i out of set, the set of k, dropping the set with its
+// last lease. sh.mu is held.
+func (sh *leaseShard) remove(k string, set []heldLease, i int) {
+	set[i] = set[len(set)-1]
+	set[len(set)-1] = heldLease{}
+	if set = set[:len(set)-1]; len(set) == 0 {
 		delete(sh.sets, k)
 	} else {
 		sh.sets[k] = set
 	}
 }
 
-// renewLease is the renewLeases script for one lease: it reports whether
-// the lease still existed and now ends a lease from now.
-func (s *MemoryStore) renewLease(name, subject, id string, lease time.Duration) bool {
+// renewLease is the renewLeases script for one lease: renewed (it now
+// ends a lease from now), renewExpired (past its deadline: pruned now) or
+// renewGone.
+func (s *MemoryStore) renewLease(name, subject, id string, lease time.Duration) renewal {
 	now := s.now()
 	sh, k := s.leases.lock(name, subject, now)
 	defer sh.mu.Unlock()
 	set := sh.sets[k]
 	i := indexLease(set, id)
 	if i < 0 {
-		return false
+		return renewGone
 	}
 	if set[i].deadline <= now {
-		if set = prune(set, now); len(set) == 0 {
-			delete(sh.sets, k)
-		} else {
-			sh.sets[k] = set
-		}
-		return false
+		sh.remove(k, set, i)
+		return renewExpired
 	}
 	set[i].deadline = now + lease.Microseconds()
-	return true
+	return renewed
 }
 
 func indexLease(set []heldLease, id string) int {

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -23,10 +24,16 @@ func (s *RedisStore) acquireLease(ctx context.Context, name, subj, id string, li
 	if err != nil {
 		return leaseAnswer{}, err
 	}
-	if len(v) != 4 {
+	return s.leaseReply(v, 5)
+}
+
+// leaseReply reads the lease part of an acquire's reply v, whose length
+// must be want.
+func (s *RedisStore) leaseReply(v []any, want int) (leaseAnswer, error) {
+	if len(v) != want {
 		return leaseAnswer{}, fmt.Errorf("%w: %d values", ErrBadReply, len(v))
 	}
-	var n [4]int64
+	var n [5]int64
 	for i := range n {
 		x, ok := v[i].(int64)
 		if !ok {
@@ -40,7 +47,42 @@ func (s *RedisStore) acquireLease(ctx context.Context, name, subj, id string, li
 		held:       int(n[1]),
 		retryAfter: time.Duration(max(n[2], 0)) * time.Microsecond,
 		resetAfter: time.Duration(max(n[3], 0)) * time.Microsecond,
+		pruned:     int(n[4]),
 	}, nil
+}
+
+// acquireWithRate runs the acquireWithRate script: a slot of subj and
+// one token under policies (the buckets of subj, as tokenBuckets keys
+// them), all or nothing, in one round trip. It fills each with every
+// policy's outcome and returns the binding one.
+func (s *RedisStore) acquireWithRate(ctx context.Context, name, subj, id string, limit int, lease time.Duration, policies []Policy, each []Outcome) (leaseAnswer, Outcome, error) {
+	keys := make([]string, 0, len(policies)+2)
+	keys = append(keys, s.leaseKey(subj, name))
+	args := make([]any, 0, 9+2*len(policies))
+	args = append(args, id, limit, lease.Microseconds(), recordTTL(ctx), 1, len(policies))
+	for i := range policies {
+		keys = append(keys, s.key(subj, policies[i].Name))
+		args = append(args, policies[i].describe())
+	}
+	keys = append(keys, s.recordKey(subj, s.idSeq.Add(1)))
+	args = append(args, opTake, 1, len(policies))
+	for i := range policies {
+		args = append(args, i+1)
+	}
+	v, err := acquireWithRate.Run(ctx, s.client, keys, args...).Slice()
+	if err != nil {
+		return leaseAnswer{}, Outcome{}, err
+	}
+	a, err := s.leaseReply(v, 6)
+	if err != nil {
+		return leaseAnswer{}, Outcome{}, err
+	}
+	reply, ok := v[5].(string)
+	if !ok {
+		return leaseAnswer{}, Outcome{}, fmt.Errorf("%w: tokens' reply %T", ErrBadReply, v[5])
+	}
+	o, err := parseReply(reply, each)
+	return a, o, err
 }
 
 // releaseLease removes lease id from its set, if there: one ZREM, which
@@ -54,39 +96,14 @@ func (s *RedisStore) releaseLease(ctx context.Context, name, subj, id string) er
 const maxRenewKeys = 1000
 
 // renewLeases renews leases (all of one Concurrency, so of one name and
-// lease) and reports, per lease, renewed, gone (never brought back) or
-// unknown (its call failed). A standalone
-// or Sentinel Redis gets one script call for up to maxRenewKeys leases; a
-// Cluster or Ring one pipeline, with a call per subject (a script's keys
-// must share a slot), which go-redis sends as one batch per node.
+// lease) and reports, per lease, renewed, expired or gone (never brought
+// back), or unknown (its call failed). A standalone or Sentinel Redis gets
+// one script call for up to maxRenewKeys leases; a Cluster or Ring one
+// pipeline, with a call per subject (a script's keys must share a slot),
+// which go-redis sends as one batch per node.
 func (s *RedisStore) renewLeases(ctx context.Context, name string, lease time.Duration, ls []*Lease) ([]renewal, error) {
 	out := make([]renewal, len(ls))
-	type group struct {
-		keys []string
-		args []any
-		at   []int // indexes in ls
-	}
-	var groups []*group
-	if s.split {
-		bySubj := make(map[string]*group)
-		for i, l := range ls {
-			g := bySubj[l.subj]
-			if g == nil {
-				g = &group{args: []any{lease.Microseconds()}}
-				bySubj[l.subj] = g
-				groups = append(groups, g)
-			}
-			g.keys, g.args, g.at = append(g.keys, s.leaseKey(l.subj, name)), append(g.args, l.id), append(g.at, i)
-		}
-	} else {
-		for i, l := range ls {
-			if i%maxRenewKeys == 0 {
-				groups = append(groups, &group{args: []any{lease.Microseconds()}})
-			}
-			g := groups[len(groups)-1]
-			g.keys, g.args, g.at = append(g.keys, s.leaseKey(l.subj, name)), append(g.args, l.id), append(g.at, i)
-		}
-	}
+	groups := s.renewGroups(name, lease, ls)
 	cmds := make([]*redis.Cmd, len(groups))
 	if len(groups) == 1 {
 		cmds[0] = renewLeases.Run(ctx, s.client, groups[0].keys, groups[0].args...)
@@ -110,21 +127,55 @@ func (s *RedisStore) renewLeases(ctx context.Context, name string, lease time.Du
 			err = fmt.Errorf("%w: %d values", ErrBadReply, len(v))
 		}
 		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
+			firstErr = cmp.Or(firstErr, err)
 			for _, at := range g.at {
 				out[at] = renewUnknown
 			}
 			continue
 		}
 		for j, at := range g.at {
-			if n, _ := v[j].(int64); n == 1 {
+			switch n, _ := v[j].(int64); n {
+			case 1:
 				out[at] = renewed
-			} else {
+			case 2:
+				out[at] = renewExpired
+			default:
 				out[at] = renewGone
 			}
 		}
 	}
 	return out, firstErr
+}
+
+// renewGroup is one renewLeases call: its keys and arguments, and the
+// indexes of its leases in the caller's list.
+type renewGroup struct {
+	keys []string
+	args []any
+	at   []int
+}
+
+// renewGroups splits ls into renewLeases calls: one per subject on a
+// Cluster or Ring, else one per maxRenewKeys leases.
+func (s *RedisStore) renewGroups(name string, lease time.Duration, ls []*Lease) []*renewGroup {
+	var groups []*renewGroup
+	bySubj := make(map[string]*renewGroup)
+	for i, l := range ls {
+		var g *renewGroup
+		switch {
+		case s.split:
+			g = bySubj[l.subj]
+		case i%maxRenewKeys != 0:
+			g = groups[len(groups)-1]
+		}
+		if g == nil {
+			g = &renewGroup{args: []any{lease.Microseconds()}}
+			groups = append(groups, g)
+			if s.split {
+				bySubj[l.subj] = g
+			}
+		}
+		g.keys, g.args, g.at = append(g.keys, s.leaseKey(l.subj, name)), append(g.args, l.id), append(g.at, i)
+	}
+	return groups
 }

@@ -47,7 +47,11 @@ import "github.com/redis/go-redis/v9"
 //
 // Every number stays an integer below 2^53, which New checks, so the
 // double arithmetic of Lua is exact and nothing drifts.
-var tokenBuckets = redis.NewScript(`
+var tokenBuckets = redis.NewScript(tokenBucketsLua)
+
+// tokenBucketsLua is tokenBuckets' source; acquireWithRate
+// (concurrency_lua.go) runs it as a function.
+const tokenBucketsLua = `
 local ceil, floor, find, sub, format = math.ceil, math.floor, string.find, string.sub, string.format
 local nk = #KEYS
 local vals = redis.call('MGET', unpack(KEYS))
@@ -188,4 +192,4 @@ for _, key in ipairs(order) do
 end
 if wrote then redis.call('SET', KEYS[nk], reply, 'EX', tonumber(ARGV[1])) end
 return reply
-`)
+`
