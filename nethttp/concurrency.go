@@ -21,6 +21,12 @@ import (
 // and c is core.FailClosed. The header fields describe slots:
 // RateLimit-Limit is Max, RateLimit-Remaining the slots left free.
 //
+// When c has a Rate (core.ConcurrencyConfig.Rate), each request takes a
+// slot and a token together or neither, and the header fields are the
+// Rate's, as its Middleware would set them; a refusal's Retry-After is
+// the wait of whichever refused (the longer when both did), and the
+// DenyHandler's core.Result names it (Result.Name).
+//
 // The options are the Gate's: WithKey, WithSkip, WithDryRun (every
 // request goes on; a refused one holds no slot), WithDenyHandler,
 // WithErrorHandler, WithObserver, WithHeaders and WithLogger. Options
@@ -58,6 +64,9 @@ func NewConcurrencyGate(c *core.Concurrency, opts ...Option) *ConcurrencyGate {
 		panic("nethttp: nil *core.Concurrency")
 	}
 	g := &ConcurrencyGate{c: c, headers: newPolicyHeaders(c.Limit(), c.Name())}
+	if rate := c.Rate(); rate != nil {
+		g.headers = limiterHeaders(rate)
+	}
 	cfg := &g.gate.config
 	for _, o := range opts {
 		if o == nil {
@@ -119,7 +128,11 @@ func (g *ConcurrencyGate) Acquire(w http.ResponseWriter, r *http.Request) (*core
 	if key == "" {
 		return nil, g.gate.fail(w, r, errEmptyKey)
 	}
-	lease, res, err := g.c.Acquire(r.Context(), key)
+	ctx := r.Context()
+	if cfg.dryRun {
+		ctx = core.WithDryRun(ctx) // metrics say "would deny", never "denied"
+	}
+	lease, res, err := g.c.Acquire(ctx, key)
 	if err != nil {
 		return nil, g.gate.fail(w, r, err)
 	}
@@ -128,7 +141,8 @@ func (g *ConcurrencyGate) Acquire(w http.ResponseWriter, r *http.Request) (*core
 	}
 	h := w.Header()
 	if !res.Degraded && cfg.style != HeadersNone {
-		setRateLimit(h, cfg.style, g.headers, &res, cfg.now)
+		hr := rateOnly(res)
+		setRateLimit(h, cfg.style, g.headers, &hr, cfg.now)
 	}
 	if lease != nil {
 		lease.KeepAlive()
@@ -140,4 +154,31 @@ func (g *ConcurrencyGate) Acquire(w http.ResponseWriter, r *http.Request) (*core
 	setRetryAfter(h, &res)
 	cfg.deny(w, r, res)
 	return nil, false
+}
+
+// rateOnly returns the part of an acquire's Result that the header fields
+// describe: all of it, or with a Rate, the Rate's part (res.Policies less
+// the slots, listed last), with the wait of whichever refused.
+func rateOnly(res core.Result) core.Result {
+	n := len(res.Policies) - 1
+	if n < 1 {
+		return res
+	}
+	rate := res.Policies[:n]
+	b := 0
+	for i, p := range rate {
+		if p.Name == res.Name {
+			b = i
+			break
+		}
+		if p.Remaining < rate[b].Remaining {
+			b = i
+		}
+	}
+	p := rate[b]
+	hr := core.Result{Allowed: res.Allowed, Limit: p.Limit, Name: p.Name, Remaining: p.Remaining, RetryAfter: res.RetryAfter, ResetAfter: p.ResetAfter}
+	if n > 1 {
+		hr.Policies = rate
+	}
+	return hr
 }

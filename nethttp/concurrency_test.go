@@ -209,3 +209,56 @@ func TestConcurrencyRefusesTokenOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrencyWithRate: a middleware given a Concurrency with a Rate
+// sends the rate's header fields; a refusal by either has that one's
+// Retry-After, and takes nothing from the other.
+func TestConcurrencyWithRate(t *testing.T) {
+	t.Parallel()
+	store := core.NewMemoryStore(core.WithClock(limitertest.NewClock().Now))
+	rate, err := core.New(core.Config{Store: store, Limit: core.PerMinute(3), Name: "exports-rate", FailMode: core.FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := core.NewConcurrency(core.ConcurrencyConfig{Store: store, Name: "exports", Max: 1, Lease: 30 * time.Second, FailMode: core.FailClosed, Rate: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	mw := Concurrency(c, WithObserver(func(_ *http.Request, res core.Result, _ error, _ bool) { names = append(names, res.Name) }))
+	h := mw(okHandler)
+	finish := holding(t, mw) // 1 slot held, 2 tokens left
+
+	w := get(h, "/") // refused by the slot: no token taken
+	wantHeader(t, w.Header(), map[string]string{
+		"Content-Type": problem, "X-Content-Type-Options": "nosniff", "Retry-After": "30",
+		"Ratelimit-Limit": "3", "Ratelimit-Remaining": "2", "Ratelimit-Reset": "30", "Ratelimit-Policy": "3;w=60",
+	})
+	if w.Code != http.StatusTooManyRequests {
+		t.Fatalf("while the slot is held: %d, want 429", w.Code)
+	}
+	if w = finish(); w.Code != http.StatusOK {
+		t.Fatalf("holder: %d", w.Code)
+	}
+	wantHeader(t, w.Header(), map[string]string{
+		"Content-Type": "*", "Ratelimit-Limit": "3", "Ratelimit-Remaining": "2", "Ratelimit-Reset": "20", "Ratelimit-Policy": "3;w=60",
+	})
+	for range 2 {
+		if w := get(h, "/"); w.Code != http.StatusOK {
+			t.Fatalf("with a free slot and tokens: %d", w.Code)
+		}
+	}
+	w = get(h, "/") // refused by the rate: no slot held
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "20" || w.Header().Get("Ratelimit-Remaining") != "0" {
+		t.Fatalf("tokens gone: %d %v, want 429, Retry-After 20", w.Code, w.Header())
+	}
+	want := []string{"exports-rate", "exports", "exports-rate", "exports-rate", "exports-rate"}
+	if len(names) != len(want) {
+		t.Fatalf("observer saw %v, want %v", names, want)
+	}
+	for i := range want {
+		if names[i] != want[i] {
+			t.Fatalf("observer saw %v, want %v", names, want)
+		}
+	}
+}
