@@ -34,7 +34,8 @@ const (
 )
 
 // Collector counts rate-limit decisions for Prometheus. It implements
-// core.Observer (set it as core.Config.Observer of one or more limiters) and
+// core.Observer (set it as core.Config.Observer of one or more limiters,
+// or core.ConcurrencyConfig.Observer: it is a core.LeaseObserver too) and
 // prometheus.Collector (register it once). See the package documentation for
 // the metrics.
 //
@@ -47,6 +48,7 @@ type Collector struct {
 	storeErrors *prometheus.CounterVec
 	breaker     *prometheus.GaugeVec
 	requests    *prometheus.CounterVec
+	leases      leaseVecs
 
 	mu       sync.Mutex // serialises additions to policies
 	policies atomic.Pointer[map[string]*policyMetrics]
@@ -55,6 +57,7 @@ type Collector struct {
 
 var (
 	_ core.Observer        = (*Collector)(nil)
+	_ core.LeaseObserver   = (*Collector)(nil)
 	_ prometheus.Collector = (*Collector)(nil)
 )
 
@@ -67,6 +70,7 @@ type policyMetrics struct {
 	latency                                          prometheus.Observer
 	timeout, circuitOpen, overloaded, other          prometheus.Counter
 	breaker                                          prometheus.Gauge
+	leases                                           atomic.Pointer[leaseMetrics] // an in-flight limit's, from its first lease event
 }
 
 // Option configures New.
@@ -130,6 +134,7 @@ func New(opts ...Option) *Collector {
 			Help: "HTTP requests seen by the middleware, by policy and outcome (allowed, denied, dry_run, key_error, error).",
 		}, []string{"policy", "outcome"}),
 	}
+	c.leases = newLeaseVecs(ns)
 	c.policies.Store(&map[string]*policyMetrics{})
 	c.http.Store(&map[string]*httpMetrics{})
 	return c
@@ -143,6 +148,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.storeErrors.Describe(ch)
 	c.breaker.Describe(ch)
 	c.requests.Describe(ch)
+	c.leases.describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -153,6 +159,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.storeErrors.Collect(ch)
 	c.breaker.Collect(ch)
 	c.requests.Collect(ch)
+	c.leases.collect(ch)
 }
 
 // Decision implements core.Observer.

@@ -22,6 +22,18 @@
 //	ratelimit_store_errors_total{policy,kind}      counter    kind: timeout, circuit_open, overloaded, other
 //	ratelimit_breaker_open{policy}                 gauge      1 while the circuit breaker keeps the store uncalled, else 0
 //	ratelimit_http_requests_total{policy,outcome}  counter    outcome: allowed, denied, dry_run, key_error, error
+//	ratelimit_inflight_held{policy}                gauge      slots of an in-flight limit held by this instance's requests
+//	ratelimit_lease_renewals_total{policy}         counter    leases extended by this instance's renewals
+//	ratelimit_lease_expiries_total{policy}         counter    leases found past their deadline (holder stopped renewing) and removed
+//
+// An in-flight limit (core.Concurrency, this Collector as its
+// ConcurrencyConfig.Observer) counts its acquires in decisions_total under
+// its Name: denied is a refusal because every slot was held. Its policy
+// label is always the Name, never a key. Sum inflight_held over instances
+// for the slots held in all; an instance that crashed takes its series
+// with it, and its leases show up in lease_expiries_total of the instances
+// that prune them (a key nobody asks about again expires whole in Redis,
+// uncounted).
 //
 // Decisions are what AllowN and AllowLimit answer; Peek and Refund are not
 // counted. A refusal in dry-run mode (decided under core.WithDryRun) is
