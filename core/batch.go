@@ -30,7 +30,8 @@ import (
 
 // request is one decision waiting in a queue.
 type request struct {
-	ctx      context.Context // deadline and values; its cancellation is the caller's alone
+	ctx      context.Context // values; its cancellation is the caller's alone
+	deadline time.Time       // the caller's; zero: none
 	subj     string          // passed through hashSubject
 	op       int             // opTake, opPeek or opRefund
 	n        int
@@ -414,16 +415,19 @@ func truncate(s string) string {
 // report it to the next decisions.
 func batchContext(batch []*request) (context.Context, context.CancelFunc) {
 	latest := time.Now().Add(minSend)
+	ctx := batch[0].ctx
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
 	for _, r := range batch {
-		d, ok := r.ctx.Deadline()
-		if !ok {
-			return context.WithoutCancel(batch[0].ctx), func() {}
+		if r.deadline.IsZero() {
+			return ctx, func() {}
 		}
-		if d.After(latest) {
-			latest = d
+		if r.deadline.After(latest) {
+			latest = r.deadline
 		}
 	}
-	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
+	return context.WithDeadline(ctx, latest)
 }
 
 // minSend is the least time a script call is given.

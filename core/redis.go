@@ -181,24 +181,25 @@ func hashSubject(subject string) string {
 // answers (which can deny early, never admit more). Cancelling ctx is
 // treated like its deadline.
 func (s *RedisStore) Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return s.do(ctx, opTake, subject, n, policies, each, 0)
+	return s.do(ctx, deadlineOf(ctx), opTake, subject, n, policies, each, 0)
 }
 
 // Peek implements Peeker with one script call that writes nothing.
 func (s *RedisStore) Peek(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return s.do(ctx, opPeek, subject, n, policies, each, 0)
+	return s.do(ctx, deadlineOf(ctx), opPeek, subject, n, policies, each, 0)
 }
 
 // Refund implements Refunder with one script call.
 func (s *RedisStore) Refund(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return s.do(ctx, opRefund, subject, n, policies, each, 0)
+	return s.do(ctx, deadlineOf(ctx), opRefund, subject, n, policies, each, 0)
 }
 
-// do queues one request and waits for its answer, at most until ctx ends.
+// do queues one request and waits for its answer, at most until deadline
+// (zero: none) or until ctx is cancelled.
 // With bound > 0, it refuses (ErrOverloaded) a request that would make
 // more than bound decisions running in the store: queued, or in a call,
 // including calls that outlive their callers' deadlines.
-func (s *RedisStore) do(ctx context.Context, op int, subject string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error) {
+func (s *RedisStore) do(ctx context.Context, deadline time.Time, op int, subject string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error) {
 	if err := checkTake(subject, n, policies); err != nil {
 		return Outcome{}, err
 	}
@@ -206,13 +207,13 @@ func (s *RedisStore) do(ctx context.Context, op int, subject string, n int, poli
 		s.running.Add(-1)
 		return Outcome{}, ErrOverloaded
 	}
-	r := &request{ctx: ctx, subj: hashSubject(subject), op: op, n: n, policies: policies}
+	r := &request{ctx: ctx, deadline: deadline, subj: hashSubject(subject), op: op, n: n, policies: policies}
 	var dest string
 	if s.split {
 		dest = s.node(subject)
 	}
 	s.enqueue(r, dest)
-	if err := wait(ctx, r); err != nil {
+	if err := wait(ctx, deadline, r); err != nil {
 		return Outcome{}, err
 	}
 	if r.err != nil {
@@ -221,21 +222,27 @@ func (s *RedisStore) do(ctx context.Context, op int, subject string, n int, poli
 	return parseReply(r.reply, each)
 }
 
-// wait waits for r's answer until ctx ends; a request not yet sent then
+// deadlineOf is ctx's deadline, zero without one.
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+// wait waits for r's answer until deadline or ctx's cancellation; a request not yet sent then
 // never is.
-func wait(ctx context.Context, r *request) error {
+func wait(ctx context.Context, deadline time.Time, r *request) error {
 	// The deadline's own timer wakes us in one hop; ctx.Done closes from a
 	// goroutine that AfterFunc starts, one hop later on a busy machine.
-	var deadline <-chan time.Time
-	if d, ok := ctx.Deadline(); ok {
-		t := time.NewTimer(time.Until(d))
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
 		defer t.Stop()
-		deadline = t.C
+		expired = t.C
 	}
 	select {
 	case <-r.done:
 		return nil
-	case <-deadline:
+	case <-expired:
 	case <-ctx.Done():
 	}
 	r.gone.Store(true)

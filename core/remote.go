@@ -74,19 +74,18 @@ func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *po
 		return l.degrade(ctx, br, op, key, n, set, ErrCircuitOpen, time.Time{})
 	}
 	// The caller's values, never its cancellation or deadline.
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(l.timeout))
-	defer cancel()
-	o, err := l.store.call(ctx, op, key, n, set.policies, each, l.bound)
+	deadline := start.Add(l.timeout)
+	o, err := l.store.call(withoutCancel(ctx), deadline, op, key, n, set.policies, each, l.bound)
 	if errors.Is(err, ErrOverloaded) {
 		br.release(probe)
 		return l.degrade(ctx, br, op, key, n, set, ErrOverloaded, time.Time{})
 	}
 	if err != nil {
 		dialErr, last, told := l.store.why()
-		// A caller stops waiting by its own timer, a hair before its
-		// context reports the deadline.
+		// A caller stops waiting by its own timer, a hair before the
+		// clock reads the deadline.
 		call := callOf(err)
-		timedOut := ctx.Err() != nil || (call == 0 && errors.Is(err, context.DeadlineExceeded))
+		timedOut := !time.Now().Before(deadline) || (call == 0 && errors.Is(err, context.DeadlineExceeded))
 		err = failureCause(err, timedOut, dialErr, last)
 		switch {
 		case slotMoving(err):
@@ -114,6 +113,15 @@ func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *po
 		l.observe(ctx, op, DecisionEvent{Allowed: r.Allowed, Latency: time.Since(start)})
 	}
 	return r
+}
+
+// withoutCancel is ctx's values without its cancellation or deadline;
+// a context that can never be cancelled is that already.
+func withoutCancel(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
 }
 
 // slotMoving reports a Redis Cluster answer about one slot being moved

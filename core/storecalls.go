@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 )
 
 // storeCalls is what a Limiter asks of its store: the one capability
@@ -12,9 +13,10 @@ import (
 // so that no call site asks what the store is.
 type storeCalls interface {
 	Resetter
-	// call takes, peeks or refunds (op), admitting the decision only while
-	// fewer than bound run in the store (else ErrOverloaded).
-	call(ctx context.Context, op int, subject string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error)
+	// call takes, peeks or refunds (op) by deadline, admitting the
+	// decision only while fewer than bound run in the store (else
+	// ErrOverloaded). ctx gives values; its cancellation is not watched.
+	call(ctx context.Context, deadline time.Time, op int, subject string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error)
 	// cannot returns why the store cannot run op, nil when it can.
 	cannot(op int) error
 	// remote reports a store outside this process: its calls are bounded
@@ -53,8 +55,8 @@ func resolveStore(s Store) (storeCalls, error) {
 	return newForeignStore(s), nil
 }
 
-func (s *RedisStore) call(ctx context.Context, op int, subject string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error) {
-	return s.do(ctx, op, subject, n, policies, each, bound)
+func (s *RedisStore) call(ctx context.Context, deadline time.Time, op int, subject string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error) {
+	return s.do(ctx, deadline, op, subject, n, policies, each, bound)
 }
 func (s *RedisStore) cannot(int) error                      { return nil }
 func (s *RedisStore) remote() bool                          { return true }
@@ -69,7 +71,7 @@ func (s *RedisStore) nodes() func(string) string {
 	return nil
 }
 
-func (s *MemoryStore) call(_ context.Context, op int, subject string, n int, policies []Policy, each []Outcome, _ int64) (Outcome, error) {
+func (s *MemoryStore) call(_ context.Context, _ time.Time, op int, subject string, n int, policies []Policy, each []Outcome, _ int64) (Outcome, error) {
 	if op == opTake && len(policies) == 1 && each == nil {
 		return s.take1(subject, n, &policies[0]).outcome(0), nil
 	}
@@ -108,9 +110,10 @@ func newForeignStore(s Store) *foreignStore {
 	return f
 }
 
-// call returns by ctx's deadline whatever the store does. The goroutine
-// fills outcomes of its own, never each after call returned.
-func (f *foreignStore) call(ctx context.Context, op int, subject string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error) {
+// call returns by deadline whatever the store does; the store's context
+// has that deadline. The goroutine fills outcomes of its own, never each
+// after call returned.
+func (f *foreignStore) call(ctx context.Context, deadline time.Time, op int, subject string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error) {
 	type answer struct {
 		o    Outcome
 		err  error
@@ -120,6 +123,8 @@ func (f *foreignStore) call(ctx context.Context, op int, subject string, n int, 
 		f.inflight.Add(-1)
 		return Outcome{}, ErrOverloaded
 	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	done := make(chan answer, 1)
 	go func() {
 		defer f.inflight.Add(-1) // counted until the store returns, whenever that is
