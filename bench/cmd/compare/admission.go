@@ -81,5 +81,44 @@ func overAdmission(ctx context.Context, out io.Writer, c config, r *bench.Runner
 			fmt.Fprintf(out, "- %s\n", n)
 		}
 	}
+	return inFlightAdmission(ctx, out, c, r)
+}
+
+// inFlightAdmission is the in-flight limit's row: instances of
+// nethttp.Concurrency on one key, Max inFlightMax, their handlers
+// counting the requests inside them.
+func inFlightAdmission(ctx context.Context, out io.Writer, c config, r *bench.Runner) error {
+	const inFlightMax, hold = 4, time.Millisecond
+	worst := map[int]bench.InFlight{}
+	for round := range c.oaRounds {
+		for _, n := range c.oaInstance {
+			prefix := fmt.Sprintf("if:%d:%d:%d:", time.Now().UnixNano(), round, n)
+			f, err := r.InFlight(ctx, n, c.oaPer, inFlightMax, c.oaWindow, hold, prefix)
+			if err != nil {
+				return fmt.Errorf("in-flight × %d: %w", n, err)
+			}
+			log.Printf("in-flight round %d ×%-2d peak %d of %d, %d requests, %d admitted, %d errors", round+1, n, f.Peak, f.Max, f.Requests, f.Admitted, f.Errors)
+			if w, ok := worst[n]; !ok || f.Peak > w.Peak || (f.Peak == w.Peak && f.Errors > w.Errors) {
+				worst[n] = f
+			}
+		}
+	}
+	fmt.Fprintf(out, "\nIn-flight limit (core.Concurrency through nethttp.Concurrency), Max %d on one key; each instance its own client, %d goroutines each in a closed loop for %v, the handler holding its slot %v; FailClosed, Timeout %s. ", inFlightMax, c.oaPer, c.oaWindow, hold, timeoutText(c.timeout))
+	fmt.Fprintf(out, "Cell: most requests inside handlers at once (a shared counter) / Max, over by; requests, admitted, errors (503s); client round trips per request; Redis script calls + releases per admitted request (commandstats: evalsha, eval, zrem, less one per refusal), Redis commands per request (those inside scripts included). Worst of %d round(s).\n\n", c.oaRounds)
+	fmt.Fprint(out, "| limit |")
+	for _, n := range c.oaInstance {
+		fmt.Fprintf(out, " %d instance(s) |", n)
+	}
+	fmt.Fprint(out, "\n|---|")
+	for range c.oaInstance {
+		fmt.Fprint(out, "---|")
+	}
+	fmt.Fprint(out, "\n| ratelimit in-flight |")
+	for _, n := range c.oaInstance {
+		f := worst[n]
+		fmt.Fprintf(out, " %d / %d, over **%d**; %d requests, %d admitted, errors %d; %.2f trips/request; %.2f per admitted; %.1f commands/request |",
+			f.Peak, f.Max, f.Over(), f.Requests, f.Admitted, f.Errors, f.TripsPerRequest(), f.TripsPerAdmitted(), float64(f.Commands)/float64(max(1, f.Requests)))
+	}
+	fmt.Fprintln(out)
 	return nil
 }
