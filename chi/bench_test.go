@@ -13,27 +13,10 @@ import (
 	"github.com/sluicehq/ratelimit/nethttp"
 )
 
-func constantKey(*http.Request) (string, error) { return "client-1", nil }
-
-// discardWriter is a ResponseWriter that keeps only the header map, reused
-// across requests so only the router and middleware are measured.
-type discardWriter struct{ h http.Header }
-
-func (w *discardWriter) Header() http.Header         { return w.h }
-func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (w *discardWriter) WriteHeader(int)             {}
-
 // benchRouter is a chi router with a few routes and mw either on the root
 // router (before routing) or on the route itself (after routing).
-func benchRouter(tb testing.TB, mw func(*core.Limiter) func(http.Handler) http.Handler, onRoute bool) (http.Handler, *discardWriter, *http.Request) {
-	lim, err := core.New(core.Config{
-		Store:    core.NewMemoryStore(core.WithClock(limitertest.Stepping())),
-		Limit:    core.PerSecond(100),
-		FailMode: core.FailOpen,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
+func benchRouter(tb testing.TB, mw func(*core.Limiter) func(http.Handler) http.Handler, onRoute bool) (http.Handler, *limitertest.DiscardWriter, *http.Request) {
+	lim := limitertest.NewLimiterClock(tb, core.PerSecond(100), limitertest.Stepping())
 	ok := func(http.ResponseWriter, *http.Request) {}
 	r := chi.NewRouter()
 	if onRoute {
@@ -49,20 +32,20 @@ func benchRouter(tb testing.TB, mw func(*core.Limiter) func(http.Handler) http.H
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return r, &discardWriter{h: make(http.Header, 8)}, req
+	return r, limitertest.NewDiscardWriter(), req
 }
 
 var (
 	adapter = func(l *core.Limiter) func(http.Handler) http.Handler {
-		return ratelimit.Middleware(l, ratelimit.WithKey(constantKey))
+		return ratelimit.Middleware(l, ratelimit.WithKey(limitertest.ConstantKey))
 	}
 	// withRoutes has an override for another route: the pattern is looked
 	// up, and the default limiter decides.
 	withRoutes = func(l *core.Limiter) func(http.Handler) http.Handler {
-		return ratelimit.Middleware(l, ratelimit.WithKey(constantKey), ratelimit.WithRoutes(map[string]*core.Limiter{"/about": l}))
+		return ratelimit.Middleware(l, ratelimit.WithKey(limitertest.ConstantKey), ratelimit.WithRoutes(map[string]*core.Limiter{"/about": l}))
 	}
 	plain = func(l *core.Limiter) func(http.Handler) http.Handler {
-		return nethttp.Middleware(l, nethttp.WithKey(constantKey))
+		return nethttp.Middleware(l, nethttp.WithKey(limitertest.ConstantKey))
 	}
 )
 
@@ -93,11 +76,11 @@ func BenchmarkAllowed(b *testing.B) {
 			h, w, r := benchRouter(b, bc.mw, bc.onRoute)
 			b.ReportAllocs()
 			for b.Loop() {
-				clear(w.h)
+				clear(w.H)
 				h.ServeHTTP(w, r)
 			}
-			if w.h.Get("RateLimit-Remaining") != "99" {
-				b.Fatalf("headers %v", w.h)
+			if w.H.Get("RateLimit-Remaining") != "99" {
+				b.Fatalf("headers %v", w.H)
 			}
 		})
 	}
@@ -114,7 +97,7 @@ func TestAllowedAllocs(t *testing.T) {
 	for _, s := range setups {
 		h, w, r := benchRouter(t, s.mw, s.onRoute)
 		allocs[s.name] = testing.AllocsPerRun(1000, func() {
-			clear(w.h)
+			clear(w.H)
 			h.ServeHTTP(w, r)
 		})
 	}

@@ -12,16 +12,6 @@ import (
 	"github.com/sluicehq/ratelimit/nethttp"
 )
 
-func constantKey(*http.Request) (string, error) { return "client-1", nil }
-
-// discardWriter keeps only the header map, reused across requests so only
-// the router and the middleware are measured.
-type discardWriter struct{ h http.Header }
-
-func (w *discardWriter) Header() http.Header         { return w.h }
-func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (w *discardWriter) WriteHeader(int)             {}
-
 // The ways to put the limiter in an echo app, for the allowed path:
 // without any, nethttp's middleware through echo.WrapMiddleware (what one
 // writes without this package), the least glue around nethttp's Gate that
@@ -32,10 +22,10 @@ var setups = []struct {
 }{
 	{"none", nil},
 	{"nethttp-wrapped", func(l *core.Limiter) echo.MiddlewareFunc {
-		return echo.WrapMiddleware(nethttp.Middleware(l, nethttp.WithKey(constantKey)))
+		return echo.WrapMiddleware(nethttp.Middleware(l, nethttp.WithKey(limitertest.ConstantKey)))
 	}},
 	{"gate", func(l *core.Limiter) echo.MiddlewareFunc {
-		g := nethttp.NewGate(l, nethttp.WithKey(constantKey))
+		g := nethttp.NewGate(l, nethttp.WithKey(limitertest.ConstantKey))
 		return func(next echo.HandlerFunc) echo.HandlerFunc {
 			return func(c echo.Context) error {
 				var err error
@@ -48,19 +38,12 @@ var setups = []struct {
 		}
 	}},
 	{"adapter", func(l *core.Limiter) echo.MiddlewareFunc {
-		return ratelimit.Middleware(l, ratelimit.WithKey(constantKey))
+		return ratelimit.Middleware(l, ratelimit.WithKey(limitertest.ConstantKey))
 	}},
 }
 
-func benchApp(tb testing.TB, mw func(*core.Limiter) echo.MiddlewareFunc) (http.Handler, *discardWriter, *http.Request) {
-	lim, err := core.New(core.Config{
-		Store:    core.NewMemoryStore(core.WithClock(limitertest.Stepping())),
-		Limit:    core.PerSecond(100),
-		FailMode: core.FailOpen,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
+func benchApp(tb testing.TB, mw func(*core.Limiter) echo.MiddlewareFunc) (http.Handler, *limitertest.DiscardWriter, *http.Request) {
+	lim := limitertest.NewLimiterClock(tb, core.PerSecond(100), limitertest.Stepping())
 	e := echo.New()
 	if mw != nil {
 		e.Use(mw(lim))
@@ -74,7 +57,7 @@ func benchApp(tb testing.TB, mw func(*core.Limiter) echo.MiddlewareFunc) (http.H
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return e, &discardWriter{h: make(http.Header, 8)}, r
+	return e, limitertest.NewDiscardWriter(), r
 }
 
 // BenchmarkAllowed: go test -run '^$' -bench . -benchmem ./echo
@@ -84,11 +67,11 @@ func BenchmarkAllowed(b *testing.B) {
 			h, w, r := benchApp(b, s.mw)
 			b.ReportAllocs()
 			for b.Loop() {
-				clear(w.h)
+				clear(w.H)
 				h.ServeHTTP(w, r)
 			}
-			if s.mw != nil && w.h.Get("RateLimit-Remaining") != "99" {
-				b.Fatalf("headers %v", w.h)
+			if s.mw != nil && w.H.Get("RateLimit-Remaining") != "99" {
+				b.Fatalf("headers %v", w.H)
 			}
 		})
 	}
@@ -105,7 +88,7 @@ func TestAllowedAllocs(t *testing.T) {
 	for _, s := range setups {
 		h, w, r := benchApp(t, s.mw)
 		allocs[s.name] = testing.AllocsPerRun(1000, func() {
-			clear(w.h)
+			clear(w.H)
 			h.ServeHTTP(w, r)
 		})
 	}

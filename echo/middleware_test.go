@@ -14,12 +14,6 @@ import (
 	"github.com/sluicehq/ratelimit/keyfuncs"
 )
 
-func get(h http.Handler, path string) *httptest.ResponseRecorder {
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
-	return w
-}
-
 // A refusal is written by the middleware and returns nil: the handler does
 // not run, and echo's HTTPErrorHandler does not replace the problem body.
 func TestDeniedStopsTheChain(t *testing.T) {
@@ -38,10 +32,10 @@ func TestDeniedStopsTheChain(t *testing.T) {
 	e.Use(ratelimit.Middleware(limitertest.NewLimiter(t, core.PerMinute(1))))
 	e.GET("/", func(c echo.Context) error { handled++; return c.NoContent(http.StatusNoContent) })
 
-	if w := get(e, "/"); w.Code != http.StatusNoContent {
+	if w := limitertest.Get(e, "/"); w.Code != http.StatusNoContent {
 		t.Fatalf("first request: %d", w.Code)
 	}
-	w := get(e, "/")
+	w := limitertest.Get(e, "/")
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("second request: %d %q", w.Code, w.Header().Get("Content-Type"))
 	}
@@ -72,7 +66,7 @@ func TestRoutesInGroupsAndRoutes(t *testing.T) {
 		{"/api/items", 200, "50"},
 		{"/login", 200, "2"},
 	} {
-		w := get(e, c.path)
+		w := limitertest.Get(e, c.path)
 		if w.Code != c.code || w.Header().Get("RateLimit-Limit") != c.limit {
 			t.Errorf("%s: %d limit %q, want %d limit %q", c.path, w.Code, w.Header().Get("RateLimit-Limit"), c.code, c.limit)
 		}
@@ -173,10 +167,10 @@ func TestMiddlewareWithKeySkip(t *testing.T) {
 		ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" })))
 	e.GET("/health", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
 	e.GET("/", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
-	if w := get(e, "/health"); w.Code != http.StatusOK || calls != 0 {
+	if w := limitertest.Get(e, "/health"); w.Code != http.StatusOK || calls != 0 {
 		t.Errorf("skipped request: %d, key computed %d times, want 200 and 0", w.Code, calls)
 	}
-	if w := get(e, "/"); w.Code != http.StatusOK || calls != 1 {
+	if w := limitertest.Get(e, "/"); w.Code != http.StatusOK || calls != 1 {
 		t.Errorf("request: %d, key computed %d times, want 200 and 1", w.Code, calls)
 	}
 }

@@ -12,16 +12,6 @@ import (
 	"github.com/sluicehq/ratelimit/nethttp"
 )
 
-func constantKey(*http.Request) (string, error) { return "client-1", nil }
-
-// discardWriter keeps only the header map, reused across requests so only
-// the router and the middleware are measured.
-type discardWriter struct{ h http.Header }
-
-func (w *discardWriter) Header() http.Header         { return w.h }
-func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (w *discardWriter) WriteHeader(int)             {}
-
 // The ways to put the limiter in a gin app, for the allowed path: without
 // any, nethttp's middleware wrapped the usual way (gin has no wrapper of
 // its own), the least glue around nethttp's Gate (the floor), and this
@@ -32,7 +22,7 @@ var setups = []struct {
 }{
 	{"none", nil},
 	{"nethttp-wrapped", func(l *core.Limiter) gin.HandlerFunc {
-		mw := nethttp.Middleware(l, nethttp.WithKey(constantKey))
+		mw := nethttp.Middleware(l, nethttp.WithKey(limitertest.ConstantKey))
 		return func(c *gin.Context) {
 			next := false
 			mw(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
@@ -45,7 +35,7 @@ var setups = []struct {
 		}
 	}},
 	{"gate", func(l *core.Limiter) gin.HandlerFunc {
-		g := nethttp.NewGate(l, nethttp.WithKey(constantKey))
+		g := nethttp.NewGate(l, nethttp.WithKey(limitertest.ConstantKey))
 		return func(c *gin.Context) {
 			if !g.Serve(c.Writer, c.Request, nethttp.Chain{Next: func(http.ResponseWriter) int { return http.StatusOK }}) {
 				c.Abort()
@@ -53,19 +43,12 @@ var setups = []struct {
 		}
 	}},
 	{"adapter", func(l *core.Limiter) gin.HandlerFunc {
-		return ratelimit.Middleware(l, ratelimit.WithKey(constantKey))
+		return ratelimit.Middleware(l, ratelimit.WithKey(limitertest.ConstantKey))
 	}},
 }
 
-func benchApp(tb testing.TB, mw func(*core.Limiter) gin.HandlerFunc) (http.Handler, *discardWriter, *http.Request) {
-	lim, err := core.New(core.Config{
-		Store:    core.NewMemoryStore(core.WithClock(limitertest.Stepping())),
-		Limit:    core.PerSecond(100),
-		FailMode: core.FailOpen,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
+func benchApp(tb testing.TB, mw func(*core.Limiter) gin.HandlerFunc) (http.Handler, *limitertest.DiscardWriter, *http.Request) {
+	lim := limitertest.NewLimiterClock(tb, core.PerSecond(100), limitertest.Stepping())
 	r := gin.New()
 	if mw != nil {
 		r.Use(mw(lim))
@@ -79,7 +62,7 @@ func benchApp(tb testing.TB, mw func(*core.Limiter) gin.HandlerFunc) (http.Handl
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return r, &discardWriter{h: make(http.Header, 8)}, req
+	return r, limitertest.NewDiscardWriter(), req
 }
 
 // BenchmarkAllowed: go test -run '^$' -bench . -benchmem ./gin
@@ -89,11 +72,11 @@ func BenchmarkAllowed(b *testing.B) {
 			h, w, r := benchApp(b, s.mw)
 			b.ReportAllocs()
 			for b.Loop() {
-				clear(w.h)
+				clear(w.H)
 				h.ServeHTTP(w, r)
 			}
-			if s.mw != nil && w.h.Get("RateLimit-Remaining") != "99" {
-				b.Fatalf("headers %v", w.h)
+			if s.mw != nil && w.H.Get("RateLimit-Remaining") != "99" {
+				b.Fatalf("headers %v", w.H)
 			}
 		})
 	}
@@ -110,7 +93,7 @@ func TestAllowedAllocs(t *testing.T) {
 	for _, s := range setups {
 		h, w, r := benchApp(t, s.mw)
 		allocs[s.name] = testing.AllocsPerRun(1000, func() {
-			clear(w.h)
+			clear(w.H)
 			h.ServeHTTP(w, r)
 		})
 	}

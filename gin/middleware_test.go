@@ -20,12 +20,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func get(h http.Handler, path string) *httptest.ResponseRecorder {
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
-	return w
-}
-
 // A refusal is written by the middleware, then c.Abort(): later handlers
 // do not run, earlier ones see the status after c.Next().
 func TestDeniedAborts(t *testing.T) {
@@ -42,10 +36,10 @@ func TestDeniedAborts(t *testing.T) {
 	r.Use(func(*gin.Context) { after++ })
 	r.GET("/", func(c *gin.Context) { handled++; c.Status(http.StatusNoContent) })
 
-	if w := get(r, "/"); w.Code != http.StatusNoContent {
+	if w := limitertest.Get(r, "/"); w.Code != http.StatusNoContent {
 		t.Fatalf("first request: %d", w.Code)
 	}
-	w := get(r, "/")
+	w := limitertest.Get(r, "/")
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("second request: %d %q", w.Code, w.Header().Get("Content-Type"))
 	}
@@ -76,7 +70,7 @@ func TestRoutesInGroupsAndRoutes(t *testing.T) {
 		{"/api/items", 200, "50"},
 		{"/login", 200, "2"},
 	} {
-		w := get(r, c.path)
+		w := limitertest.Get(r, c.path)
 		if w.Code != c.code || w.Header().Get("RateLimit-Limit") != c.limit {
 			t.Errorf("%s: %d limit %q, want %d limit %q", c.path, w.Code, w.Header().Get("RateLimit-Limit"), c.code, c.limit)
 		}
@@ -171,10 +165,10 @@ func TestMiddlewareWithKeySkip(t *testing.T) {
 		ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" })))
 	r.GET("/health", func(c *gin.Context) { c.Status(http.StatusOK) })
 	r.GET("/", func(c *gin.Context) { c.Status(http.StatusOK) })
-	if w := get(r, "/health"); w.Code != http.StatusOK || calls != 0 {
+	if w := limitertest.Get(r, "/health"); w.Code != http.StatusOK || calls != 0 {
 		t.Errorf("skipped request: %d, key computed %d times, want 200 and 0", w.Code, calls)
 	}
-	if w := get(r, "/"); w.Code != http.StatusOK || calls != 1 {
+	if w := limitertest.Get(r, "/"); w.Code != http.StatusOK || calls != 1 {
 		t.Errorf("request: %d, key computed %d times, want 200 and 1", w.Code, calls)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	ratelimit "github.com/sluicehq/ratelimit/grpc"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 func newConcurrency(t *testing.T, cfg core.ConcurrencyConfig) *core.Concurrency {
@@ -185,7 +186,7 @@ func TestConcurrencyDryRunAndFailModes(t *testing.T) {
 func TestConcurrencyOptionsRefused(t *testing.T) {
 	t.Parallel()
 	c := newConcurrency(t, core.ConcurrencyConfig{Max: 1})
-	lim := newLimiter(t, core.PerMinute(1), newClock())
+	lim := limitertest.NewLimiter(t, core.PerMinute(1))
 	for name, opt := range map[string]ratelimit.Option{
 		"WithCost":    ratelimit.WithCost(func(context.Context, string) int { return 1 }),
 		"WithMethods": ratelimit.WithMethods(map[string]*core.Limiter{healthpb.Health_Check_FullMethodName: lim}),

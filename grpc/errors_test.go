@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	ratelimit "github.com/sluicehq/ratelimit/grpc"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 	"github.com/sluicehq/ratelimit/nethttp"
 )
@@ -15,8 +16,8 @@ import (
 func TestObservedKeyError(t *testing.T) {
 	t.Parallel()
 	var obs observations
-	s := serveBoth(t, both(newLimiter(t, core.PerMinute(5), newClock()), obs.option(),
-		ratelimit.WithKey(ratelimit.Metadata("x-api-key")), ratelimit.WithLogger(quiet)))
+	s := serveBoth(t, both(limitertest.NewLimiter(t, core.PerMinute(5)), obs.option(),
+		ratelimit.WithKey(ratelimit.Metadata("x-api-key")), ratelimit.WithLogger(limitertest.Quiet)))
 	s.check(t)
 	got := obs.errs()
 	if len(got) != 1 || !errors.Is(got[0], ratelimit.ErrKey) || !errors.Is(got[0], nethttp.ErrKey) || !errors.Is(got[0], keyfuncs.ErrMissingHeader) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	ratelimit "github.com/sluicehq/ratelimit/grpc"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -20,7 +21,7 @@ func redisLimiter(t *testing.T, client redis.UniversalClient, prefix string, lim
 	t.Helper()
 	// A second for each decision, not the default 50ms: under -race on a
 	// busy machine miniredis can be slower than that.
-	return newLimiterCfg(t, core.Config{
+	return limitertest.New(t, core.Config{
 		Store: core.NewRedisStore(client, core.WithPrefix(prefix)), Limit: lim, FailMode: mode, Instances: 1, Timeout: time.Second,
 	})
 }

@@ -2,9 +2,7 @@ package grpc_test
 
 import (
 	"context"
-	"log/slog"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,51 +14,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-
-	"github.com/sluicehq/ratelimit/core"
 )
-
-// epoch is the test clock's start.
-var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *fakeClock { return &fakeClock{t: epoch} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-var quiet = slog.New(slog.DiscardHandler)
-
-// newLimiter returns a FailOpen limiter of lim on a memory store of its
-// own reading clk.
-func newLimiter(t testing.TB, lim core.Limit, clk *fakeClock) *core.Limiter {
-	t.Helper()
-	return newLimiterCfg(t, core.Config{Store: core.NewMemoryStore(core.WithClock(clk.Now)), Limit: lim, FailMode: core.FailOpen})
-}
-
-func newLimiterCfg(t testing.TB, cfg core.Config) *core.Limiter {
-	t.Helper()
-	cfg.Logger = quiet
-	l, err := core.New(cfg)
-	if err != nil {
-		t.Fatalf("core.New: %v", err)
-	}
-	return l
-}
 
 // server is a real gRPC server on a loopback TCP port serving the standard
 // health service (Check and List unary, Watch a server stream), and a

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	ratelimit "github.com/sluicehq/ratelimit/grpc"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 func both(l *core.Limiter, opts ...ratelimit.Option) interceptors {
@@ -28,7 +29,7 @@ func both(l *core.Limiter, opts ...ratelimit.Option) interceptors {
 // the metadata too.
 func TestUnaryRefusal(t *testing.T) {
 	t.Parallel()
-	s := serveBoth(t, both(newLimiter(t, core.PerMinute(3), newClock())))
+	s := serveBoth(t, both(limitertest.NewLimiter(t, core.PerMinute(3))))
 	calls := wantCodes(t, func() call { return s.check(t) }, codes.OK, codes.OK, codes.OK, codes.ResourceExhausted)
 	for i, want := range []string{"2", "1", "0", "0"} {
 		if got := calls[i].get(t, "ratelimit-remaining"); got != want {
@@ -57,8 +58,8 @@ func TestUnaryRefusal(t *testing.T) {
 // the RetryInfo said.
 func TestRetryAfterRefill(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
-	s := serveBoth(t, both(newLimiter(t, core.PerMinute(1), clk)))
+	clk := limitertest.NewClock()
+	s := serveBoth(t, both(limitertest.NewLimiterClock(t, core.PerMinute(1), clk.Now)))
 	c := wantCodes(t, func() call { return s.check(t) }, codes.OK, codes.ResourceExhausted)[1]
 	d, _ := c.retryDelay()
 	clk.Advance(d - time.Millisecond)
@@ -87,7 +88,7 @@ func watch(t *testing.T, s *server, ctx context.Context) (healthpb.Health_WatchC
 // spend nothing, and the stream past the limit is refused at its start.
 func TestStreamDecidedAtOpen(t *testing.T) {
 	t.Parallel()
-	s := serveBoth(t, both(newLimiter(t, core.PerMinute(2), newClock())))
+	s := serveBoth(t, both(limitertest.NewLimiter(t, core.PerMinute(2))))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w1, md, st := watch(t, s, ctx)
@@ -127,10 +128,10 @@ func TestStreamDecidedAtOpen(t *testing.T) {
 // interceptor's limiter, in buckets of their own.
 func TestWithMethods(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := limitertest.NewClock()
 	store := core.NewMemoryStore(core.WithClock(clk.Now))
-	def := newLimiterCfg(t, core.Config{Store: store, Name: "default", Limit: core.PerMinute(5), FailMode: core.FailOpen})
-	strict := newLimiterCfg(t, core.Config{Store: store, Name: "check", Limit: core.PerMinute(1), FailMode: core.FailOpen})
+	def := limitertest.New(t, core.Config{Store: store, Name: "default", Limit: core.PerMinute(5), FailMode: core.FailOpen})
+	strict := limitertest.New(t, core.Config{Store: store, Name: "check", Limit: core.PerMinute(1), FailMode: core.FailOpen})
 	s := serveBoth(t, both(def, ratelimit.WithMethods(map[string]*core.Limiter{healthpb.Health_Check_FullMethodName: strict})))
 	calls := wantCodes(t, func() call { return s.check(t) }, codes.OK, codes.ResourceExhausted)
 	if got := calls[1].get(t, "ratelimit-limit"); got != "1" {
@@ -148,7 +149,7 @@ func TestWithMethods(t *testing.T) {
 
 func TestWithMethodsChecked(t *testing.T) {
 	t.Parallel()
-	lim := newLimiter(t, core.PerMinute(1), newClock())
+	lim := limitertest.NewLimiter(t, core.PerMinute(1))
 	for _, tc := range []struct{ method, panics string }{
 		{"grpc.health.v1.Health/Check", "not a full method name"},
 		{"/grpc.health.v1.Health", "not a full method name"},
@@ -174,7 +175,7 @@ func TestWithMethodsChecked(t *testing.T) {
 func TestWithMethodsUnknownServiceLogged(t *testing.T) {
 	t.Parallel()
 	var log logBuffer
-	lim := newLimiter(t, core.PerMinute(10), newClock())
+	lim := limitertest.NewLimiter(t, core.PerMinute(10))
 	s := serveBoth(t, both(lim, ratelimit.WithLogger(log.logger()),
 		ratelimit.WithMethods(map[string]*core.Limiter{"/grpc.health.v1.Helth/Check": lim, "/acme.Orders/Create": lim})))
 	if log.String() != "" {
@@ -190,7 +191,7 @@ func TestWithMethodsUnknownServiceLogged(t *testing.T) {
 func TestSkip(t *testing.T) {
 	t.Parallel()
 	skip := ratelimit.WithSkip(func(_ context.Context, m string) bool { return m == healthpb.Health_Check_FullMethodName })
-	s := serveBoth(t, both(newLimiter(t, core.PerMinute(1), newClock()), skip))
+	s := serveBoth(t, both(limitertest.NewLimiter(t, core.PerMinute(1)), skip))
 	for _, c := range wantCodes(t, func() call { return s.check(t) }, codes.OK, codes.OK, codes.OK) {
 		if len(c.md.Get("ratelimit-limit")) != 0 {
 			t.Errorf("skipped call has metadata %v", c.md)
@@ -207,7 +208,7 @@ func TestCost(t *testing.T) {
 		}
 		return 1
 	})
-	s := serveBoth(t, both(newLimiter(t, core.PerMinute(4), newClock()), cost))
+	s := serveBoth(t, both(limitertest.NewLimiter(t, core.PerMinute(4)), cost))
 	if c := wantCodes(t, func() call { return s.list(t) }, codes.OK)[0]; c.get(t, "ratelimit-remaining") != "1" {
 		t.Errorf("List: remaining %q, want 1", c.get(t, "ratelimit-remaining"))
 	}
@@ -222,7 +223,7 @@ func TestInvalidCost(t *testing.T) {
 	var log logBuffer
 	var obs observations
 	for _, n := range []int{0, 5} {
-		s := serveBoth(t, both(newLimiter(t, core.PerMinute(4), newClock()),
+		s := serveBoth(t, both(limitertest.NewLimiter(t, core.PerMinute(4)),
 			ratelimit.WithCost(func(context.Context, string) int { return n }), ratelimit.WithLogger(log.logger()), obs.option()))
 		c := wantCodes(t, func() call { return s.check(t) }, codes.Internal)[0]
 		if c.st.Message() != "rate limit could not be applied" {
@@ -242,8 +243,8 @@ func TestInvalidCost(t *testing.T) {
 func TestDryRun(t *testing.T) {
 	t.Parallel()
 	var obs observations
-	s := serveBoth(t, both(newLimiter(t, core.PerMinute(1), newClock()), ratelimit.WithDryRun(), obs.option(),
-		ratelimit.WithKey(ratelimit.Metadata("x-api-key")), ratelimit.WithLogger(quiet)))
+	s := serveBoth(t, both(limitertest.NewLimiter(t, core.PerMinute(1)), ratelimit.WithDryRun(), obs.option(),
+		ratelimit.WithKey(ratelimit.Metadata("x-api-key")), ratelimit.WithLogger(limitertest.Quiet)))
 	calls := wantCodes(t, func() call { return s.check(t, "x-api-key", "k1") }, codes.OK, codes.OK)
 	if got := calls[1].get(t, "ratelimit-remaining"); got != "0" {
 		t.Errorf("would-be refusal: remaining %q, want 0", got)
@@ -264,7 +265,7 @@ func TestDryRun(t *testing.T) {
 func TestObserver(t *testing.T) {
 	t.Parallel()
 	var obs observations
-	s := serveBoth(t, both(newLimiter(t, core.PerMinute(1), newClock()), obs.option()))
+	s := serveBoth(t, both(limitertest.NewLimiter(t, core.PerMinute(1)), obs.option()))
 	wantCodes(t, func() call { return s.check(t) }, codes.OK, codes.ResourceExhausted)
 	got := obs.all()
 	if len(got) != 2 || !got[0].res.Allowed || got[1].res.Allowed || got[1].res.RetryAfter != time.Minute || got[0].dryRun {
@@ -283,7 +284,7 @@ func TestHeaderStyles(t *testing.T) {
 		{ratelimit.HeadersNone, map[string]string{"ratelimit-limit": "", "ratelimit": "", "x-ratelimit-limit": ""}},
 	} {
 		t.Run(tc.style.String(), func(t *testing.T) {
-			s := serveBoth(t, both(newLimiter(t, core.PerMinute(3), newClock()), ratelimit.WithHeaders(tc.style)))
+			s := serveBoth(t, both(limitertest.NewLimiter(t, core.PerMinute(3)), ratelimit.WithHeaders(tc.style)))
 			c := wantCodes(t, func() call { return s.check(t) }, codes.OK)[0]
 			for k, want := range tc.want {
 				if got := c.get(t, k); got != want {
@@ -341,7 +342,7 @@ func TestHandlerRunsOnlyWhenAllowed(t *testing.T) {
 		mu.Unlock()
 		return h(ctx, req)
 	}
-	s := serve(t, grpc.ChainUnaryInterceptor(ratelimit.UnaryServerInterceptor(newLimiter(t, core.PerMinute(2), newClock())), count))
+	s := serve(t, grpc.ChainUnaryInterceptor(ratelimit.UnaryServerInterceptor(limitertest.NewLimiter(t, core.PerMinute(2))), count))
 	wantCodes(t, func() call { return s.check(t) }, codes.OK, codes.OK, codes.ResourceExhausted, codes.ResourceExhausted)
 	if ran != 2 {
 		t.Errorf("handler ran %d times, want 2", ran)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	ratelimit "github.com/sluicehq/ratelimit/grpc"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 	"github.com/sluicehq/ratelimit/nethttp"
 )
@@ -167,7 +168,7 @@ func TestPeerTrust(t *testing.T) {
 			if tc.key != nil {
 				opts = append(opts, ratelimit.WithKey(tc.key))
 			}
-			s := serveBoth(t, both(newLimiter(t, core.PerMinute(1), newClock()), opts...))
+			s := serveBoth(t, both(limitertest.NewLimiter(t, core.PerMinute(1)), opts...))
 			wantCodes(t, func() call { return s.check(t, "x-forwarded-for", "198.51.100.1") }, codes.OK)
 			second := codes.ResourceExhausted
 			if tc.separate {
@@ -220,7 +221,7 @@ func TestKeyErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var log logBuffer
-			s := serveBoth(t, both(newLimiter(t, core.PerMinute(5), newClock()), ratelimit.WithKey(tc.key), ratelimit.WithLogger(log.logger())))
+			s := serveBoth(t, both(limitertest.NewLimiter(t, core.PerMinute(5)), ratelimit.WithKey(tc.key), ratelimit.WithLogger(log.logger())))
 			c := wantCodes(t, func() call { return s.check(t, tc.md...) }, tc.code)[0]
 			if tc.code == codes.OK {
 				if c.get(t, "ratelimit-remaining") != "4" {
@@ -245,7 +246,7 @@ func TestKeyErrors(t *testing.T) {
 // Internal.
 func TestUnixSocketPeer(t *testing.T) {
 	t.Parallel()
-	in := ratelimit.UnaryServerInterceptor(newLimiter(t, core.PerMinute(5), newClock()), ratelimit.WithLogger(quiet))
+	in := ratelimit.UnaryServerInterceptor(limitertest.NewLimiter(t, core.PerMinute(5)), ratelimit.WithLogger(limitertest.Quiet))
 	_, err := in(callCtx("@", nil), nil, &grpc.UnaryServerInfo{FullMethod: "/a.B/C"}, func(context.Context, any) (any, error) {
 		t.Error("handler ran")
 		return nil, nil
@@ -265,18 +266,18 @@ func TestKeysSeparateBuckets(t *testing.T) {
 		return h(ctx, req)
 	}
 	t.Run("metadata", func(t *testing.T) {
-		s := serveBoth(t, both(newLimiter(t, core.PerMinute(1), newClock()), ratelimit.WithKey(ratelimit.Metadata("x-api-key"))))
+		s := serveBoth(t, both(limitertest.NewLimiter(t, core.PerMinute(1)), ratelimit.WithKey(ratelimit.Metadata("x-api-key"))))
 		wantCodes(t, func() call { return s.check(t, "x-api-key", "k1") }, codes.OK, codes.ResourceExhausted)
 		wantCodes(t, func() call { return s.check(t, "x-api-key", "k2") }, codes.OK, codes.ResourceExhausted)
 	})
 	t.Run("user", func(t *testing.T) {
 		s := serve(t, grpc.ChainUnaryInterceptor(auth,
-			ratelimit.UnaryServerInterceptor(newLimiter(t, core.PerMinute(1), newClock()), ratelimit.WithKey(ratelimit.ContextUser()))))
+			ratelimit.UnaryServerInterceptor(limitertest.NewLimiter(t, core.PerMinute(1)), ratelimit.WithKey(ratelimit.ContextUser()))))
 		wantCodes(t, func() call { return s.check(t, "user", "alice") }, codes.OK, codes.ResourceExhausted)
 		wantCodes(t, func() call { return s.check(t, "user", "bob") }, codes.OK, codes.ResourceExhausted)
 	})
 	t.Run("method", func(t *testing.T) {
-		s := serveBoth(t, both(newLimiter(t, core.PerMinute(1), newClock()), ratelimit.WithKey(ratelimit.Method())))
+		s := serveBoth(t, both(limitertest.NewLimiter(t, core.PerMinute(1)), ratelimit.WithKey(ratelimit.Method())))
 		wantCodes(t, func() call { return s.check(t) }, codes.OK, codes.ResourceExhausted)
 		wantCodes(t, func() call { return s.list(t) }, codes.OK, codes.ResourceExhausted)
 	})
@@ -286,7 +287,7 @@ func TestKeysSeparateBuckets(t *testing.T) {
 // bucket: the keys are the same.
 func TestSharedBucketWithHTTP(t *testing.T) {
 	t.Parallel()
-	lim := newLimiter(t, core.PerMinute(3), newClock())
+	lim := limitertest.NewLimiter(t, core.PerMinute(3))
 	h := nethttp.Middleware(lim, nethttp.WithKey(keyfuncs.Header("X-API-Key")))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	for range 2 {
 		r := httptest.NewRequest("GET", "/", nil)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	ratelimit "github.com/sluicehq/ratelimit/grpc"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 )
 
@@ -28,7 +29,7 @@ func (stream) SetTrailer(metadata.MD) error { return nil }
 // when trusted) and the metadata (its map, one array of values); the
 // rate-limit values themselves are formatted once per limiter.
 func TestAllocsPerCall(t *testing.T) {
-	lim := newLimiter(t, core.PerSecond(1_000_000_000), newClock())
+	lim := limitertest.NewLimiter(t, core.PerSecond(1_000_000_000))
 	handler := func(context.Context, any) (any, error) { return nil, nil }
 	info := &grpc.UnaryServerInfo{FullMethod: "/a.B/C"}
 	md := metadata.MD{"x-forwarded-for": {"203.0.113.9"}, "x-api-key": {"k"}}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 	"github.com/sluicehq/ratelimit/metrics"
 	"github.com/sluicehq/ratelimit/nethttp"
@@ -177,7 +178,7 @@ func TestWithLimiter(t *testing.T) {
 	for range 5 {
 		lim.Allow(context.Background(), "k")
 	}
-	failing, err := core.New(core.Config{Store: downStore{}, Limit: core.PerHour(2), FailMode: core.FailClosed, Name: "down",
+	failing, err := core.New(core.Config{Store: &limitertest.DownStore{}, Limit: core.PerHour(2), FailMode: core.FailClosed, Name: "down",
 		Observer: c, BreakerFailures: 2, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -278,12 +279,6 @@ func TestPeekAndRefundAreNotDecisions(t *testing.T) {
 			t.Errorf("%s: decisions_total %v after 3 takes, 10 peeks and 5 refunds; want 3", name, total)
 		}
 	}
-}
-
-type downStore struct{}
-
-func (downStore) Take(context.Context, string, int, []core.Policy, []core.Outcome) (core.Outcome, error) {
-	return core.Outcome{}, errors.New("connection refused")
 }
 
 func TestHTTPObservers(t *testing.T) {

@@ -27,18 +27,16 @@ func allowedSetup(tb testing.TB, opts ...Option) (http.Handler, *discardWriter, 
 	return h, &discardWriter{h: make(http.Header, 8)}, r
 }
 
-func constantKey(*http.Request) (string, error) { return "client-1", nil }
-
 func BenchmarkMiddlewareAllowed(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		opts []Option
 	}{
 		{"ip/draft06", nil},
-		{"key/draft06", []Option{WithKey(constantKey)}},
-		{"key/draft11", []Option{WithKey(constantKey), WithHeaders(HeadersDraft11)}},
-		{"key/legacy", []Option{WithKey(constantKey), WithHeaders(HeadersLegacy)}},
-		{"key/none", []Option{WithKey(constantKey), WithHeaders(HeadersNone)}},
+		{"key/draft06", []Option{WithKey(limitertest.ConstantKey)}},
+		{"key/draft11", []Option{WithKey(limitertest.ConstantKey), WithHeaders(HeadersDraft11)}},
+		{"key/legacy", []Option{WithKey(limitertest.ConstantKey), WithHeaders(HeadersLegacy)}},
+		{"key/none", []Option{WithKey(limitertest.ConstantKey), WithHeaders(HeadersNone)}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			h, w, r := allowedSetup(b, bc.opts...)
@@ -60,7 +58,7 @@ func BenchmarkMiddlewareDenied(b *testing.B) {
 		Limit:    core.PerMinute(1),
 		FailMode: core.FailOpen,
 	})
-	h := Middleware(l, WithKey(constantKey))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	h := Middleware(l, WithKey(limitertest.ConstantKey))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	r, _ := http.NewRequest(http.MethodGet, "/", nil)
 	w := &discardWriter{h: make(http.Header, 8)}
 	h.ServeHTTP(w, r)
@@ -91,10 +89,10 @@ func TestAllowedAllocs(t *testing.T) {
 		opts []Option
 		max  float64
 	}{
-		{"constant key, draft06", []Option{WithKey(constantKey)}, 1},
-		{"constant key, none", []Option{WithKey(constantKey), WithHeaders(HeadersNone)}, 0},
-		{"constant key, routes and tiers", []Option{WithKey(constantKey), WithRoutes(map[string]*core.Limiter{"GET /x": other}), WithLimiterFunc(func(*http.Request) *core.Limiter { return other })}, 1},
-		{"constant key, draft11", []Option{WithKey(constantKey), WithHeaders(HeadersDraft11)}, 2},
+		{"constant key, draft06", []Option{WithKey(limitertest.ConstantKey)}, 1},
+		{"constant key, none", []Option{WithKey(limitertest.ConstantKey), WithHeaders(HeadersNone)}, 0},
+		{"constant key, routes and tiers", []Option{WithKey(limitertest.ConstantKey), WithRoutes(map[string]*core.Limiter{"GET /x": other}), WithLimiterFunc(func(*http.Request) *core.Limiter { return other })}, 1},
+		{"constant key, draft11", []Option{WithKey(limitertest.ConstantKey), WithHeaders(HeadersDraft11)}, 2},
 		{"keyfuncs.IP, draft06", nil, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -128,7 +126,7 @@ func BenchmarkMiddlewareServeMux(b *testing.B) {
 	})
 	_, w, _ := allowedSetup(b)
 	l := limitertest.New(b, core.Config{Store: core.NewMemoryStore(core.WithClock(limitertest.Stepping())), Limit: core.PerSecond(100), FailMode: core.FailOpen})
-	h := Middleware(l, WithKey(constantKey), WithRoutes(map[string]*core.Limiter{"GET /users/{id}": other}), WithServeMux(mux))(mux)
+	h := Middleware(l, WithKey(limitertest.ConstantKey), WithRoutes(map[string]*core.Limiter{"GET /users/{id}": other}), WithServeMux(mux))(mux)
 	r, _ := http.NewRequest(http.MethodGet, "/users/42", nil)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -41,7 +41,7 @@ func holding(t *testing.T, mw func(http.Handler) http.Handler) (release func() *
 		<-out
 		_, _ = io.WriteString(w, "ok")
 	}))
-	go func() { done <- get(h, "/") }()
+	go func() { done <- limitertest.Get(h, "/") }()
 	<-in
 	return func() *httptest.ResponseRecorder { close(out); return <-done }
 }
@@ -52,7 +52,7 @@ func TestConcurrencyRefusesWhenFull(t *testing.T) {
 	h := mw(okHandler)
 	finish := holding(t, mw)
 
-	w := get(h, "/")
+	w := limitertest.Get(h, "/")
 	const body = `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in 30 seconds"}`
 	if w.Code != http.StatusTooManyRequests || w.Body.String() != body {
 		t.Fatalf("while the slot is held: %d %s, want 429 %s", w.Code, w.Body, body)
@@ -70,7 +70,7 @@ func TestConcurrencyRefusesWhenFull(t *testing.T) {
 		"Content-Type": "*", "Ratelimit-Limit": "1", "Ratelimit-Remaining": "0", "Ratelimit-Reset": "30", "Ratelimit-Policy": "1;w=30",
 	})
 	for i := range 3 {
-		if w := get(h, "/"); w.Code != http.StatusOK {
+		if w := limitertest.Get(h, "/"); w.Code != http.StatusOK {
 			t.Fatalf("request %d after the holder finished: %d, want 200", i, w.Code)
 		}
 	}
@@ -86,9 +86,9 @@ func TestConcurrencyReleasesOnPanic(t *testing.T) {
 				t.Fatal("the handler's panic did not propagate")
 			}
 		}()
-		get(panicky, "/")
+		limitertest.Get(panicky, "/")
 	}()
-	if w := get(mw(okHandler), "/"); w.Code != http.StatusOK {
+	if w := limitertest.Get(mw(okHandler), "/"); w.Code != http.StatusOK {
 		t.Fatalf("after a panicking handler: %d, want 200 (slot released)", w.Code)
 	}
 }
@@ -104,7 +104,7 @@ func TestConcurrencyReleasesWhenClientGone(t *testing.T) {
 	r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
 	r.RemoteAddr = "192.0.2.1:1234"
 	h.ServeHTTP(httptest.NewRecorder(), r)
-	if w := get(mw(okHandler), "/"); w.Code != http.StatusOK {
+	if w := limitertest.Get(mw(okHandler), "/"); w.Code != http.StatusOK {
 		t.Fatalf("after a client went away: %d, want 200 (slot released)", w.Code)
 	}
 }
@@ -121,12 +121,12 @@ func TestConcurrencyRenewsLongRequest(t *testing.T) {
 	mw := Concurrency(c)
 	finish := holding(t, mw)
 	for end := time.Now().Add(4 * lease); time.Now().Before(end); time.Sleep(lease / 10) {
-		if w := get(mw(okHandler), "/"); w.Code != http.StatusTooManyRequests {
+		if w := limitertest.Get(mw(okHandler), "/"); w.Code != http.StatusTooManyRequests {
 			t.Fatalf("%v into a long request: %d, want 429 (slot kept by renewal)", 4*lease-time.Until(end), w.Code)
 		}
 	}
 	finish()
-	if w := get(mw(okHandler), "/"); w.Code != http.StatusOK {
+	if w := limitertest.Get(mw(okHandler), "/"); w.Code != http.StatusOK {
 		t.Fatalf("after the long request: %d, want 200", w.Code)
 	}
 }
@@ -138,8 +138,8 @@ func TestConcurrencyKeyErrorsAsGate(t *testing.T) {
 	badKey := WithKey(func(*http.Request) (string, error) { return "", errors.New("no API key") })
 	emptyKey := WithKey(func(*http.Request) (string, error) { return "", nil })
 	for name, opt := range map[string]Option{"key error": badKey, "empty key": emptyKey} {
-		want := get(Middleware(limitertest.NewLimiter(t, core.PerMinute(1)), opt, WithLogger(limitertest.Quiet))(okHandler), "/")
-		got := get(Concurrency(newConcurrency(t, 1, limitertest.NewClock().Now), opt, WithLogger(limitertest.Quiet))(okHandler), "/")
+		want := limitertest.Get(Middleware(limitertest.NewLimiter(t, core.PerMinute(1)), opt, WithLogger(limitertest.Quiet))(okHandler), "/")
+		got := limitertest.Get(Concurrency(newConcurrency(t, 1, limitertest.NewClock().Now), opt, WithLogger(limitertest.Quiet))(okHandler), "/")
 		if got.Code != want.Code || got.Body.String() != want.Body.String() {
 			t.Errorf("%s: %d %s, want the Gate's %d %s", name, got.Code, got.Body, want.Code, want.Body)
 		}
@@ -149,14 +149,14 @@ func TestConcurrencyKeyErrorsAsGate(t *testing.T) {
 	skip := Concurrency(c, WithSkip(func(*http.Request) bool { return true }))
 	finish := holding(t, Concurrency(c))
 	defer finish()
-	if w := get(skip(okHandler), "/"); w.Code != http.StatusOK || len(rateLimitFields(w.Header())) != 0 {
+	if w := limitertest.Get(skip(okHandler), "/"); w.Code != http.StatusOK || len(rateLimitFields(w.Header())) != 0 {
 		t.Fatalf("skipped: %d %v, want 200 without fields", w.Code, w.Header())
 	}
 	var seen []bool
 	dry := Concurrency(c, WithDryRun(), WithObserver(func(_ *http.Request, res core.Result, _ error, dryRun bool) {
 		seen = append(seen, res.Allowed, dryRun)
 	}))
-	if w := get(dry(okHandler), "/"); w.Code != http.StatusOK || w.Header().Get("Retry-After") != "" || w.Header().Get("Ratelimit-Remaining") != "0" {
+	if w := limitertest.Get(dry(okHandler), "/"); w.Code != http.StatusOK || w.Header().Get("Retry-After") != "" || w.Header().Get("Ratelimit-Remaining") != "0" {
 		t.Fatalf("dry-run while full: %d %v, want 200 with fields, no Retry-After", w.Code, w.Header())
 	}
 	if len(seen) != 2 || seen[0] || !seen[1] {
@@ -180,7 +180,7 @@ func TestConcurrencyFailClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := get(Concurrency(c)(okHandler), "/")
+	w := limitertest.Get(Concurrency(c)(okHandler), "/")
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || len(rateLimitFields(w.Header())) != 0 {
 		t.Fatalf("store down: %d %v, want 503 with Retry-After and no rate-limit fields", w.Code, w.Header())
 	}

@@ -19,8 +19,8 @@ func TestDenied429Body(t *testing.T) {
 	t.Parallel()
 	clk := limitertest.NewClock()
 	h := Middleware(limitertest.NewLimiterClock(t, core.PerMinute(1), clk.Now))(okHandler)
-	get(h, "/")
-	w := get(h, "/")
+	limitertest.Get(h, "/")
+	w := limitertest.Get(h, "/")
 	const body = `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in 60 seconds"}`
 	if w.Code != http.StatusTooManyRequests || w.Body.String() != body {
 		t.Fatalf("got %d %s, want 429 %s", w.Code, w.Body, body)
@@ -32,7 +32,7 @@ func TestDenied429Body(t *testing.T) {
 
 	// One second from the next token, the detail says "1 second".
 	clk.Advance(59*time.Second + time.Millisecond)
-	w = get(h, "/")
+	w = limitertest.Get(h, "/")
 	if want := `"detail":"rate limit exceeded; retry in 1 second"}`; !strings.HasSuffix(w.Body.String(), want) {
 		t.Errorf("body %s, want it to end with %s", w.Body, want)
 	}
@@ -40,10 +40,10 @@ func TestDenied429Body(t *testing.T) {
 
 func TestFailClosedDegraded503(t *testing.T) {
 	t.Parallel()
-	l := limitertest.New(t, core.Config{Store: downStore{}, Limit: core.PerMinute(3), FailMode: core.FailClosed})
+	l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerMinute(3), FailMode: core.FailClosed})
 	for _, style := range []HeaderStyle{HeadersDraft06, HeadersDraft11, HeadersLegacy, HeadersNone} {
 		t.Run(style.String(), func(t *testing.T) {
-			w := get(Middleware(l, WithHeaders(style))(okHandler), "/")
+			w := limitertest.Get(Middleware(l, WithHeaders(style))(okHandler), "/")
 			const body = `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"rate limiting is unavailable; retry in 1 second"}`
 			if w.Code != http.StatusServiceUnavailable || w.Body.String() != body {
 				t.Fatalf("got %d %s, want 503 %s", w.Code, w.Body, body)
@@ -61,9 +61,9 @@ func TestFailClosedDegraded503(t *testing.T) {
 func TestFailOpenDegradedSendsNoRateLimitFields(t *testing.T) {
 	t.Parallel()
 	var seen core.Result
-	l := limitertest.New(t, core.Config{Store: downStore{}, Limit: core.PerMinute(3), FailMode: core.FailOpen})
+	l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerMinute(3), FailMode: core.FailOpen})
 	for _, style := range []HeaderStyle{HeadersDraft06, HeadersDraft11, HeadersLegacy, HeadersNone} {
-		w := get(Middleware(l, WithHeaders(style), WithObserver(func(_ *http.Request, res core.Result, _ error, _ bool) { seen = res }))(okHandler), "/")
+		w := limitertest.Get(Middleware(l, WithHeaders(style), WithObserver(func(_ *http.Request, res core.Result, _ error, _ bool) { seen = res }))(okHandler), "/")
 		if w.Code != http.StatusOK || !seen.Degraded {
 			t.Fatalf("%v: status %d, degraded %v; want 200 on a degraded decision", style, w.Code, seen.Degraded)
 		}
@@ -90,7 +90,7 @@ func TestKeyErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := limitertest.NewLimiter(t, core.PerMinute(3))
-			w := get(Middleware(l, WithKey(tt.key))(okHandler), "/")
+			w := limitertest.Get(Middleware(l, WithKey(tt.key))(okHandler), "/")
 			if w.Code != http.StatusBadRequest || w.Body.String() != tt.body {
 				t.Fatalf("got %d %s, want 400 %s", w.Code, w.Body, tt.body)
 			}
@@ -103,7 +103,7 @@ func TestKeyErrors(t *testing.T) {
 				got = err
 				w.WriteHeader(http.StatusUnauthorized)
 			}))(okHandler)
-			if w := get(h, "/"); w.Code != http.StatusUnauthorized {
+			if w := limitertest.Get(h, "/"); w.Code != http.StatusUnauthorized {
 				t.Fatalf("custom error handler: status %d", w.Code)
 			}
 			if !errors.Is(got, ErrKey) || !errors.Is(got, tt.inner) {
@@ -117,14 +117,14 @@ func TestBadCost500(t *testing.T) {
 	t.Parallel()
 	l := limitertest.NewLimiter(t, core.PerMinute(3))
 	for _, cost := range []int{0, 4} {
-		w := get(Middleware(l, WithCost(func(*http.Request) int { return cost }))(okHandler), "/")
+		w := limitertest.Get(Middleware(l, WithCost(func(*http.Request) int { return cost }))(okHandler), "/")
 		const body = `{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"rate limit could not be applied"}`
 		if w.Code != http.StatusInternalServerError || w.Body.String() != body {
 			t.Errorf("cost %d: got %d %s, want 500 %s", cost, w.Code, w.Body, body)
 		}
 	}
 	var got error
-	get(Middleware(l, WithCost(func(*http.Request) int { return 4 }), WithErrorHandler(func(_ http.ResponseWriter, _ *http.Request, err error) { got = err }))(okHandler), "/")
+	limitertest.Get(Middleware(l, WithCost(func(*http.Request) int { return 4 }), WithErrorHandler(func(_ http.ResponseWriter, _ *http.Request, err error) { got = err }))(okHandler), "/")
 	if !errors.Is(got, core.ErrCostTooHigh) || errors.Is(got, ErrKey) {
 		t.Errorf("error handler got %v, want core.ErrCostTooHigh", got)
 	}
@@ -165,19 +165,19 @@ func TestCost(t *testing.T) {
 func TestSkip(t *testing.T) {
 	t.Parallel()
 	h := Middleware(limitertest.NewLimiter(t, core.PerMinute(1)), WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }))(okHandler)
-	get(h, "/")
-	if w := get(h, "/"); w.Code != 429 {
+	limitertest.Get(h, "/")
+	if w := limitertest.Get(h, "/"); w.Code != 429 {
 		t.Fatalf("status %d, want 429", w.Code)
 	}
 	for range 3 {
-		w := get(h, "/healthz")
+		w := limitertest.Get(h, "/healthz")
 		if w.Code != 200 || len(rateLimitFields(w.Header())) != 0 {
 			t.Fatalf("skipped request: %d %v", w.Code, w.Header())
 		}
 	}
 	// Skipped requests need no key either.
 	h = Middleware(limitertest.NewLimiter(t, core.PerMinute(1)), WithKey(keyfuncs.Header("X-API-Key")), WithSkip(func(*http.Request) bool { return true }))(okHandler)
-	if w := get(h, "/"); w.Code != 200 {
+	if w := limitertest.Get(h, "/"); w.Code != 200 {
 		t.Fatalf("skipped request without key: %d", w.Code)
 	}
 }
@@ -197,9 +197,9 @@ func TestDryRun(t *testing.T) {
 	})
 	h := Middleware(limitertest.NewLimiter(t, core.PerMinute(3)), WithDryRun(), observe)(okHandler)
 	for range 3 {
-		get(h, "/")
+		limitertest.Get(h, "/")
 	}
-	w := get(h, "/")
+	w := limitertest.Get(h, "/")
 	if w.Code != 200 || w.Body.String() != "ok" || denials != 1 {
 		t.Fatalf("dry run: %d %q, %d denials observed", w.Code, w.Body, denials)
 	}
@@ -209,11 +209,11 @@ func TestDryRun(t *testing.T) {
 
 	// Key errors and degraded FailClosed denials do not refuse either.
 	h = Middleware(limitertest.NewLimiter(t, core.PerMinute(3)), WithDryRun(), observe, WithKey(keyfuncs.Header("X-API-Key")))(okHandler)
-	if w := get(h, "/"); w.Code != 200 || errs != 1 {
+	if w := limitertest.Get(h, "/"); w.Code != 200 || errs != 1 {
 		t.Fatalf("dry run key error: %d, %d errors observed", w.Code, errs)
 	}
-	l := limitertest.New(t, core.Config{Store: downStore{}, Limit: core.PerMinute(3), FailMode: core.FailClosed})
-	if w := get(Middleware(l, WithDryRun())(okHandler), "/"); w.Code != 200 || len(w.Header()) != 1 {
+	l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerMinute(3), FailMode: core.FailClosed})
+	if w := limitertest.Get(Middleware(l, WithDryRun())(okHandler), "/"); w.Code != 200 || len(w.Header()) != 1 {
 		t.Fatalf("dry run FailClosed: %d %v", w.Code, w.Header())
 	}
 }
@@ -228,8 +228,8 @@ func TestDenyHandler(t *testing.T) {
 		}
 		http.Error(w, "slow down", http.StatusTeapot)
 	}))(okHandler)
-	get(h, "/")
-	w := get(h, "/")
+	limitertest.Get(h, "/")
+	w := limitertest.Get(h, "/")
 	if w.Code != http.StatusTeapot || got.Allowed || got.RetryAfter != time.Minute {
 		t.Fatalf("status %d, result %+v", w.Code, got)
 	}
@@ -282,7 +282,7 @@ func TestRoutes(t *testing.T) {
 	// Around the whole mux, WithServeMux is not needed: the middleware
 	// asks the mux it wraps.
 	h := Middleware(limitertest.NewLimiterClock(t, core.PerMinute(3), clk.Now), routes)(whole)
-	if w := get(h, "/users/1"); w.Header().Get("Ratelimit-Limit") != "2" {
+	if w := limitertest.Get(h, "/users/1"); w.Header().Get("Ratelimit-Limit") != "2" {
 		t.Errorf("whole mux: Limit %q, want the route's 2", w.Header().Get("Ratelimit-Limit"))
 	}
 }
@@ -313,7 +313,7 @@ func TestLimiterFunc(t *testing.T) {
 		{"free", "/", `"3-per-1m0s";q=3;w=60`},
 	}
 	for _, tt := range tests {
-		w := get(mux, tt.path, "X-Plan", tt.plan)
+		w := limitertest.Get(mux, tt.path, "X-Plan", tt.plan)
 		if got := w.Header().Get("Ratelimit-Policy"); got != tt.wantPolicy {
 			t.Errorf("plan %q %s: policy %s, want %s", tt.plan, tt.path, got, tt.wantPolicy)
 		}
@@ -494,13 +494,13 @@ func TestOverTheWire(t *testing.T) {
 // Retry-After, not the blanket 503 of FailClosed.
 func TestFailLocalDegraded(t *testing.T) {
 	t.Parallel()
-	l := limitertest.New(t, core.Config{Store: downStore{}, Limit: core.PerMinute(1), FailMode: core.FailLocal, Instances: 1})
+	l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerMinute(1), FailMode: core.FailLocal, Instances: 1})
 	h := Middleware(l)(okHandler)
-	w := get(h, "/")
+	w := limitertest.Get(h, "/")
 	if w.Code != http.StatusOK || len(rateLimitFields(w.Header())) != 0 {
 		t.Fatalf("first request: %d %v", w.Code, w.Header())
 	}
-	w = get(h, "/")
+	w = limitertest.Get(h, "/")
 	if w.Code != http.StatusTooManyRequests || len(rateLimitFields(w.Header())) != 0 || w.Header().Get("Retry-After") != "60" {
 		t.Fatalf("second request: %d %v", w.Code, w.Header())
 	}
@@ -554,7 +554,7 @@ func TestLimitFuncCountIf(t *testing.T) {
 		target string
 		want   int
 	}{{"/?ok=1", 200}, {"/?ok=1", 200}, {"/?ok=1", 200}, {"/", 401}, {"/", 401}, {"/?ok=1", 429}} {
-		if w := get(h, c.target); w.Code != c.want || w.Header().Get("Ratelimit-Limit") != "2" {
+		if w := limitertest.Get(h, c.target); w.Code != c.want || w.Header().Get("Ratelimit-Limit") != "2" {
 			t.Fatalf("request %d: %d %v, want %d under the limit of 2", i+1, w.Code, w.Header(), c.want)
 		}
 	}
@@ -569,7 +569,7 @@ func TestEmptyKeyIsTheServers500(t *testing.T) {
 	h := Middleware(limitertest.NewLimiter(t, core.PerMinute(3)), WithLogger(slog.New(slog.NewTextHandler(&log, nil))),
 		WithKey(func(*http.Request) (string, error) { return "", nil }))(okHandler)
 	for range 5 {
-		if w := get(h, "/"); w.Code != http.StatusInternalServerError {
+		if w := limitertest.Get(h, "/"); w.Code != http.StatusInternalServerError {
 			t.Fatalf("empty key: %d, want 500", w.Code)
 		}
 	}

@@ -37,7 +37,7 @@ func sendSteps(t *testing.T, h http.Handler, clk *limitertest.Clock, steps []ste
 	t.Helper()
 	for i, s := range steps {
 		clk.Advance(s.advance)
-		w := get(h, "/")
+		w := limitertest.Get(h, "/")
 		if w.Code != s.status {
 			t.Fatalf("request %d: status %d, want %d", i+1, w.Code, s.status)
 		}
@@ -223,7 +223,7 @@ func TestHeadersCustomName(t *testing.T) {
 		FailMode: core.FailOpen,
 		Name:     "api.free",
 	})
-	w := get(Middleware(l, WithHeaders(HeadersDraft11))(okHandler), "/")
+	w := limitertest.Get(Middleware(l, WithHeaders(HeadersDraft11))(okHandler), "/")
 	wantHeader(t, w.Header(), map[string]string{
 		"Content-Type":     textPlain,
 		"Ratelimit-Policy": `"api.free";q=10;w=1`,
@@ -272,16 +272,16 @@ func TestHeadersNotShared(t *testing.T) {
 				}
 			})
 			h := Middleware(l, WithHeaders(style), WithKey(func(*http.Request) (string, error) { return "k", nil }))(vandal)
-			want := get(Middleware(l, WithHeaders(style), WithKey(func(*http.Request) (string, error) { return "other", nil }))(okHandler), "/").Header()
+			want := limitertest.Get(Middleware(l, WithHeaders(style), WithKey(func(*http.Request) (string, error) { return "other", nil }))(okHandler), "/").Header()
 			for range 3 {
-				get(h, "/")
+				limitertest.Get(h, "/")
 			}
 			deny := Middleware(limitertest.NewLimiter(t, core.PerMinute(1)), WithHeaders(style))(okHandler)
-			get(deny, "/")
-			get(deny, "/").Header()["Content-Type"][0] = "edited"
+			limitertest.Get(deny, "/")
+			limitertest.Get(deny, "/").Header()["Content-Type"][0] = "edited"
 			for range 2 {
 				clk.Advance(time.Hour)
-				got := get(Middleware(l, WithHeaders(style), WithKey(func(*http.Request) (string, error) { return "other", nil }))(okHandler), "/").Header()
+				got := limitertest.Get(Middleware(l, WithHeaders(style), WithKey(func(*http.Request) (string, error) { return "other", nil }))(okHandler), "/").Header()
 				for k, v := range got {
 					if strings.Contains(strings.Join(v, ","), "edited") || len(v) != 1 {
 						t.Errorf("%s: %q after another response was edited", k, v)
@@ -290,7 +290,7 @@ func TestHeadersNotShared(t *testing.T) {
 				if len(got) != len(want) {
 					t.Errorf("fields %v, want %v", got, want)
 				}
-				if w := get(deny, "/"); w.Header().Get("Content-Type") != problem {
+				if w := limitertest.Get(deny, "/"); w.Header().Get("Content-Type") != problem {
 					t.Errorf("Content-Type %q, want %q", w.Header().Get("Content-Type"), problem)
 				}
 			}
@@ -312,12 +312,12 @@ func TestHeadersDraft06SameQuota(t *testing.T) {
 	})
 	h := Middleware(l)(okHandler)
 	// The first request: every limit has 9 left; the first, per second, binds.
-	w := get(h, "/")
+	w := limitertest.Get(h, "/")
 	wantHeader(t, w.Header(), map[string]string{"Content-Type": textPlain,
 		"Ratelimit-Limit": "10", "Ratelimit-Remaining": "9", "Ratelimit-Reset": "1", "Ratelimit-Policy": "10;w=1, 1000;w=86400"})
 	// A second later the per-second bucket is full again: per minute binds.
 	clk.Advance(time.Second)
-	w = get(h, "/")
+	w = limitertest.Get(h, "/")
 	wantHeader(t, w.Header(), map[string]string{"Content-Type": textPlain,
 		"Ratelimit-Limit": "10", "Ratelimit-Remaining": "8", "Ratelimit-Reset": "11", "Ratelimit-Policy": "10;w=60, 1000;w=86400"})
 }

@@ -1,8 +1,6 @@
 package httpconformance_test
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -50,20 +48,12 @@ func (e *env) limiter(lim core.Limit) *core.Limiter {
 
 // down returns a limiter of lim on a store that always fails.
 func (e *env) down(lim core.Limit, mode core.FailMode) *core.Limiter {
-	return e.config(core.Config{Store: failingStore{}, Limit: lim, FailMode: mode, Instances: 1})
+	return e.config(core.Config{Store: &limitertest.DownStore{}, Limit: lim, FailMode: mode, Instances: 1})
 }
 
 func (e *env) config(cfg core.Config) *core.Limiter {
 	e.t.Helper()
 	return limitertest.New(e.t, cfg)
-}
-
-// failingStore is a store that cannot decide, its error full of internals
-// that must never reach a client.
-type failingStore struct{}
-
-func (failingStore) Take(context.Context, string, int, []core.Policy, []core.Outcome) (core.Outcome, error) {
-	return core.Outcome{}, errors.New("dial tcp 10.9.8.7:6379: connection refused")
 }
 
 // step is one request and what its response must be.

@@ -1,14 +1,20 @@
-// Package limitertest holds what the tests of nethttp, the router adapters
-// and the HTTP conformance suite share: clocks a test moves by hand and
-// limiters on a memory store of their own reading them. Time is an input,
-// so tests using these run in parallel and never sleep.
+// Package limitertest holds what the tests of core (its external tests),
+// nethttp, the router adapters, grpc and the HTTP conformance suite share:
+// clocks a test moves by hand, limiters on a memory store of their own
+// reading them, and what the adapters' benchmarks serve through. Time is
+// an input, so tests using these run in parallel and never sleep.
 //
 // It imports the standard library and core only: the library packages'
-// tests may use nothing else.
+// tests may use nothing else. core's internal tests (package core) cannot
+// import it.
 package limitertest
 
 import (
+	"context"
+	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,11 +63,13 @@ func Stepping() func() time.Time {
 // Quiet is a logger that writes nothing.
 var Quiet = slog.New(slog.DiscardHandler)
 
-// New returns core.New(cfg) with cfg.Logger set to Quiet, and fails the
-// test if core.New refuses cfg.
+// New returns core.New(cfg), with cfg.Logger Quiet when it is nil, and
+// fails the test if core.New refuses cfg.
 func New(t testing.TB, cfg core.Config) *core.Limiter {
 	t.Helper()
-	cfg.Logger = Quiet
+	if cfg.Logger == nil {
+		cfg.Logger = Quiet
+	}
 	l, err := core.New(cfg)
 	if err != nil {
 		t.Fatalf("core.New: %v", err)
@@ -87,3 +95,55 @@ func NewLimiterClock(t testing.TB, lim core.Limit, now func() time.Time) *core.L
 		FailMode: core.FailOpen,
 	})
 }
+
+// ConstantKey is a key function giving every request the key "client-1".
+func ConstantKey(*http.Request) (string, error) { return "client-1", nil }
+
+// DiscardWriter is a ResponseWriter that keeps only its header map, reused
+// across requests so that a benchmark measures the router and the
+// middleware, not the recorder.
+type DiscardWriter struct{ H http.Header }
+
+// NewDiscardWriter returns a DiscardWriter with an empty header map.
+func NewDiscardWriter() *DiscardWriter { return &DiscardWriter{H: make(http.Header, 8)} }
+
+// Header returns the header map.
+func (w *DiscardWriter) Header() http.Header { return w.H }
+
+// Write discards b.
+func (w *DiscardWriter) Write(b []byte) (int, error) { return len(b), nil }
+
+// WriteHeader discards the status.
+func (w *DiscardWriter) WriteHeader(int) {}
+
+// Get serves h a GET of target from 192.0.2.1:1234 with the header fields
+// hdr (name, value pairs) and returns the response recorded.
+func Get(h http.Handler, target string, hdr ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, target, nil)
+	r.RemoteAddr = "192.0.2.1:1234"
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// ErrDown is the error of every DownStore decision: a dial error naming an
+// internal address, which no response may carry.
+var ErrDown = errors.New("dial tcp 10.1.2.3:6379: connection refused")
+
+// DownStore is a core.Store that cannot decide: every Take fails with
+// ErrDown. It counts the calls; its zero value is ready to use.
+type DownStore struct{ calls atomic.Int64 }
+
+var _ core.Store = (*DownStore)(nil)
+
+// Take fails with ErrDown.
+func (s *DownStore) Take(context.Context, string, int, []core.Policy, []core.Outcome) (core.Outcome, error) {
+	s.calls.Add(1)
+	return core.Outcome{}, ErrDown
+}
+
+// Calls returns how many times Take was called.
+func (s *DownStore) Calls() int64 { return s.calls.Load() }
