@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 // scriptedClient answers every EVALSHA with one canned reply and allocates
@@ -36,7 +37,7 @@ func TestRedisPathAllocs(t *testing.T) {
 	reply := redis.NewCmd(context.Background())
 	reply.SetVal("1,99,0,10000")
 	c := &scriptedClient{reply: reply}
-	l := mustNew(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(100), FailMode: core.FailOpen})
+	l := limitertest.New(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(100), FailMode: core.FailOpen})
 	ctx := context.Background()
 	if res, err := l.Allow(ctx, "user-1"); err != nil || !res.Allowed || res.Remaining != 99 {
 		t.Fatalf("got %+v %v", res, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 // TestAllowLimitThreeTenants: one limiter, three tenants each with its own
@@ -20,8 +21,8 @@ func TestAllowLimitThreeTenants(t *testing.T) {
 	for _, name := range []string{"memory", "miniredis", "redis"} {
 		t.Run(name, func(t *testing.T) {
 			cs := all[name](t)
-			l := mustNew(t, core.Config{Store: cs.store, Name: "api", Limit: core.PerMinute(3),
-				FailMode: core.FailClosed, Timeout: time.Second, Logger: discard})
+			l := limitertest.New(t, core.Config{Store: cs.store, Name: "api", Limit: core.PerMinute(3),
+				FailMode: core.FailClosed, Timeout: time.Second})
 			tenants := map[string]core.Limit{"free": core.PerMinute(2), "team": core.PerMinute(5), "enterprise": core.PerHour(1000).WithBurst(9)}
 			ctx := context.Background()
 			for tenant, lim := range tenants {
@@ -50,8 +51,8 @@ func TestAllowLimitThreeTenants(t *testing.T) {
 // (its Name), not one of its own.
 func TestAllowLimitSameBuckets(t *testing.T) {
 	t.Parallel()
-	ms := core.NewMemoryStore(core.WithClock(newFakeClock().Now))
-	l := mustNew(t, core.Config{Store: ms, Name: "api", Limit: core.PerMinute(3), FailMode: core.FailClosed})
+	ms := core.NewMemoryStore(core.WithClock(limitertest.NewClock().Now))
+	l := limitertest.New(t, core.Config{Store: ms, Name: "api", Limit: core.PerMinute(3), FailMode: core.FailClosed})
 	ctx := context.Background()
 	for i := range 2 {
 		if r, _ := l.AllowLimit(ctx, "k", 1, core.PerMinute(3)); !r.Allowed {
@@ -75,9 +76,9 @@ func TestAllowLimitSameBuckets(t *testing.T) {
 // burst, is the caller's error; Config.Limit's burst does not matter.
 func TestAllowLimitRejects(t *testing.T) {
 	t.Parallel()
-	l := mustNew(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerMinute(100), FailMode: core.FailOpen,
+	l := limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerMinute(100), FailMode: core.FailOpen,
 		Extra: []core.NamedLimit{{Name: "hour", Limit: core.PerHour(1000)}}})
-	local := mustNew(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerMinute(100), FailMode: core.FailLocal, Instances: 1 << 20})
+	local := limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerMinute(100), FailMode: core.FailLocal, Instances: 1 << 20})
 	ctx := context.Background()
 	cases := []struct {
 		name string
@@ -116,7 +117,7 @@ func TestAllowLimitRejects(t *testing.T) {
 // together with the Extra limits, all or nothing.
 func TestAllowLimitWithExtra(t *testing.T) {
 	t.Parallel()
-	l := mustNew(t, core.Config{Store: core.NewMemoryStore(core.WithClock(newFakeClock().Now)), Name: "min", Limit: core.PerMinute(3),
+	l := limitertest.New(t, core.Config{Store: core.NewMemoryStore(core.WithClock(limitertest.NewClock().Now)), Name: "min", Limit: core.PerMinute(3),
 		Extra: []core.NamedLimit{{Name: "hour", Limit: core.PerHour(4)}}, FailMode: core.FailClosed})
 	ctx := context.Background()
 	tenant := core.PerMinute(10)
@@ -136,8 +137,8 @@ func TestAllowLimitWithExtra(t *testing.T) {
 // bucket holds lim / Instances, not Config.Limit / Instances.
 func TestAllowLimitFailLocal(t *testing.T) {
 	t.Parallel()
-	l := mustNew(t, core.Config{Store: downStore{}, Limit: core.PerMinute(100), FailMode: core.FailLocal, Instances: 2,
-		DenyCacheSize: -1, Logger: discard})
+	l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerMinute(100), FailMode: core.FailLocal, Instances: 2,
+		DenyCacheSize: -1})
 	ctx := context.Background()
 	share := core.Limit{Rate: 10, Period: 2 * time.Minute, Burst: 5}
 	for i := 0; i <= 5; i++ {
@@ -166,7 +167,7 @@ func (s *planStore) Take(_ context.Context, _ string, n int, ps []core.Policy, _
 func TestDenyCacheKeyedByLimit(t *testing.T) {
 	t.Parallel()
 	s := &planStore{}
-	l := mustNew(t, core.Config{Store: s, Limit: core.PerMinute(5), FailMode: core.FailClosed, Timeout: time.Second})
+	l := limitertest.New(t, core.Config{Store: s, Limit: core.PerMinute(5), FailMode: core.FailClosed, Timeout: time.Second})
 	ctx := context.Background()
 	small, big := core.PerMinute(5), core.PerMinute(100)
 	for i := range 3 {
@@ -194,7 +195,7 @@ func TestDenyCacheKeyedByLimit(t *testing.T) {
 // and every limit is still decided under its own numbers.
 func TestAllowLimitCacheBounded(t *testing.T) {
 	t.Parallel()
-	l := mustNew(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerMinute(5), FailMode: core.FailOpen})
+	l := limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerMinute(5), FailMode: core.FailOpen})
 	ctx := context.Background()
 	for i := 1; i <= 5000; i++ {
 		lim := core.PerHour(i)
@@ -211,7 +212,7 @@ func TestAllowLimitCacheBounded(t *testing.T) {
 // TestAllowLimitAllocs: on the memory store, a limit already seen costs
 // no allocation, as AllowN does.
 func TestAllowLimitAllocs(t *testing.T) {
-	l := mustNew(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerSecond(5), FailMode: core.FailOpen})
+	l := limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerSecond(5), FailMode: core.FailOpen})
 	ctx := context.Background()
 	lim := core.PerSecond(1 << 30)
 	l.AllowLimit(ctx, "k", 1, lim)

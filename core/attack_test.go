@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -40,9 +41,9 @@ func TestAttackCancelledContext(t *testing.T) {
 			var errs errorCounter
 			c := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)}) // go-redis defaults
 			defer c.Close()
-			l := mustNew(t, core.Config{
+			l := limitertest.New(t, core.Config{
 				Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(3),
-				FailMode: mode, Instances: 2, OnError: errs.onError, Logger: discard,
+				FailMode: mode, Instances: 2, OnError: errs.onError,
 			})
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
@@ -72,9 +73,9 @@ func TestAttackCancelledInFlight(t *testing.T) {
 	var errs errorCounter
 	c := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), ContextTimeoutEnabled: true})
 	defer c.Close()
-	l := mustNew(t, core.Config{
+	l := limitertest.New(t, core.Config{
 		Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(3),
-		FailMode: core.FailLocal, Instances: 1, OnError: errs.onError, Logger: discard,
+		FailMode: core.FailLocal, Instances: 1, OnError: errs.onError,
 	})
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
@@ -104,9 +105,9 @@ func TestAttackShortDeadlineOpensBreaker(t *testing.T) {
 	var errs errorCounter
 	c := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), ContextTimeoutEnabled: true})
 	defer c.Close()
-	l := mustNew(t, core.Config{
+	l := limitertest.New(t, core.Config{
 		Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(1000),
-		FailMode: core.FailClosed, OnError: errs.onError, Logger: discard,
+		FailMode: core.FailClosed, OnError: errs.onError,
 	})
 	for i := range 50 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Microsecond)
@@ -142,9 +143,9 @@ func TestAttackBurstOpensBreaker(t *testing.T) {
 	if raceDetector {
 		timeout = time.Second
 	}
-	l := mustNew(t, core.Config{
+	l := limitertest.New(t, core.Config{
 		Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(3),
-		FailMode: core.FailClosed, OnError: errs.onError, Logger: discard, Timeout: timeout,
+		FailMode: core.FailClosed, OnError: errs.onError, Timeout: timeout,
 	})
 	if res, _ := l.Allow(context.Background(), "warm-up"); res.Degraded {
 		t.Fatal("Redis not answering before the burst")
@@ -191,7 +192,7 @@ func burst(l *core.Limiter, n int, prefix string) int64 {
 // Before, each request retained its 264 KiB key.
 func TestAttackLongKeys(t *testing.T) {
 	rec := &recordingStore{Store: core.NewMemoryStore()}
-	l := mustNew(t, core.Config{Store: rec, Limit: core.PerMinute(3), FailMode: core.FailOpen})
+	l := limitertest.New(t, core.Config{Store: rec, Limit: core.PerMinute(3), FailMode: core.FailOpen})
 	long := strings.Repeat("k", 256<<10)
 	if _, err := l.Allow(context.Background(), long); err != nil {
 		t.Fatal(err)
@@ -203,11 +204,11 @@ func TestAttackLongKeys(t *testing.T) {
 	// FailLocal's in-process buckets and the memory store, measured.
 	for name, cfg := range map[string]core.Config{
 		"memory": {Store: core.NewMemoryStore(), Limit: core.PerMinute(3), FailMode: core.FailOpen},
-		"FailLocal": {Store: downStore{}, Limit: core.PerMinute(3), FailMode: core.FailLocal, Instances: 1, Logger: discard,
+		"FailLocal": {Store: &limitertest.DownStore{}, Limit: core.PerMinute(3), FailMode: core.FailLocal, Instances: 1,
 			DenyCacheSize: -1, BreakerFailures: 1 << 30},
 	} {
 		t.Run(name, func(t *testing.T) {
-			l := mustNew(t, cfg)
+			l := limitertest.New(t, cfg)
 			const keys = 64
 			before := heapInUse()
 			for i := range keys {
@@ -244,11 +245,4 @@ func (s *recordingStore) Take(ctx context.Context, subject string, n int, p []co
 		s.longest.Store(l)
 	}
 	return s.Store.Take(ctx, subject, n, p, each)
-}
-
-// downStore never answers.
-type downStore struct{}
-
-func (downStore) Take(context.Context, string, int, []core.Policy, []core.Outcome) (core.Outcome, error) {
-	return core.Outcome{}, errors.New("down")
 }

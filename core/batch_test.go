@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/internal/faultproxy"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -186,7 +187,7 @@ func batchingLimiters(t *testing.T, addr, prefix string, n int, pc *pipeCounter,
 		t.Cleanup(func() { c.Close() })
 		cfg := cfg
 		cfg.Store = core.NewRedisStore(c, core.WithPrefix(prefix))
-		ls[i] = mustNew(t, cfg)
+		ls[i] = limitertest.New(t, cfg)
 	}
 	return ls
 }
@@ -206,7 +207,7 @@ func TestBatchingExactness(t *testing.T) {
 			pc := &pipeCounter{}
 			lim := core.Limit{Rate: 200, Period: time.Second, Burst: 50}
 			ls := batchingLimiters(t, srv.Addr(), redistest.Prefix(t), instances, pc, core.Config{
-				Limit: lim, FailMode: core.FailClosed, Timeout: 2 * time.Second, Logger: discard, DenyCacheSize: cache,
+				Limit: lim, FailMode: core.FailClosed, Timeout: 2 * time.Second, DenyCacheSize: cache,
 			})
 			var admitted, denied, degraded atomic.Int64
 			start := time.Now()
@@ -256,7 +257,7 @@ func TestBatchingExactness(t *testing.T) {
 	t.Run("never-exhausted", func(t *testing.T) {
 		pc := &pipeCounter{}
 		ls := batchingLimiters(t, srv.Addr(), redistest.Prefix(t), instances, pc, core.Config{
-			Limit: core.PerHour(instances * goroutines * perG), FailMode: core.FailClosed, Timeout: 2 * time.Second, Logger: discard,
+			Limit: core.PerHour(instances * goroutines * perG), FailMode: core.FailClosed, Timeout: 2 * time.Second,
 		})
 		var denied, degraded atomic.Int64
 		var wg sync.WaitGroup
@@ -298,7 +299,7 @@ func TestBatchingScriptFlush(t *testing.T) {
 	pc := &pipeCounter{}
 	prefix := redistest.Prefix(t)
 	ls := batchingLimiters(t, srv.Addr(), prefix, 2, pc, core.Config{
-		Limit: limit, FailMode: core.FailClosed, Timeout: 5 * time.Second, Logger: discard,
+		Limit: limit, FailMode: core.FailClosed, Timeout: 5 * time.Second,
 	})
 	key := core.NewRedisStore(admin, core.WithPrefix(prefix)).Key(ls[0].Name(), "subject")
 	if err := admin.ScriptFlush(ctx).Err(); err != nil {
@@ -385,10 +386,10 @@ func TestBatchingStalled(t *testing.T) {
 			for _, mode := range faultModes {
 				c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: inline, MaxRetries: -1,
 					ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
-				l := mustNew(t, core.Config{
+				l := limitertest.New(t, core.Config{
 					Store: core.NewRedisStore(c, core.WithPrefix(prefix+mode.String()+":")),
 					Limit: core.PerSecond(1000), FailMode: mode, Instances: faultInstances, Timeout: timeout,
-					Logger: discard, DenyCacheSize: -1,
+					DenyCacheSize: -1,
 				})
 				ls = append(ls, modeLimiter{mode, l, c})
 				waitFor(t, faultRecMax, mode.String()+" healthy", func() bool {
@@ -674,7 +675,7 @@ func BenchmarkRedis(b *testing.B) {
 	ctx := context.Background()
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	defer c.Close()
-	l := mustNew(b, core.Config{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(b))),
+	l := limitertest.New(b, core.Config{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(b))),
 		Limit: core.PerSecond(1 << 30), FailMode: core.FailOpen, Timeout: time.Second})
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -21,7 +22,7 @@ func keys(n int) []string {
 
 func BenchmarkMemoryDecision(b *testing.B) {
 	ctx := context.Background()
-	l := mustNew(b, core.Config{Store: core.NewMemoryStore(), Limit: core.PerSecond(1 << 30), FailMode: core.FailOpen})
+	l := limitertest.New(b, core.Config{Store: core.NewMemoryStore(), Limit: core.PerSecond(1 << 30), FailMode: core.FailOpen})
 	b.Run("hot-key", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -56,7 +57,7 @@ func BenchmarkRedisDecision(b *testing.B) {
 	c := redis.NewClient(&redis.Options{Addr: redistest.Addr(b)})
 	defer c.Close()
 	ctx := context.Background()
-	l := mustNew(b, core.Config{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(b))),
+	l := limitertest.New(b, core.Config{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(b))),
 		Limit: core.PerSecond(1 << 30), FailMode: core.FailOpen, Timeout: 1e9})
 	ks := keys(10000)
 	b.Run("serial", func(b *testing.B) {

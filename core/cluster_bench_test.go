@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -30,8 +31,8 @@ func BenchmarkClusterThroughput(b *testing.B) {
 				c = redis.NewClusterClient(redistest.StartCluster(b, primaries, 0).Options())
 			}
 			defer c.Close()
-			l := mustNew(b, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(1 << 30),
-				FailMode: core.FailOpen, Timeout: 1e9, Logger: discard})
+			l := limitertest.New(b, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(1 << 30),
+				FailMode: core.FailOpen, Timeout: 1e9})
 			ks := keys(100000)
 			var next atomic.Int64
 			b.SetParallelism(32)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -23,26 +23,6 @@ type clockStore struct {
 	// suite then only runs cases that do not need time to pass.
 	realTime bool
 }
-
-// fakeClock is an injectable clock for the memory store.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
 
 // stores returns every store the conformance suite runs against. The
 // Cluster and Sentinel topologies are started once per top-level test (t)
@@ -80,8 +60,8 @@ func stores(t *testing.T) map[string]func(t *testing.T) clockStore {
 			}
 		},
 		"memory": func(t *testing.T) clockStore {
-			c := newFakeClock()
-			return clockStore{store: core.NewMemoryStore(core.WithClock(c.Now)), advance: c.Add}
+			c := limitertest.NewClock()
+			return clockStore{store: core.NewMemoryStore(core.WithClock(c.Now)), advance: c.Advance}
 		},
 		"miniredis": func(t *testing.T) clockStore {
 			m := miniredis.RunT(t)

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -39,7 +40,7 @@ func TestDenyCacheHotKeyFlood(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := &countingStore{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))}
 			lim := core.Limit{Rate: 20, Period: time.Second, Burst: 5}
-			l := mustNew(t, core.Config{Store: s, Limit: lim, FailMode: core.FailClosed, DenyCacheSize: cache, Timeout: time.Second, Logger: discard})
+			l := limitertest.New(t, core.Config{Store: s, Limit: lim, FailMode: core.FailClosed, DenyCacheSize: cache, Timeout: time.Second})
 			var admitted, total atomic.Int64
 			start := time.Now()
 			var wg sync.WaitGroup
@@ -90,7 +91,7 @@ func TestDenyCacheOtherCostGoesToStore(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
 	s := &countingStore{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))}
-	l := mustNew(t, core.Config{Store: s, Limit: core.PerHour(5), FailMode: core.FailClosed, Timeout: time.Second})
+	l := limitertest.New(t, core.Config{Store: s, Limit: core.PerHour(5), FailMode: core.FailClosed, Timeout: time.Second})
 	ctx := context.Background()
 	l.AllowN(ctx, "k", 3)
 	if res, _ := l.AllowN(ctx, "k", 3); res.Allowed {
@@ -131,7 +132,7 @@ func TestDenyCacheNeverLonger(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	defer c.Close()
 	s := &countingStore{Store: core.NewRedisStore(c)}
-	l := mustNew(t, core.Config{Store: s, Limit: core.Limit{Rate: 3, Period: time.Second, Burst: 1}, FailMode: core.FailClosed, Timeout: time.Second})
+	l := limitertest.New(t, core.Config{Store: s, Limit: core.Limit{Rate: 3, Period: time.Second, Burst: 1}, FailMode: core.FailClosed, Timeout: time.Second})
 	core.SetClock(l, func() time.Duration { return time.Duration(mono.Load()) })
 	ctx := context.Background()
 	if res, _ := l.Allow(ctx, "k"); !res.Allowed {
@@ -176,7 +177,7 @@ func TestDenyCacheAnswersAsTheStore(t *testing.T) {
 	store := core.NewRedisStore(c)
 	mk := func(cache int) (*core.Limiter, *countingStore) {
 		s := &countingStore{Store: store}
-		l := mustNew(t, core.Config{
+		l := limitertest.New(t, core.Config{
 			Store: s, Name: "sec", Limit: core.Limit{Rate: 1, Period: time.Second, Burst: 5},
 			Extra:    []core.NamedLimit{{Name: "hour", Limit: core.PerHour(8)}},
 			FailMode: core.FailClosed, Timeout: time.Second, DenyCacheSize: cache,

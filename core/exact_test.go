@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -41,9 +42,9 @@ func exactness(t *testing.T, denyCache int) {
 	for i := range limiters {
 		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 8})
 		t.Cleanup(func() { c.Close() })
-		limiters[i] = mustNew(t, core.Config{
+		limiters[i] = limitertest.New(t, core.Config{
 			Store: core.NewRedisStore(c, core.WithPrefix(prefix)), Limit: lim,
-			FailMode: core.FailClosed, Timeout: 2 * time.Second, Logger: discard, DenyCacheSize: denyCache,
+			FailMode: core.FailClosed, Timeout: 2 * time.Second, DenyCacheSize: denyCache,
 		})
 	}
 	var degraded atomic.Int64
@@ -98,9 +99,9 @@ func TestNoFalseDenials(t *testing.T) {
 	for i := 0; i < instances; i++ {
 		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 4})
 		t.Cleanup(func() { c.Close() })
-		l := mustNew(t, core.Config{
+		l := limitertest.New(t, core.Config{
 			Store: core.NewRedisStore(c, core.WithPrefix(prefix)), Limit: core.PerHour(instances * each),
-			FailMode: core.FailClosed, Timeout: 2 * time.Second, Logger: discard,
+			FailMode: core.FailClosed, Timeout: 2 * time.Second,
 		})
 		wg.Add(1)
 		go func() {

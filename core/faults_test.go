@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/internal/faultproxy"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -62,13 +63,13 @@ func faultLimiters(t *testing.T, addr string, limit core.Limit, edit func(*core.
 		t.Cleanup(func() { fl.client.Close() })
 		fl.store = core.NewRedisStore(fl.client, core.WithPrefix(prefix+mode.String()+":"))
 		cfg := core.Config{
-			Store: fl.store, Limit: limit, FailMode: mode, Instances: faultInstances, Logger: discard,
+			Store: fl.store, Limit: limit, FailMode: mode, Instances: faultInstances,
 			OnError: func(err error) { fl.errs.Add(1); fl.last.Store(err) },
 		}
 		if edit != nil {
 			edit(&cfg)
 		}
-		fl.lim = mustNew(t, cfg)
+		fl.lim = limitertest.New(t, cfg)
 		ls = append(ls, fl)
 	}
 	return ls
@@ -701,7 +702,7 @@ func TestFaultStallPastReadTimeoutCountsOnce(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: 100 * time.Millisecond})
 	defer c.Close()
 	store := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))
-	l := mustNew(t, core.Config{Store: store, Limit: limit, FailMode: core.FailOpen, Logger: discard})
+	l := limitertest.New(t, core.Config{Store: store, Limit: limit, FailMode: core.FailOpen})
 	ctx := context.Background()
 	faultHealthyOne(t, l)
 	p.SetMode(faultproxy.Stall)
@@ -742,7 +743,7 @@ func TestFaultConnectionDropCountsOnce(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: tc.maxRetries})
 			defer c.Close()
 			store := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))
-			l := mustNew(t, core.Config{Store: store, Limit: limit, FailMode: core.FailOpen, Timeout: 5 * time.Second, Logger: discard})
+			l := limitertest.New(t, core.Config{Store: store, Limit: limit, FailMode: core.FailOpen, Timeout: 5 * time.Second})
 			faultHealthyOne(t, l)
 			p.SetLatency(300 * time.Millisecond) // replies only: the script has run
 			go func() {

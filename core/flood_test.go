@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/internal/faultproxy"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -57,7 +58,7 @@ func TestFloodAtLatency(t *testing.T) {
 					timeout = 80 * time.Millisecond // the race detector slows the Go side
 				}
 				limit := core.PerSecond(50)
-				l := mustNew(t, core.Config{Store: store, Limit: limit, FailMode: mode, Observer: obs, Logger: discard, Timeout: timeout})
+				l := limitertest.New(t, core.Config{Store: store, Limit: limit, FailMode: mode, Observer: obs, Timeout: timeout})
 				ctx := context.Background()
 				// An app that has been running has connections open: a new
 				// one costs a round trip more (go-redis's HELLO).

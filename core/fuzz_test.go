@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 // fuzzMiniredis starts one miniredis for a whole fuzz target: each input
@@ -60,19 +61,19 @@ func FuzzConfig(f *testing.F) {
 	rc := fuzzMiniredis(f)
 	f.Fuzz(func(t *testing.T, rate int, periodNs int64, burst int, name string, timeoutNs int64, inst, cost int) {
 		limit := core.Limit{Rate: rate, Period: time.Duration(periodNs), Burst: burst}
-		clock := newFakeClock()
+		clock := limitertest.NewClock()
 		for _, st := range []struct {
 			what  string
 			store core.Store
 			mode  core.FailMode
 		}{
 			{"memory", core.NewMemoryStore(core.WithClock(clock.Now)), core.FailClosed},
-			{"FailLocal fallback", &failingStore{}, core.FailLocal},
+			{"FailLocal fallback", &limitertest.DownStore{}, core.FailLocal},
 			{"miniredis", core.NewRedisStore(rc, core.WithPrefix(strings.ReplaceAll(t.Name(), "{", "(")+":")), core.FailClosed},
 		} {
 			l, err := core.New(core.Config{
 				Store: st.store, Limit: limit, Name: name, FailMode: st.mode,
-				Timeout: time.Duration(timeoutNs), Instances: inst, Logger: discard,
+				Timeout: time.Duration(timeoutNs), Instances: inst, Logger: limitertest.Quiet,
 			})
 			if err != nil {
 				if l != nil {
@@ -104,7 +105,7 @@ func FuzzConfig(f *testing.F) {
 				if st.mode != core.FailLocal && res.Degraded && st.what == "memory" {
 					t.Fatalf("memory store degraded: %+v", res)
 				}
-				clock.Add(time.Duration(i) * 337 * time.Millisecond)
+				clock.Advance(time.Duration(i) * 337 * time.Millisecond)
 			}
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 // Limits at the edges of the integer range. Stores count tokens in units
@@ -85,7 +86,7 @@ func TestEdgeLimitsDecide(t *testing.T) {
 			for _, tc := range edgeLimits {
 				t.Run(tc.name, func(t *testing.T) {
 					cs := mk(t)
-					cfg := core.Config{Store: cs.store, Limit: tc.limit, Name: "edge", FailMode: core.FailClosed, Timeout: 5 * time.Second, DenyCacheSize: -1, Logger: discard}
+					cfg := core.Config{Store: cs.store, Limit: tc.limit, Name: "edge", FailMode: core.FailClosed, Timeout: 5 * time.Second, DenyCacheSize: -1}
 					if tc.limit.Capacity() > 999_999_999_999_999 {
 						// Beyond RFC 9651's integers: New refuses it (the
 						// stores' arithmetic there is TestMemoryStoreModel's).
@@ -94,7 +95,7 @@ func TestEdgeLimitsDecide(t *testing.T) {
 						}
 						return
 					}
-					l := mustNew(t, cfg)
+					l := limitertest.New(t, cfg)
 					c := tc.limit.Capacity()
 					res, err := l.AllowN(ctx, "edge", c)
 					if err != nil || res.Degraded || !res.Allowed || res.Remaining != 0 || res.ResetAfter != tc.reset {
@@ -140,8 +141,8 @@ func TestCostAboveBurst(t *testing.T) {
 	for storeName, mk := range edgeStores(t) {
 		t.Run(storeName, func(t *testing.T) {
 			cs := mk(t)
-			l := mustNew(t, core.Config{
-				Store: cs.store, Limit: core.PerMinute(5), FailMode: core.FailClosed, Logger: discard, Timeout: 5 * time.Second,
+			l := limitertest.New(t, core.Config{
+				Store: cs.store, Limit: core.PerMinute(5), FailMode: core.FailClosed, Timeout: 5 * time.Second,
 				Extra: []core.NamedLimit{{Name: "hourly", Limit: core.PerHour(4)}},
 			})
 			for _, n := range []int{5, 6, math.MaxInt, math.MaxInt32 + 1} {
@@ -161,7 +162,7 @@ func TestCostAboveBurst(t *testing.T) {
 		})
 	}
 	t.Run("FailLocal share", func(t *testing.T) {
-		l := mustNew(t, core.Config{Store: &failingStore{}, Limit: core.PerMinute(10), FailMode: core.FailLocal, Instances: 5, Logger: discard})
+		l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerMinute(10), FailMode: core.FailLocal, Instances: 5})
 		res, err := l.AllowN(ctx, "k", 3) // a share holds 2
 		if err != nil || res.Allowed || !res.Degraded || res.RetryAfter <= 0 {
 			t.Fatalf("AllowN(3) above the local share of 2: %+v, %v; want a degraded denial", res, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 // TestMaxInFlightBoundsCallsPastDeadlines (issue 23, item 5): against a
@@ -47,8 +48,8 @@ func TestMaxInFlightBoundsCallsPastDeadlines(t *testing.T) {
 			t.Cleanup(func() { c.Close() })
 			store := core.NewRedisStore(c)
 			var overloaded atomic.Int64
-			l := mustNew(t, core.Config{Store: store, Limit: core.PerSecond(10), FailMode: core.FailOpen, Timeout: 20 * time.Millisecond,
-				MaxInFlight: bound, BreakerFailures: 1 << 30, DenyCacheSize: -1, Logger: discard,
+			l := limitertest.New(t, core.Config{Store: store, Limit: core.PerSecond(10), FailMode: core.FailOpen, Timeout: 20 * time.Millisecond,
+				MaxInFlight: bound, BreakerFailures: 1 << 30, DenyCacheSize: -1,
 				OnError: func(err error) {
 					if errors.Is(err, core.ErrOverloaded) {
 						overloaded.Add(1)

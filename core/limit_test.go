@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -34,7 +35,7 @@ func TestEveryRealisticLimit(t *testing.T) {
 func TestPerDayOnRedis(t *testing.T) {
 	c := redistest.Client(t)
 	store := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))
-	l := mustNew(t, core.Config{Store: store, Limit: core.PerDay(123457), FailMode: core.FailClosed, Timeout: time.Second})
+	l := limitertest.New(t, core.Config{Store: store, Limit: core.PerDay(123457), FailMode: core.FailClosed, Timeout: time.Second})
 	ctx := context.Background()
 	if r, err := l.AllowN(ctx, "k", 123457); err != nil || !r.Allowed || r.Remaining != 0 || r.ResetAfter > 24*time.Hour {
 		t.Fatalf("the whole burst: %+v %v", r, err)

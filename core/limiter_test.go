@@ -15,17 +15,9 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/internal/faultproxy"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
-
-func mustNew(t testing.TB, cfg core.Config) *core.Limiter {
-	t.Helper()
-	l, err := core.New(cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return l
-}
 
 func TestNewRejects(t *testing.T) {
 	ms := core.NewMemoryStore()
@@ -78,7 +70,7 @@ func TestNewDoesNotDial(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "no-such-host.invalid:6379"})
 	defer c.Close()
 	start := time.Now()
-	l := mustNew(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(1), FailMode: core.FailOpen})
+	l := limitertest.New(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(1), FailMode: core.FailOpen})
 	if d := time.Since(start); d > 50*time.Millisecond {
 		t.Errorf("New took %v; it must not dial", d)
 	}
@@ -97,7 +89,7 @@ func TestDefaultName(t *testing.T) {
 		{core.PerSecond(10).WithBurst(20), "10-per-1s-burst-20"},
 		{core.Limit{Rate: 5, Period: time.Hour}, "5-per-1h0m0s"},
 	} {
-		l := mustNew(t, core.Config{Store: core.NewMemoryStore(), Limit: tc.l, FailMode: core.FailOpen})
+		l := limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Limit: tc.l, FailMode: core.FailOpen})
 		if got := l.Name(); got != tc.want {
 			t.Errorf("Name() = %q, want %q", got, tc.want)
 		}
@@ -121,7 +113,7 @@ func TestWindow(t *testing.T) {
 }
 
 func TestAllowCallerMistakes(t *testing.T) {
-	l := mustNew(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerSecond(5), FailMode: core.FailClosed})
+	l := limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerSecond(5), FailMode: core.FailClosed})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		key  string
@@ -142,18 +134,10 @@ func TestAllowCallerMistakes(t *testing.T) {
 	}
 }
 
-// failingStore fails every decision and counts calls.
-type failingStore struct{ calls atomic.Int64 }
-
-func (s *failingStore) Take(context.Context, string, int, []core.Policy, []core.Outcome) (core.Outcome, error) {
-	s.calls.Add(1)
-	return core.Outcome{}, errors.New("connection refused")
-}
-
 func TestFailModes(t *testing.T) {
 	ctx := context.Background()
 	t.Run("open", func(t *testing.T) {
-		l := mustNew(t, core.Config{Store: &failingStore{}, Limit: core.PerSecond(1), FailMode: core.FailOpen})
+		l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerSecond(1), FailMode: core.FailOpen})
 		for i := 0; i < 5; i++ {
 			res, err := l.Allow(ctx, "k")
 			if err != nil || !res.Allowed || !res.Degraded {
@@ -162,7 +146,7 @@ func TestFailModes(t *testing.T) {
 		}
 	})
 	t.Run("closed", func(t *testing.T) {
-		l := mustNew(t, core.Config{Store: &failingStore{}, Limit: core.PerSecond(100), FailMode: core.FailClosed})
+		l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerSecond(100), FailMode: core.FailClosed})
 		res, err := l.Allow(ctx, "k")
 		if err != nil || res.Allowed || !res.Degraded || res.RetryAfter <= 0 || res.RetryAfter > time.Second {
 			t.Fatalf("got %+v %v, want degraded deny with 0 < RetryAfter ≤ 1s", res, err)
@@ -171,7 +155,7 @@ func TestFailModes(t *testing.T) {
 	t.Run("local", func(t *testing.T) {
 		// 10 per second across 4 instances: each holds a burst of 2 and
 		// refills 10 tokens per 4 s.
-		l := mustNew(t, core.Config{Store: &failingStore{}, Limit: core.PerSecond(10), FailMode: core.FailLocal, Instances: 4})
+		l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerSecond(10), FailMode: core.FailLocal, Instances: 4})
 		var allowed int
 		for i := 0; i < 10; i++ {
 			res, err := l.Allow(ctx, "k")
@@ -193,9 +177,9 @@ func TestFailModes(t *testing.T) {
 
 func TestBreakerStopsCallingAndProbes(t *testing.T) {
 	t.Parallel()
-	s := &failingStore{}
+	s := &limitertest.DownStore{}
 	var reported atomic.Int64
-	l := mustNew(t, core.Config{
+	l := limitertest.New(t, core.Config{
 		Store: s, Limit: core.PerSecond(1), FailMode: core.FailOpen, Timeout: 50 * time.Millisecond,
 		BreakerFailures: 3, BreakerCooldown: 100 * time.Millisecond,
 		OnError: func(err error) {
@@ -211,7 +195,7 @@ func TestBreakerStopsCallingAndProbes(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		l.Allow(ctx, "k")
 	}
-	if got := s.calls.Load(); got != 3 {
+	if got := s.Calls(); got != 3 {
 		t.Fatalf("store called %d times in 50 decisions, want 3 (then the breaker opens)", got)
 	}
 	if reported.Load() != 50 {
@@ -219,14 +203,14 @@ func TestBreakerStopsCallingAndProbes(t *testing.T) {
 	}
 	now.Add(int64(99 * time.Millisecond))
 	l.Allow(ctx, "k")
-	if got := s.calls.Load(); got != 3 {
+	if got := s.Calls(); got != 3 {
 		t.Fatalf("within the cool-down, store calls = %d, want 3", got)
 	}
 	now.Add(int64(time.Millisecond))
 	for range 5 {
 		l.Allow(ctx, "k")
 	}
-	if got := s.calls.Load(); got != 4 {
+	if got := s.Calls(); got != 4 {
 		t.Fatalf("after the cool-down, store calls = %d, want exactly one probe (4)", got)
 	}
 }
@@ -235,7 +219,7 @@ func TestDegradedLogIsRateLimited(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
-	l := mustNew(t, core.Config{Store: &failingStore{}, Limit: core.PerSecond(1), FailMode: core.FailOpen, Logger: logger, LogInterval: time.Hour})
+	l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerSecond(1), FailMode: core.FailOpen, Logger: logger, LogInterval: time.Hour})
 	for i := 0; i < 1000; i++ {
 		l.Allow(context.Background(), "k")
 	}
@@ -272,9 +256,9 @@ func TestStalledRedisIsBounded(t *testing.T) {
 				p := faultproxy.Start(t, addr)
 				c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: clientMode == "context-timeouts"})
 				defer c.Close()
-				l := mustNew(t, core.Config{
+				l := limitertest.New(t, core.Config{
 					Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerSecond(100),
-					FailMode: mode, Instances: 2, Timeout: timeout, Logger: discard,
+					FailMode: mode, Instances: 2, Timeout: timeout,
 				})
 				if res, _ := l.Allow(context.Background(), "k"); res.Degraded {
 					t.Fatal("healthy proxy gave a degraded decision")
@@ -315,12 +299,6 @@ func TestStalledRedisIsBounded(t *testing.T) {
 	}
 }
 
-var discard = slog.New(slog.NewTextHandler(discardWriter{}, nil))
-
-type discardWriter struct{}
-
-func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
-
 // TestRedisKilledAndBack: refused connections degrade per FailMode at once,
 // and decisions recover within 2 s of Redis answering again.
 func TestRedisKilledAndBack(t *testing.T) {
@@ -330,9 +308,9 @@ func TestRedisKilledAndBack(t *testing.T) {
 			p := faultproxy.Start(t, addr)
 			c := redis.NewClient(&redis.Options{Addr: p.Addr()})
 			defer c.Close()
-			l := mustNew(t, core.Config{
+			l := limitertest.New(t, core.Config{
 				Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(1000),
-				FailMode: mode, Instances: 2, Logger: discard,
+				FailMode: mode, Instances: 2,
 			})
 			ctx := context.Background()
 			if res, _ := l.Allow(ctx, "k"); res.Degraded || !res.Allowed {

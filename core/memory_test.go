@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 func TestMemorySweepsFullBuckets(t *testing.T) {
-	c := newFakeClock()
+	c := limitertest.NewClock()
 	s := core.NewMemoryStore(core.WithClock(c.Now), core.WithSweepInterval(time.Minute))
 	p := []core.Policy{policyOf(t, "p", core.PerSecond(1))}
 	for i := 0; i < 1000; i++ {
@@ -24,7 +25,7 @@ func TestMemorySweepsFullBuckets(t *testing.T) {
 	if got := s.Len(); got != 1000 {
 		t.Fatalf("Len = %d, want 1000", got)
 	}
-	c.Add(2 * time.Minute)
+	c.Advance(2 * time.Minute)
 	// Sweeps run as shards are used: touch every shard.
 	for i := 0; i < 1000; i++ {
 		s.Take(context.Background(), "new"+strconv.Itoa(i), 1, p, nil)
@@ -35,7 +36,7 @@ func TestMemorySweepsFullBuckets(t *testing.T) {
 }
 
 func TestMemoryKeyCap(t *testing.T) {
-	c := newFakeClock()
+	c := limitertest.NewClock()
 	const maxKeys = 1024
 	s := core.NewMemoryStore(core.WithClock(c.Now), core.WithMaxKeys(maxKeys))
 	p := []core.Policy{policyOf(t, "p", core.PerHour(1))}
@@ -83,18 +84,18 @@ func TestMemoryConcurrentExact(t *testing.T) {
 }
 
 func TestMemoryClockBackwards(t *testing.T) {
-	c := newFakeClock()
+	c := limitertest.NewClock()
 	s := core.NewMemoryStore(core.WithClock(c.Now))
 	p := []core.Policy{policyOf(t, "p", core.PerSecond(1))}
 	s.Take(context.Background(), "k", 1, p, nil)
-	c.Add(-time.Hour)
+	c.Advance(-time.Hour)
 	if o, _ := s.Take(context.Background(), "k", 1, p, nil); o.Allowed {
 		t.Fatal("a clock moved back must not refill the bucket")
 	}
 }
 
 func TestMemoryDecisionAllocs(t *testing.T) {
-	l := mustNew(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerSecond(1 << 20), FailMode: core.FailOpen})
+	l := limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerSecond(1 << 20), FailMode: core.FailOpen})
 	ctx := context.Background()
 	l.Allow(ctx, "k")
 	if n := testing.AllocsPerRun(1000, func() { l.Allow(ctx, "k") }); n != 0 {
@@ -103,7 +104,7 @@ func TestMemoryDecisionAllocs(t *testing.T) {
 }
 
 func TestLimiterReset(t *testing.T) {
-	l := mustNew(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerHour(1), FailMode: core.FailOpen})
+	l := limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerHour(1), FailMode: core.FailOpen})
 	ctx := context.Background()
 	l.Allow(ctx, "k")
 	if res, _ := l.Allow(ctx, "k"); res.Allowed {
@@ -159,7 +160,7 @@ func TestMemoryClockStepsNeverFreeze(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(1, 2))
-			c := newFakeClock()
+			c := limitertest.NewClock()
 			s := core.NewMemoryStore(core.WithClock(c.Now))
 			const tick = 10 * time.Millisecond
 			var real time.Duration
@@ -168,13 +169,13 @@ func TestMemoryClockStepsNeverFreeze(t *testing.T) {
 			deadline := time.Duration(-1)
 			for i := 0; i < 30000; i++ {
 				real += tick
-				c.Add(tick)
+				c.Advance(tick)
 				if rng.IntN(400) == 0 {
 					d := steps[rng.IntN(len(steps))]
 					if rng.IntN(2) == 0 {
 						d = -d
 					}
-					c.Add(d)
+					c.Advance(d)
 					stepped++
 					deadline = -1
 				}
@@ -213,7 +214,7 @@ func TestMemoryDigestKeyOwnBucket(t *testing.T) {
 	long := strings.Repeat("a", 100)
 	sum := sha256.Sum256([]byte(long))
 	digest := "~" + hex.EncodeToString(sum[:16])
-	l := mustNew(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerHour(1), FailMode: core.FailClosed})
+	l := limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerHour(1), FailMode: core.FailClosed})
 	ctx := context.Background()
 	for i, c := range []struct {
 		key   string

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 // TestNoSilentSharing: two live limiters on one store share buckets only
@@ -27,7 +28,7 @@ func TestNoSilentSharing(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := store()
-			login := mustNew(t, cfg(s, ""))
+			login := limitertest.New(t, cfg(s, ""))
 			_, err := core.New(cfg(s, ""))
 			if !errors.Is(err, core.ErrInvalidConfig) || !strings.Contains(err.Error(), `"3-per-1m0s"`) || !strings.Contains(err.Error(), "Config.Name") {
 				t.Fatalf("a second limiter with the same default name: %v; want an error saying to set Name", err)
@@ -39,8 +40,8 @@ func TestNoSilentSharing(t *testing.T) {
 			if _, err := core.New(cfg(s, "reset")); err != nil {
 				t.Fatalf("an explicit Name of its own: %v", err)
 			}
-			a := mustNew(t, cfg(s, "shared"))
-			b := mustNew(t, cfg(s, "shared"))
+			a := limitertest.New(t, cfg(s, "shared"))
+			b := limitertest.New(t, cfg(s, "shared"))
 			if _, err := core.New(cfg(s, "other", core.NamedLimit{Limit: core.PerMinute(3)})); err == nil {
 				t.Fatal("an Extra limit with another limiter's default name was accepted")
 			}
@@ -80,8 +81,8 @@ func TestWrongAddressSaysWhy(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "no-such-host.invalid:6379"})
 	defer c.Close()
 	var last atomic.Value
-	l := mustNew(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerMinute(3), FailMode: core.FailOpen,
-		Logger: discard, BreakerFailures: 1 << 30, OnError: func(err error) { last.Store(err.Error()) }})
+	l := limitertest.New(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerMinute(3), FailMode: core.FailOpen,
+		BreakerFailures: 1 << 30, OnError: func(err error) { last.Store(err.Error()) }})
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		l.Allow(context.Background(), "k")

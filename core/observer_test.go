@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 type recorder struct {
@@ -29,7 +30,7 @@ func (r *recorder) BreakerChange(_ string, open bool) {
 
 func TestObserverSeesDecisions(t *testing.T) {
 	rec := &recorder{}
-	l := mustNew(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerHour(1), FailMode: core.FailOpen, Name: "obs", Observer: rec})
+	l := limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerHour(1), FailMode: core.FailOpen, Name: "obs", Observer: rec})
 	l.Allow(context.Background(), "k")
 	l.Allow(context.Background(), "k")
 	want := []core.DecisionEvent{{Policy: "obs", Allowed: true}, {Policy: "obs"}}
@@ -40,9 +41,9 @@ func TestObserverSeesDecisions(t *testing.T) {
 
 func TestObserverSeesDegradationAndBreaker(t *testing.T) {
 	rec := &recorder{}
-	s := &failingStore{}
-	l := mustNew(t, core.Config{Store: s, Limit: core.PerHour(1), FailMode: core.FailClosed, Observer: rec,
-		BreakerFailures: 2, BreakerCooldown: time.Millisecond, Logger: discard})
+	s := &limitertest.DownStore{}
+	l := limitertest.New(t, core.Config{Store: s, Limit: core.PerHour(1), FailMode: core.FailClosed, Observer: rec,
+		BreakerFailures: 2, BreakerCooldown: time.Millisecond})
 	for i := 0; i < 3; i++ {
 		l.Allow(context.Background(), "k")
 	}
@@ -69,7 +70,7 @@ func TestObserverSkipsPeekAndRefund(t *testing.T) {
 	for _, name := range []string{"memory", "miniredis", "redis"} {
 		t.Run(name, func(t *testing.T) {
 			rec := &recorder{}
-			l := mustNew(t, core.Config{Store: all[name](t).store, Limit: core.PerMinute(2), FailMode: core.FailOpen, Observer: rec, Timeout: time.Second})
+			l := limitertest.New(t, core.Config{Store: all[name](t).store, Limit: core.PerMinute(2), FailMode: core.FailOpen, Observer: rec, Timeout: time.Second})
 			ctx := context.Background()
 			for range 3 {
 				l.Allow(ctx, "k")
@@ -95,7 +96,7 @@ func TestObserverSkipsPeekAndRefund(t *testing.T) {
 func TestObserverDryRunRefusal(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	l := mustNew(t, core.Config{Store: core.NewMemoryStore(), Name: "dry", Limit: core.PerHour(1), FailMode: core.FailOpen, Observer: rec})
+	l := limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Name: "dry", Limit: core.PerHour(1), FailMode: core.FailOpen, Observer: rec})
 	dry := core.WithDryRun(context.Background())
 	l.Allow(dry, "k")
 	l.Allow(dry, "k")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/internal/faultproxy"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -37,9 +38,9 @@ func TestOneDeadlineBehindStalledProbe(t *testing.T) {
 	// One token every 200 ms: a denial is cached for at most 200 ms, then a
 	// probe asks Redis.
 	limit := core.Limit{Rate: 5, Period: time.Second, Burst: 1}
-	l := mustNew(t, core.Config{
+	l := limitertest.New(t, core.Config{
 		Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))),
-		Limit: limit, FailMode: core.FailOpen, Timeout: timeout, Logger: discard,
+		Limit: limit, FailMode: core.FailOpen, Timeout: timeout,
 	})
 	ctx := context.Background()
 	var worst time.Duration

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -42,7 +43,7 @@ func TestScriptIsLean(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client()
 	ctx := context.Background()
-	l := mustNew(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerHour(1), FailMode: core.FailClosed, DenyCacheSize: -1, Timeout: time.Second})
+	l := limitertest.New(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerHour(1), FailMode: core.FailClosed, DenyCacheSize: -1, Timeout: time.Second})
 	l.Allow(ctx, "warm-up") // loads the script (NOSCRIPT, then EVAL)
 	for _, tc := range []struct {
 		name  string
@@ -83,7 +84,7 @@ func TestBucketKeyExpiresWhenFull(t *testing.T) {
 	c := redistest.Client(t)
 	prefix := redistest.Prefix(t)
 	s := core.NewRedisStore(c, core.WithPrefix(prefix))
-	l := mustNew(t, core.Config{Store: s, Limit: core.PerMinute(2), Name: "ttl", FailMode: core.FailClosed, DenyCacheSize: -1, Timeout: time.Second})
+	l := limitertest.New(t, core.Config{Store: s, Limit: core.PerMinute(2), Name: "ttl", FailMode: core.FailClosed, DenyCacheSize: -1, Timeout: time.Second})
 	ctx := context.Background()
 	key := s.Key("ttl", "k")
 	if key != prefix+"{k}:ttl" {
@@ -119,7 +120,7 @@ func TestPreload(t *testing.T) {
 	if err := c.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	l := mustNew(t, core.Config{Store: s, Limit: core.PerHour(1), FailMode: core.FailClosed, Timeout: time.Second})
+	l := limitertest.New(t, core.Config{Store: s, Limit: core.PerHour(1), FailMode: core.FailClosed, Timeout: time.Second})
 	if res, _ := l.Allow(ctx, "k"); !res.Allowed || res.Degraded {
 		t.Fatalf("got %+v", res)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 // heldStore is a one-token bucket whose takes can be held after the store
@@ -52,7 +53,7 @@ func (s *heldStore) Refund(_ context.Context, _ string, n int, _ []core.Policy, 
 func TestRefundRacingProbeLeavesNoStaleDenial(t *testing.T) {
 	t.Parallel()
 	s := &heldStore{tokens: 1}
-	l := mustNew(t, core.Config{Store: s, Limit: core.PerMinute(2), FailMode: core.FailClosed, Timeout: 5 * time.Second})
+	l := limitertest.New(t, core.Config{Store: s, Limit: core.PerMinute(2), FailMode: core.FailClosed, Timeout: 5 * time.Second})
 	var now atomic.Int64
 	core.SetClock(l, func() time.Duration { return time.Duration(now.Load()) })
 	ctx := context.Background()

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -20,7 +21,7 @@ func TestPeekAndRefund(t *testing.T) {
 	for name, mk := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			cs := mk(t)
-			l := mustNew(t, core.Config{
+			l := limitertest.New(t, core.Config{
 				Store: cs.store, Name: "min", Limit: core.PerMinute(3),
 				Extra:    []core.NamedLimit{{Name: "hour", Limit: core.PerHour(5)}},
 				FailMode: core.FailClosed, Timeout: time.Second, DenyCacheSize: -1,
@@ -61,7 +62,7 @@ func TestRefundRoundTrips(t *testing.T) {
 	defer c.Close()
 	var calls atomic.Int64
 	c.AddHook(callCounter{&calls})
-	l := mustNew(t, core.Config{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(3), FailMode: core.FailClosed, Timeout: time.Second})
+	l := limitertest.New(t, core.Config{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(3), FailMode: core.FailClosed, Timeout: time.Second})
 	ctx := context.Background()
 	if err := core.NewRedisStore(c).Preload(ctx); err != nil { // connection and script ready
 		t.Fatal(err)
@@ -97,7 +98,7 @@ func TestRefundExact(t *testing.T) {
 	for i := range 8 {
 		c := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
 		defer c.Close()
-		l := mustNew(t, core.Config{Store: core.NewRedisStore(c, core.WithPrefix(prefix)), Name: "x", Limit: lim, FailMode: core.FailClosed, Timeout: 5 * time.Second})
+		l := limitertest.New(t, core.Config{Store: core.NewRedisStore(c, core.WithPrefix(prefix)), Name: "x", Limit: lim, FailMode: core.FailClosed, Timeout: 5 * time.Second})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/internal/faultproxy"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -100,9 +101,9 @@ func TestBatchResentChargedOnce(t *testing.T) {
 	}}
 	c.AddHook(hook)
 	store := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))
-	l := mustNew(t, core.Config{
+	l := limitertest.New(t, core.Config{
 		Store: store, Limit: hour, Name: "hour", Extra: []core.NamedLimit{{Name: "day", Limit: day}},
-		FailMode: core.FailOpen, Timeout: 5 * time.Second, Logger: discard,
+		FailMode: core.FailOpen, Timeout: 5 * time.Second,
 	})
 	faultHealthyOne(t, l) // loads the script: no NOSCRIPT below
 	before, err := commandCount(admin, "evalsha")

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 // causes collects what OnError is told.
@@ -53,8 +54,8 @@ func TestRefusedConnectionReportsDialError(t *testing.T) {
 		c := redis.NewClient(&redis.Options{Addr: refusingAddr(t), ContextTimeoutEnabled: bounded})
 		t.Cleanup(func() { c.Close() })
 		var got causes
-		l := mustNew(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(10), FailMode: core.FailOpen,
-			OnError: got.add, Logger: discard, BreakerFailures: 100})
+		l := limitertest.New(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(10), FailMode: core.FailOpen,
+			OnError: got.add, BreakerFailures: 100})
 		for range 3 {
 			if r, _ := l.Allow(context.Background(), "k"); !r.Degraded {
 				t.Fatalf("ContextTimeoutEnabled %v: %+v; want degraded", bounded, r)
@@ -85,8 +86,8 @@ func TestClientTimeoutIsTimeout(t *testing.T) {
 		MaxRetries: -1, Protocol: 2, DisableIdentity: true})
 	t.Cleanup(func() { c.Close() })
 	var got causes
-	l := mustNew(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(10), FailMode: core.FailOpen,
-		OnError: got.add, Logger: discard, Timeout: 2 * time.Second, BreakerFailures: 100})
+	l := limitertest.New(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(10), FailMode: core.FailOpen,
+		OnError: got.add, Timeout: 2 * time.Second, BreakerFailures: 100})
 	start := time.Now()
 	if r, _ := l.Allow(context.Background(), "k"); !r.Degraded {
 		t.Fatalf("%+v; want degraded", r)
