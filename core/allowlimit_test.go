@@ -20,6 +20,9 @@ func TestAllowLimitThreeTenants(t *testing.T) {
 	all := stores(t)
 	for _, name := range []string{"memory", "miniredis", "redis"} {
 		t.Run(name, func(t *testing.T) {
+			if name != "redis" {
+				t.Parallel() // a store and a clock of its own
+			}
 			cs := all[name](t)
 			l := limitertest.New(t, core.Config{Store: cs.store, Name: "api", Limit: core.PerMinute(3),
 				FailMode: core.FailClosed, Timeout: time.Second})

@@ -257,6 +257,7 @@ func TestBatchScriptMatchesSingle(t *testing.T) {
 // maxBatchKeys keys into one call (at least one request), leaves out
 // requests whose callers are gone, and keeps the rest in order.
 func TestBatchBounds(t *testing.T) {
+	t.Parallel()
 	s := NewRedisStore(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}))
 	var limits []NamedLimit
 	for i := range 32 {
@@ -396,6 +397,7 @@ func TestScriptLimitChange(t *testing.T) {
 // the buckets stamped in the future are re-stamped, and no refusal lasts
 // longer than the RetryAfter it announced.
 func TestScriptClockSteps(t *testing.T) {
+	t.Parallel()
 	m := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { c.Close() })

@@ -266,6 +266,9 @@ func TestStoreConformance(t *testing.T) {
 			for _, tc := range conformance {
 				t.Run(tc.name, func(t *testing.T) {
 					s := mk(t)
+					if !s.realTime {
+						t.Parallel() // a store and a clock of its own
+					}
 					if s.realTime && exactOnly[tc.name] {
 						t.Skip("needs a stopped clock")
 					}

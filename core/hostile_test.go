@@ -47,6 +47,7 @@ func edgeStores(t *testing.T) map[string]func(t *testing.T) clockStore {
 }
 
 func TestEdgeLimitsRejected(t *testing.T) {
+	t.Parallel()
 	ms := core.NewMemoryStore()
 	for _, tc := range []struct {
 		name  string
@@ -86,6 +87,9 @@ func TestEdgeLimitsDecide(t *testing.T) {
 			for _, tc := range edgeLimits {
 				t.Run(tc.name, func(t *testing.T) {
 					cs := mk(t)
+					if !cs.realTime {
+						t.Parallel() // a store and a clock of its own
+					}
 					cfg := core.Config{Store: cs.store, Limit: tc.limit, Name: "edge", FailMode: core.FailClosed, Timeout: 5 * time.Second, DenyCacheSize: -1}
 					if tc.limit.Capacity() > 999_999_999_999_999 {
 						// Beyond RFC 9651's integers: New refuses it (the
@@ -141,6 +145,9 @@ func TestCostAboveBurst(t *testing.T) {
 	for storeName, mk := range edgeStores(t) {
 		t.Run(storeName, func(t *testing.T) {
 			cs := mk(t)
+			if !cs.realTime {
+				t.Parallel() // a store and a clock of its own
+			}
 			l := limitertest.New(t, core.Config{
 				Store: cs.store, Limit: core.PerMinute(5), FailMode: core.FailClosed, Timeout: 5 * time.Second,
 				Extra: []core.NamedLimit{{Name: "hourly", Limit: core.PerHour(4)}},
@@ -181,6 +188,7 @@ func TestCostAboveBurst(t *testing.T) {
 // with a negative Remaining; the script denies it, but its RetryAfter comes
 // back as 0 once the microseconds pass what Redis can return as an integer.
 func TestStoreCostOverflow(t *testing.T) {
+	t.Parallel()
 	ps, err := core.Policies(core.NamedLimit{Name: "p", Limit: core.PerMinute(5)})
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +210,7 @@ func TestStoreCostOverflow(t *testing.T) {
 // Limit.String, and must itself be a valid Name for every valid limit:
 // time.Duration prints microseconds as "µs", which is not ASCII.
 func TestDefaultNameSubMillisecondPeriod(t *testing.T) {
+	t.Parallel()
 	for _, lim := range []core.Limit{
 		{Rate: 1, Period: time.Microsecond},
 		{Rate: 3, Period: 500 * time.Microsecond, Burst: 7},

@@ -20,6 +20,7 @@ import (
 )
 
 func TestNewRejects(t *testing.T) {
+	t.Parallel()
 	ms := core.NewMemoryStore()
 	ok := core.Config{Store: ms, Limit: core.PerSecond(1), FailMode: core.FailOpen}
 	cases := []struct {
@@ -81,6 +82,7 @@ func TestNewDoesNotDial(t *testing.T) {
 }
 
 func TestDefaultName(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		l    core.Limit
 		want string
@@ -97,6 +99,7 @@ func TestDefaultName(t *testing.T) {
 }
 
 func TestWindow(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		l    core.Limit
 		want time.Duration
@@ -113,6 +116,7 @@ func TestWindow(t *testing.T) {
 }
 
 func TestAllowCallerMistakes(t *testing.T) {
+	t.Parallel()
 	l := limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerSecond(5), FailMode: core.FailClosed})
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -135,6 +139,7 @@ func TestAllowCallerMistakes(t *testing.T) {
 }
 
 func TestFailModes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("open", func(t *testing.T) {
 		l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerSecond(1), FailMode: core.FailOpen})
@@ -216,6 +221,7 @@ func TestBreakerStopsCallingAndProbes(t *testing.T) {
 }
 
 func TestDegradedLogIsRateLimited(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil))

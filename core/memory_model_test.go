@@ -58,6 +58,7 @@ func refillDiv(p *Policy, units, ts, now int64) int64 {
 }
 
 func TestRefillExact(t *testing.T) {
+	t.Parallel()
 	const maxNew = 1<<53 - 1 // the largest Refill (and Capacity) New accepts
 	refills := []int64{1, 2, 3, 7, 1000, 1 << 31, 1<<32 + 1, 1 << 52, maxNew, 1 << 62, math.MaxInt64}
 	caps := []int64{1, 2, 999, 1 << 32, 1<<53 - 1, 1 << 53, 1 << 62, math.MaxInt64}
@@ -346,6 +347,7 @@ func (c *µsClock) set(us int64) {
 // that moves back a full bucket and a missing one can differ (TestMemory-
 // StoreModelSweeps covers sweeps).
 func TestMemoryStoreModel(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(0); seed < 12; seed++ {
 		runMemoryModel(t, seed, false)
 	}
@@ -355,6 +357,7 @@ func TestMemoryStoreModel(t *testing.T) {
 // never moves back and frequent sweeps: then a swept bucket and a full one
 // decide alike, and every bucket not yet full must be kept.
 func TestMemoryStoreModelSweeps(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(100); seed < 112; seed++ {
 		runMemoryModel(t, seed, true)
 	}
@@ -556,6 +559,7 @@ func checkTable(t *memTable, limit int) error {
 // the end), and checks the invariants and a model after every operation:
 // only the full key, never the hash, may identify a bucket.
 func TestMemTableCollisions(t *testing.T) {
+	t.Parallel()
 	type hasher func(k refKey, mask int) uint64
 	hashers := map[string]hasher{
 		"one hash": func(refKey, int) uint64 { return 0xdead_beef_0000_0001 },
@@ -647,6 +651,7 @@ func TestMemTableCollisions(t *testing.T) {
 // TestMemTableWrapRemove: a cluster that wraps around the end of the
 // table, emptied in every order, keeps every other entry findable.
 func TestMemTableWrapRemove(t *testing.T) {
+	t.Parallel()
 	// Homes 6, 6, 7, 7, 0: slots 6, 7, 0, 1, 2.
 	homes := []uint64{6, 6, 7, 7, 0}
 	var perm func([]int, int)
@@ -689,6 +694,7 @@ func TestMemTableWrapRemove(t *testing.T) {
 // shard's memoized name hash once started as ("", 0) while "" hashes to
 // something else: the bucket's hash then depended on the shard's history.
 func TestMemoryEmptyPolicyName(t *testing.T) {
+	t.Parallel()
 	ps, err := Policies(NamedLimit{Name: "a", Limit: PerHour(1)})
 	if err != nil {
 		t.Fatal(err)
@@ -717,6 +723,7 @@ func TestMemoryEmptyPolicyName(t *testing.T) {
 // count), the tables within twice 4/3 of it, and once everything refills a
 // sweep gives the memory back.
 func TestMemoryKeyCapBounds(t *testing.T) {
+	t.Parallel()
 	ps, err := Policies(NamedLimit{Name: "s", Limit: PerSecond(5)}, NamedLimit{Name: "h", Limit: PerHour(100)})
 	if err != nil {
 		t.Fatal(err)
@@ -775,6 +782,7 @@ func TestMemoryKeyCapBounds(t *testing.T) {
 // admits exactly its burst per subject: no decision used another name's
 // memoized hash.
 func TestMemoryConcurrentPolicies(t *testing.T) {
+	t.Parallel()
 	clk := &µsClock{base: time.Now()}
 	s := NewMemoryStore(WithClock(clk.Now), WithMaxKeys(1<<20))
 	const (
@@ -862,6 +870,7 @@ func TestMemoryConcurrentPolicies(t *testing.T) {
 // for another of its policies (which would forget the limit it just
 // counted), as long as the shard can hold them both.
 func TestMemoryEvictionSparesTheDecision(t *testing.T) {
+	t.Parallel()
 	ps, err := Policies(
 		NamedLimit{Name: "second", Limit: PerSecond(5)},
 		NamedLimit{Name: "hour", Limit: PerHour(100)},
@@ -898,6 +907,7 @@ func TestMemoryEvictionSparesTheDecision(t *testing.T) {
 // New would refuse (beyond 2^53, where the arithmetic stops being exact and
 // can overflow) is refused by both stores before any arithmetic.
 func TestTakeRejectsPoliciesNewRefuses(t *testing.T) {
+	t.Parallel()
 	stores := map[string]Store{
 		"memory": NewMemoryStore(),
 		// Never dialed: the request is refused first.

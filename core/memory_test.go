@@ -16,6 +16,7 @@ import (
 )
 
 func TestMemorySweepsFullBuckets(t *testing.T) {
+	t.Parallel()
 	c := limitertest.NewClock()
 	s := core.NewMemoryStore(core.WithClock(c.Now), core.WithSweepInterval(time.Minute))
 	p := []core.Policy{policyOf(t, "p", core.PerSecond(1))}
@@ -36,6 +37,7 @@ func TestMemorySweepsFullBuckets(t *testing.T) {
 }
 
 func TestMemoryKeyCap(t *testing.T) {
+	t.Parallel()
 	c := limitertest.NewClock()
 	const maxKeys = 1024
 	s := core.NewMemoryStore(core.WithClock(c.Now), core.WithMaxKeys(maxKeys))
@@ -56,6 +58,7 @@ func TestMemoryKeyCap(t *testing.T) {
 }
 
 func TestMemoryConcurrentExact(t *testing.T) {
+	t.Parallel()
 	s := core.NewMemoryStore()
 	p := []core.Policy{policyOf(t, "p", core.PerHour(1000))}
 	var wg sync.WaitGroup
@@ -84,6 +87,7 @@ func TestMemoryConcurrentExact(t *testing.T) {
 }
 
 func TestMemoryClockBackwards(t *testing.T) {
+	t.Parallel()
 	c := limitertest.NewClock()
 	s := core.NewMemoryStore(core.WithClock(c.Now))
 	p := []core.Policy{policyOf(t, "p", core.PerSecond(1))}
@@ -104,6 +108,7 @@ func TestMemoryDecisionAllocs(t *testing.T) {
 }
 
 func TestLimiterReset(t *testing.T) {
+	t.Parallel()
 	l := limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerHour(1), FailMode: core.FailOpen})
 	ctx := context.Background()
 	l.Allow(ctx, "k")
@@ -121,6 +126,7 @@ func TestLimiterReset(t *testing.T) {
 // TestMemoryManyPoliciesOneSubject: limiters sharing a store keep one
 // bucket each for the same subject, whatever order they decide in.
 func TestMemoryManyPoliciesOneSubject(t *testing.T) {
+	t.Parallel()
 	s := core.NewMemoryStore()
 	ps := make([][]core.Policy, 40)
 	for i := range ps {

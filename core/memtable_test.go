@@ -19,6 +19,7 @@ func setFull(b *memBucket, full int64) {
 // probe sequences collide, wrap around the end of the table and are shifted back
 // by removals.
 func TestMemTableModel(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(0); seed < 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 0))
 		type key struct{ name, subject string }
@@ -90,6 +91,7 @@ func TestMemTableModel(t *testing.T) {
 }
 
 func TestMemShardSize(t *testing.T) {
+	t.Parallel()
 	if size := unsafe.Sizeof(memShard{}); size%64 != 0 {
 		t.Fatalf("memShard is %d bytes: shards would share cache lines; adjust its padding", size)
 	}

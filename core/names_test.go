@@ -19,6 +19,7 @@ import (
 // when both were given the same Name on purpose. Before, /login and
 // /password-reset, both PerMinute(3) by IP, shared one bucket per client.
 func TestNoSilentSharing(t *testing.T) {
+	t.Parallel()
 	cfg := func(s core.Store, name string, extra ...core.NamedLimit) core.Config {
 		return core.Config{Store: s, Limit: core.PerMinute(3), Name: name, Extra: extra, FailMode: core.FailOpen}
 	}

@@ -29,6 +29,7 @@ func (r *recorder) BreakerChange(_ string, open bool) {
 }
 
 func TestObserverSeesDecisions(t *testing.T) {
+	t.Parallel()
 	rec := &recorder{}
 	l := limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerHour(1), FailMode: core.FailOpen, Name: "obs", Observer: rec})
 	l.Allow(context.Background(), "k")
@@ -40,10 +41,12 @@ func TestObserverSeesDecisions(t *testing.T) {
 }
 
 func TestObserverSeesDegradationAndBreaker(t *testing.T) {
+	t.Parallel()
 	rec := &recorder{}
 	s := &limitertest.DownStore{}
 	l := limitertest.New(t, core.Config{Store: s, Limit: core.PerHour(1), FailMode: core.FailClosed, Observer: rec,
 		BreakerFailures: 2, BreakerCooldown: time.Millisecond})
+	core.SetClock(l, func() time.Duration { return 0 }) // the breaker stays open
 	for i := 0; i < 3; i++ {
 		l.Allow(context.Background(), "k")
 	}
@@ -69,6 +72,9 @@ func TestObserverSkipsPeekAndRefund(t *testing.T) {
 	all := stores(t)
 	for _, name := range []string{"memory", "miniredis", "redis"} {
 		t.Run(name, func(t *testing.T) {
+			if name != "redis" {
+				t.Parallel() // a store of its own
+			}
 			rec := &recorder{}
 			l := limitertest.New(t, core.Config{Store: all[name](t).store, Limit: core.PerMinute(2), FailMode: core.FailOpen, Observer: rec, Timeout: time.Second})
 			ctx := context.Background()

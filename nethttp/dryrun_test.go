@@ -28,6 +28,7 @@ func (o *dryRunObserver) BreakerChange(string, bool) {}
 // package) sees it marked DryRun, so it is counted "would_deny", never
 // "denied".
 func TestDryRunRefusalObservedAsWouldDeny(t *testing.T) {
+	t.Parallel()
 	obs := &dryRunObserver{}
 	lim, err := core.New(core.Config{Store: core.NewMemoryStore(), Limit: core.PerMinute(1), FailMode: core.FailOpen, Observer: obs})
 	if err != nil {

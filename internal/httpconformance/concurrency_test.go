@@ -88,6 +88,7 @@ func serveWork(h http.Handler) *httptest.ResponseRecorder {
 // the holder's response; a panicking handler gives its slot back; a
 // request after it is served.
 func TestConcurrencyConformance(t *testing.T) {
+	t.Parallel()
 	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	story := func(t *testing.T, build func(*core.Concurrency, func(http.ResponseWriter, *http.Request), ...nethttp.Option) http.Handler) []response {
 		c, err := core.NewConcurrency(core.ConcurrencyConfig{

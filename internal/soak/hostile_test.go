@@ -69,6 +69,7 @@ func (s *subjectRecorder) Take(ctx context.Context, subject string, n int, ps []
 }
 
 func TestHostileHeaders(t *testing.T) {
+	t.Parallel()
 	keys := map[string]keyfuncs.KeyFunc{
 		"IP":                     keyfuncs.IP(),
 		"IP trusting 10/8 (XFF)": keyfuncs.IP(keyfuncs.TrustedProxies("10.0.0.0/8")),
@@ -140,6 +141,7 @@ func checkNoEcho(t *testing.T, resp *http.Response, body string) {
 // past the server's limit. The server and the middleware answer each with
 // a fixed response.
 func TestHostileRawRequests(t *testing.T) {
+	t.Parallel()
 	lim, err := core.New(core.Config{Store: core.NewMemoryStore(), Limit: core.PerMinute(5), FailMode: core.FailClosed})
 	if err != nil {
 		t.Fatal(err)
@@ -184,6 +186,7 @@ func TestHostileRawRequests(t *testing.T) {
 // behind a trusted proxy, rotating the part of X-Forwarded-For that the
 // client writes (the left) changes nothing either.
 func TestHostileSpoofing(t *testing.T) {
+	t.Parallel()
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	for _, tc := range []struct {
 		name   string
