@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 	"github.com/sluicehq/ratelimit/nethttp"
 	"github.com/sluicehq/ratelimit/otel"
@@ -189,12 +190,6 @@ func TestBreakerGauge(t *testing.T) {
 	}
 }
 
-type downStore struct{}
-
-func (downStore) Take(context.Context, string, int, []core.Policy, []core.Outcome) (core.Outcome, error) {
-	return core.Outcome{}, errors.New("connection refused")
-}
-
 // TestWithLimiters drives limiters on a MemoryStore, on miniredis and on a
 // store that always fails, and a Concurrency, through one Observer.
 func TestWithLimiters(t *testing.T) {
@@ -203,12 +198,8 @@ func TestWithLimiters(t *testing.T) {
 	ctx := context.Background()
 	newLimiter := func(cfg core.Config) *core.Limiter {
 		t.Helper()
-		cfg.Observer, cfg.Limit, cfg.Logger = o, core.PerHour(2), slog.New(slog.DiscardHandler)
-		lim, err := core.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return lim
+		cfg.Observer, cfg.Limit = o, core.PerHour(2)
+		return limitertest.New(t, cfg)
 	}
 	mem := newLimiter(core.Config{Store: core.NewMemoryStore(), FailMode: core.FailOpen, Name: "mem"})
 	client := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
@@ -216,7 +207,7 @@ func TestWithLimiters(t *testing.T) {
 	// A second per decision, not 50ms: under -race on a busy machine
 	// miniredis can be slower than that.
 	remote := newLimiter(core.Config{Store: core.NewRedisStore(client), FailMode: core.FailOpen, Name: "redis", Timeout: time.Second})
-	down := newLimiter(core.Config{Store: downStore{}, FailMode: core.FailClosed, Name: "down", BreakerFailures: 2})
+	down := newLimiter(core.Config{Store: &limitertest.DownStore{}, FailMode: core.FailClosed, Name: "down", BreakerFailures: 2})
 	for _, lim := range []*core.Limiter{mem, remote} {
 		for range 5 {
 			lim.Allow(ctx, "alice")
@@ -276,11 +267,7 @@ func TestHTTPObserver(t *testing.T) {
 	t.Parallel()
 	o, reader := newObserver(t)
 	newLimiter := func(name string) *core.Limiter {
-		lim, err := core.New(core.Config{Store: core.NewMemoryStore(), Limit: core.PerHour(1), FailMode: core.FailOpen, Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return lim
+		return limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Limit: core.PerHour(1), FailMode: core.FailOpen, Name: name})
 	}
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	key, quiet := nethttp.WithKey(keyfuncs.Header("X-API-Key")), nethttp.WithLogger(slog.New(slog.DiscardHandler))

@@ -3,7 +3,6 @@ package otel_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +20,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 	"github.com/sluicehq/ratelimit/metrics"
 	"github.com/sluicehq/ratelimit/nethttp"
@@ -143,24 +143,19 @@ func TestPrometheusSeries(t *testing.T) {
 func traffic(t *testing.T, o core.Observer, httpObservers ...func(*http.Request, core.Result, error, bool)) {
 	t.Helper()
 	ctx := context.Background()
-	quiet := slog.New(slog.DiscardHandler)
 	newLimiter := func(cfg core.Config) *core.Limiter {
 		t.Helper()
-		cfg.Observer, cfg.Logger = o, quiet
+		cfg.Observer = o
 		if cfg.Limit == (core.Limit{}) {
 			cfg.Limit = core.PerHour(2)
 		}
-		lim, err := core.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return lim
+		return limitertest.New(t, cfg)
 	}
 	client := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
 	t.Cleanup(func() { client.Close() })
 	remote := newLimiter(core.Config{Store: core.NewRedisStore(client), FailMode: core.FailOpen, Name: "redis", Timeout: time.Second})
 	mem := newLimiter(core.Config{Store: core.NewMemoryStore(), FailMode: core.FailOpen, Name: "mem"})
-	down := newLimiter(core.Config{Store: downStore{}, FailMode: core.FailClosed, Name: "down", BreakerFailures: 2})
+	down := newLimiter(core.Config{Store: &limitertest.DownStore{}, FailMode: core.FailClosed, Name: "down", BreakerFailures: 2})
 	for _, lim := range []*core.Limiter{remote, mem} {
 		for range 4 {
 			lim.Allow(ctx, "alice")
@@ -186,7 +181,7 @@ func traffic(t *testing.T, o core.Observer, httpObservers ...func(*http.Request,
 		}
 	}
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	opts := []nethttp.Option{nethttp.WithKey(keyfuncs.Header("X-API-Key")), nethttp.WithLogger(quiet), nethttp.WithObserver(observe)}
+	opts := []nethttp.Option{nethttp.WithKey(keyfuncs.Header("X-API-Key")), nethttp.WithLogger(limitertest.Quiet), nethttp.WithObserver(observe)}
 	web := nethttp.Middleware(newLimiter(core.Config{Store: core.NewMemoryStore(), FailMode: core.FailOpen, Name: "web"}), opts...)(ok)
 	trial := nethttp.Middleware(newLimiter(core.Config{Store: core.NewMemoryStore(), FailMode: core.FailOpen, Name: "trial"}), append(opts, nethttp.WithDryRun())...)(ok)
 	for _, h := range []http.Handler{web, trial} {
