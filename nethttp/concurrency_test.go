@@ -229,7 +229,7 @@ func TestConcurrencyWithRate(t *testing.T) {
 	h := mw(okHandler)
 	finish := holding(t, mw) // 1 slot held, 2 tokens left
 
-	w := get(h, "/") // refused by the slot: no token taken
+	w := limitertest.Get(h, "/") // refused by the slot: no token taken
 	wantHeader(t, w.Header(), map[string]string{
 		"Content-Type": problem, "X-Content-Type-Options": "nosniff", "Retry-After": "30",
 		"Ratelimit-Limit": "3", "Ratelimit-Remaining": "2", "Ratelimit-Reset": "30", "Ratelimit-Policy": "3;w=60",
@@ -244,11 +244,11 @@ func TestConcurrencyWithRate(t *testing.T) {
 		"Content-Type": "*", "Ratelimit-Limit": "3", "Ratelimit-Remaining": "2", "Ratelimit-Reset": "20", "Ratelimit-Policy": "3;w=60",
 	})
 	for range 2 {
-		if w := get(h, "/"); w.Code != http.StatusOK {
+		if w := limitertest.Get(h, "/"); w.Code != http.StatusOK {
 			t.Fatalf("with a free slot and tokens: %d", w.Code)
 		}
 	}
-	w = get(h, "/") // refused by the rate: no slot held
+	w = limitertest.Get(h, "/") // refused by the rate: no slot held
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "20" || w.Header().Get("Ratelimit-Remaining") != "0" {
 		t.Fatalf("tokens gone: %d %v, want 429, Retry-After 20", w.Code, w.Header())
 	}
