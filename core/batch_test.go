@@ -305,22 +305,7 @@ func TestBatchingScriptFlush(t *testing.T) {
 	if err := admin.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	flushed := make(chan int)
-	go func() {
-		n := 0
-		for {
-			select {
-			case <-stop:
-				flushed <- n
-				return
-			default:
-			}
-			admin.ScriptFlush(ctx)
-			n++
-			time.Sleep(2 * time.Millisecond)
-		}
-	}()
+	stopFlushing := flushScripts(ctx, admin, 2*time.Millisecond)
 	var admitted, degraded atomic.Int64
 	var wg sync.WaitGroup
 	for _, l := range ls {
@@ -344,8 +329,7 @@ func TestBatchingScriptFlush(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	close(stop)
-	n := <-flushed
+	n := stopFlushing()
 	if degraded.Load() != 0 {
 		t.Errorf("%d degraded decisions: NOSCRIPT must be handled, not degrade", degraded.Load())
 	}

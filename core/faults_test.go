@@ -230,6 +230,27 @@ func logFault(t *testing.T, fault string, stats map[core.FailMode]*faultStats, r
 
 // bucketTokens reads the whole tokens stored in a bucket key (the script's
 // "<units>:<µs>" value), or -1 when the key does not exist (a full bucket).
+// flushScripts sends SCRIPT FLUSH to admin at once and then every
+// interval, until the returned stop is called; stop returns how many it
+// sent.
+func flushScripts(ctx context.Context, admin *redis.Client, every time.Duration) (stop func() int) {
+	done, flushed := make(chan struct{}), make(chan int)
+	go func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for n := 1; ; n++ {
+			admin.ScriptFlush(ctx)
+			select {
+			case <-done:
+				flushed <- n
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() int { close(done); return <-flushed }
+}
+
 func bucketTokens(t *testing.T, c *redis.Client, key string, limit core.Limit) int64 {
 	t.Helper()
 	v, err := c.Get(context.Background(), key).Result()
@@ -416,22 +437,7 @@ func TestFaultScriptFlush(t *testing.T) {
 
 			// Flushes racing decisions: whatever interleaving, the bucket
 			// ends holding exactly the tokens never admitted.
-			stop := make(chan struct{})
-			flushed := make(chan int)
-			go func() {
-				n := 0
-				for {
-					select {
-					case <-stop:
-						flushed <- n
-						return
-					default:
-					}
-					admin.ScriptFlush(ctx)
-					n++
-					time.Sleep(3 * time.Millisecond)
-				}
-			}()
+			stopFlushing := flushScripts(ctx, admin, 3*time.Millisecond)
 			var admitted, degraded atomic.Int64
 			var wg sync.WaitGroup
 			for range 4 {
@@ -453,8 +459,7 @@ func TestFaultScriptFlush(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			close(stop)
-			n := <-flushed
+			n := stopFlushing()
 			if degraded.Load() != 0 {
 				t.Errorf("%d degraded decisions with a 5 s Timeout: NOSCRIPT must be handled, not degrade", degraded.Load())
 			}
