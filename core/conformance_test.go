@@ -410,6 +410,9 @@ func TestStoreConformanceNames(t *testing.T) {
 	for storeName, mk := range stores(t) {
 		t.Run(storeName, func(t *testing.T) {
 			s := mk(t)
+			if !s.realTime {
+				t.Parallel() // a store and a clock of its own
+			}
 			a := []core.Policy{policyOf(t, "a", core.PerMinute(1))}
 			b := []core.Policy{policyOf(t, "b", core.PerMinute(1))}
 			for _, c := range []struct {
@@ -429,6 +432,9 @@ func TestStoreConformanceMultiPolicy(t *testing.T) {
 	for storeName, mk := range stores(t) {
 		t.Run(storeName, func(t *testing.T) {
 			s := mk(t)
+			if !s.realTime {
+				t.Parallel() // a store and a clock of its own
+			}
 			ps, err := core.Policies(
 				core.NamedLimit{Name: "second", Limit: core.PerSecond(2)},
 				core.NamedLimit{Name: "hour", Limit: core.PerHour(3)},

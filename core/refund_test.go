@@ -21,6 +21,9 @@ func TestPeekAndRefund(t *testing.T) {
 	for name, mk := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			cs := mk(t)
+			if !cs.realTime {
+				t.Parallel() // a store and a clock of its own
+			}
 			l := limitertest.New(t, core.Config{
 				Store: cs.store, Name: "min", Limit: core.PerMinute(3),
 				Extra:    []core.NamedLimit{{Name: "hour", Limit: core.PerHour(5)}},
