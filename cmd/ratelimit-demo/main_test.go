@@ -3,10 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
 // TestDemo runs the demo's core function briefly and checks what it
@@ -50,16 +51,7 @@ func TestDemo(t *testing.T) {
 // answers, unless RATELIMIT_REQUIRE_REDIS=1.
 func TestDemoRealRedis(t *testing.T) {
 	t.Parallel()
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
-	if err := ping(context.Background(), addr); err != nil {
-		if os.Getenv("RATELIMIT_REQUIRE_REDIS") == "1" {
-			t.Fatalf("no Redis at %s: %v", addr, err)
-		}
-		t.Skipf("no Redis at %s: %v", addr, err)
-	}
+	addr := redistest.Addr(t)
 	o := options{redisAddr: addr, instances: 3, limit: 4, rate: 24, duration: 1500 * time.Millisecond, addr: "127.0.0.1:0", timeout: 2 * time.Second}
 	var out bytes.Buffer
 	rep, err := run(context.Background(), o, &out)
