@@ -1,8 +1,9 @@
-// Package limitertest holds what the tests of core (its external tests),
-// nethttp, the router adapters, grpc and the HTTP conformance suite share:
-// clocks a test moves by hand, limiters on a memory store of their own
-// reading them, and what the adapters' benchmarks serve through. Time is
-// an input, so tests using these run in parallel and never sleep.
+// Package limitertest holds what the test suites share (core's external
+// tests, nethttp, the router adapters, metrics, grpc, otel and the HTTP
+// conformance suite): clocks a test moves by hand, limiters on a memory
+// store of their own reading them, a store that cannot decide, and what
+// the adapters' tests and benchmarks serve through. Time is an input, so
+// tests using these run in parallel and never sleep.
 //
 // It imports the standard library and core only: the library packages'
 // tests may use nothing else. core's internal tests (package core) cannot
