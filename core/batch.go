@@ -191,9 +191,10 @@ func (s *RedisStore) next(q *queue) []*request {
 }
 
 // send decides batch under ctx and leaves each request's answer (or
-// error) in it: one call of tokenBuckets for a standalone Redis, a
-// pipeline of one call per subject for a Cluster or Ring (a script's keys
-// must share a slot).
+// error) in it: one script call for the batch — of tokenBuckets on a
+// standalone Redis or a Ring shard, of tokenBucketsAcross on a Cluster
+// node — or, where a node refuses that (Redis before 7, a slot on the
+// move), a pipeline of one call per subject.
 func (s *RedisStore) send(ctx context.Context, batch []*request) {
 	call := s.idSeq.Add(1)
 	defer func() {
@@ -207,6 +208,50 @@ func (s *RedisStore) send(ctx context.Context, batch []*request) {
 		s.settle(ctx, batch, call, reply, err)
 		return
 	}
+	node := s.nodeClient(batch[0].subj)
+	if node != nil && s.sendNode(ctx, node, call, batch) {
+		return
+	}
+	s.sendEach(ctx, node, call, batch)
+}
+
+// sendNode decides batch in one script call on node, the Redis server of
+// every subject in it; it reports false, having changed nothing, when
+// the node did not run the script.
+func (s *RedisStore) sendNode(ctx context.Context, node *redis.Client, call uint64, batch []*request) bool {
+	script := tokenBuckets // a Ring shard is a Redis of its own
+	if _, ok := s.client.(*redis.ClusterClient); ok {
+		if s.noAcross.Load() {
+			return false
+		}
+		script = tokenBucketsAcross
+	}
+	keys, args := s.encode(ctx, call, batch)
+	if script == tokenBucketsAcross {
+		n := len(keys) - 1
+		for _, k := range keys[:n] {
+			args = append(args, k)
+		}
+		keys, args = keys[n:], append(args, n)
+	}
+	reply, err := script.Run(ctx, node, keys, args...).Text()
+	switch {
+	case redis.HasErrorPrefix(err, "Error compiling script") || redis.HasErrorPrefix(err, "Unexpected flag"):
+		s.noAcross.Store(true) // before Redis 7: no flags
+		return false
+	case notRun(err) || redis.HasErrorPrefix(err, "Script attempted to"):
+		// A key of another node, or a slot on the move: checked before
+		// the script wrote anything.
+		return false
+	}
+	s.settle(ctx, batch, call, reply, err)
+	return true
+}
+
+// sendEach decides batch by subject: a pipeline of one call each on node
+// (nil: not known yet), then through the Cluster or Ring client alone for
+// the calls the node did not run.
+func (s *RedisStore) sendEach(ctx context.Context, node *redis.Client, call uint64, batch []*request) {
 	groups := bySubject(batch)
 	keys, args := make([][]string, len(groups)), make([][]any, len(groups))
 	cmds := make([]*redis.Cmd, len(groups))
@@ -215,7 +260,7 @@ func (s *RedisStore) send(ctx context.Context, batch []*request) {
 	// under -race during a slot migration). A call the node did not run
 	// (NOSCRIPT, MOVED, ASK, TRYAGAIN) goes again alone through the
 	// Cluster or Ring client, which follows redirections.
-	if node := s.nodeClient(batch[0].subj); node != nil {
+	if node != nil {
 		pipe := node.Pipeline()
 		for i, g := range groups {
 			keys[i], args[i] = s.encode(ctx, s.idSeq.Add(1), g)

@@ -76,7 +76,7 @@ var acquireWithRate = redis.NewScript(leasesLua + acquireWithRateMain)
 
 const acquireWithRateMain = `
 local function buckets(KEYS, ARGV)
-` + tokenBucketsLua + `
+` + mgetLua + tokenBucketsLua + `
 end
 local bk, ba = {}, {}
 for i = 2, #KEYS do bk[i - 1] = KEYS[i] end

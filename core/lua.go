@@ -47,14 +47,45 @@ import "github.com/redis/go-redis/v9"
 //
 // Every number stays an integer below 2^53, which New checks, so the
 // double arithmetic of Lua is exact and nothing drifts.
-var tokenBuckets = redis.NewScript(tokenBucketsLua)
+var tokenBuckets = redis.NewScript(mgetLua + tokenBucketsLua)
+
+// tokenBucketsAcross is tokenBuckets for a batch of one Redis Cluster
+// node, whose subjects' slots differ. Redis 7 lets a script flagged
+// allow-cross-slot-keys reach keys it did not declare in any slot of its
+// node (a key of another node is an error, raised before anything is
+// written: the script reads every bucket first). So KEYS holds only the
+// replay record, whose slot routes the call; the buckets follow
+// tokenBuckets' arguments in ARGV, then their count; each is read alone
+// (MGET wants one slot).
+var tokenBucketsAcross = redis.NewScript(acrossLua + tokenBucketsLua)
+
+// mgetLua reads tokenBuckets' keys at once: they share a slot.
+const mgetLua = `local function mget(keys) return redis.call('MGET', unpack(keys)) end
+`
+
+// acrossLua is tokenBucketsAcross' prologue.
+const acrossLua = `#!lua flags=allow-cross-slot-keys
+local function mget(keys)
+  local vals, seen = {}, {}
+  for i = 1, #keys do
+    local v = seen[keys[i]]
+    if v == nil then v = redis.call('GET', keys[i]); seen[keys[i]] = v end
+    vals[i] = v
+  end
+  return vals
+end
+local nb, record = tonumber(ARGV[#ARGV]), KEYS[1]
+local KEYS = {}
+for i = 1, nb do KEYS[i] = ARGV[#ARGV - nb - 1 + i] end
+KEYS[nb + 1] = record
+`
 
 // tokenBucketsLua is tokenBuckets' source; acquireWithRate
 // (concurrency_lua.go) runs it as a function.
 const tokenBucketsLua = `
 local ceil, floor, find, sub, format = math.ceil, math.floor, string.find, string.sub, string.format
 local nk = #KEYS
-local vals = redis.call('MGET', unpack(KEYS))
+local vals = mget(KEYS)
 if vals[nk] then return vals[nk] end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])

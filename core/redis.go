@@ -54,6 +54,7 @@ type RedisStore struct {
 	mu        sync.Mutex
 	queues    map[string]*queue // by node for a Cluster or Ring, else one, ""
 	split     bool              // Cluster or Ring: decisions queue per node
+	noAcross  atomic.Bool       // a Cluster node refused tokenBucketsAcross (Redis before 7)
 	maxCalls  int               // calls in flight per queue: the client's pool
 	deadlines bool              // the client bounds calls by their context's deadline
 	ready     atomic.Bool       // a call succeeded: a Cluster client has its slot map

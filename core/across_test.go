@@ -1,0 +1,76 @@
+package core
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/ratelimit/internal/redistest"
+)
+
+// TestClusterBatchAcrossSlots: on Redis Cluster, a batch of one node's
+// subjects, in different slots, is one script call (tokenBucketsAcross);
+// a batch holding a subject of another node is refused by the node
+// before anything is written, and sendNode reports it for the per-subject
+// path.
+func TestClusterBatchAcrossSlots(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0).Client()
+	ctx := context.Background()
+	s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)))
+	c.ReloadState(ctx)
+	if err := s.Preload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.ready.Store(true)
+	home, err := c.MasterForKey(ctx, "{s0}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var same []string
+	other := ""
+	for i := 0; len(same) < 5 || other == ""; i++ {
+		subj := "s" + strconv.Itoa(i)
+		n, err := c.MasterForKey(ctx, "{"+subj+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case n.Options().Addr != home.Options().Addr:
+			if other == "" {
+				other = subj
+			}
+		case len(same) < 5:
+			same = append(same, subj)
+		}
+	}
+	policies := []Policy{PerMinute(10).policy("p")}
+	batchOf := func(subjs ...string) []*request {
+		var b []*request
+		for _, subj := range subjs {
+			b = append(b, &request{ctx: ctx, subj: subj, op: opTake, n: 1, policies: policies})
+		}
+		return b
+	}
+	batch := batchOf(append(same, same[0])...)
+	if !s.sendNode(ctx, home, s.idSeq.Add(1), batch) {
+		t.Fatal("the node did not run a batch of its own subjects")
+	}
+	for i, r := range batch {
+		want := "1,9,"
+		if i == len(same) {
+			want = "1,8," // same[0] again, in the same call
+		}
+		if r.err != nil || !strings.HasPrefix(r.reply, want) {
+			t.Errorf("request %d (%s): %q, %v; want %s…", i, r.subj, r.reply, r.err, want)
+		}
+	}
+	mixed := batchOf(same[1], other)
+	if s.sendNode(ctx, home, s.idSeq.Add(1), mixed) {
+		t.Fatalf("a batch with another node's subject ran: %q %q", mixed[0].reply, mixed[1].reply)
+	}
+	again := batchOf(same[1])
+	if !s.sendNode(ctx, home, s.idSeq.Add(1), again) || !strings.HasPrefix(again[0].reply, "1,8,") {
+		t.Fatalf("after the refused batch: %q, %v; want 1,8,… (it took nothing)", again[0].reply, again[0].err)
+	}
+}
