@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -72,5 +75,37 @@ func TestClusterBatchAcrossSlots(t *testing.T) {
 	again := batchOf(same[1])
 	if !s.sendNode(ctx, home, s.idSeq.Add(1), again) || !strings.HasPrefix(again[0].reply, "1,8,") {
 		t.Fatalf("after the refused batch: %q, %v; want 1,8,… (it took nothing)", again[0].reply, again[0].err)
+	}
+}
+
+// TestClusterBatchBeforeRedis7: a node that cannot run a flagged script
+// (Redis before 7 answers "Error compiling script", as miniredis does)
+// makes the store send every batch per subject from then on, having
+// written nothing.
+func TestClusterBatchBeforeRedis7(t *testing.T) {
+	t.Parallel()
+	m := miniredis.RunT(t)
+	node := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer node.Close()
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{m.Addr()}})
+	defer cluster.Close()
+	s := NewRedisStore(cluster)
+	ctx := context.Background()
+	policies := []Policy{PerMinute(10).policy("p")}
+	batch := []*request{
+		{ctx: ctx, subj: "a", op: opTake, n: 1, policies: policies},
+		{ctx: ctx, subj: "b", op: opTake, n: 1, policies: policies},
+	}
+	if s.sendNode(ctx, node, s.idSeq.Add(1), batch) {
+		t.Fatalf("a node without script flags ran the batch: %q, %v", batch[0].reply, batch[0].err)
+	}
+	if !s.noAcross.Load() {
+		t.Fatal("the store did not note that its nodes take no flagged script")
+	}
+	if keys := m.Keys(); len(keys) != 0 {
+		t.Fatalf("keys written: %v", keys)
+	}
+	if batch[0].reply != "" || batch[0].err != nil {
+		t.Fatalf("the refused batch was answered: %q, %v", batch[0].reply, batch[0].err)
 	}
 }
