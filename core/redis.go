@@ -204,8 +204,7 @@ func (s *RedisStore) do(ctx context.Context, deadline time.Time, op int, subject
 	if err := checkTake(subject, n, policies); err != nil {
 		return Outcome{}, err
 	}
-	if s.running.Add(1) > bound && bound > 0 {
-		s.running.Add(-1)
+	if !s.admit(bound) {
 		return Outcome{}, ErrOverloaded
 	}
 	r := &request{ctx: ctx, deadline: deadline, subj: hashSubject(subject), op: op, n: n, policies: policies}
@@ -221,6 +220,20 @@ func (s *RedisStore) do(ctx context.Context, deadline time.Time, op int, subject
 		return Outcome{}, r.err
 	}
 	return parseReply(r.reply, each)
+}
+
+// admit counts one more decision running in the store unless bound
+// (> 0) already run; the count never passes it, even for a moment.
+func (s *RedisStore) admit(bound int64) bool {
+	for {
+		n := s.running.Load()
+		if bound > 0 && n >= bound {
+			return false
+		}
+		if s.running.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
 }
 
 // deadlineOf is ctx's deadline, zero without one.
