@@ -262,8 +262,10 @@ func TestStalledRedisIsBounded(t *testing.T) {
 				p := faultproxy.Start(t, addr)
 				c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: clientMode == "context-timeouts"})
 				defer c.Close()
+				store := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))
+				warm(t, store)
 				l := limitertest.New(t, core.Config{
-					Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerSecond(100),
+					Store: store, Limit: core.PerSecond(100),
 					FailMode: mode, Instances: 2, Timeout: timeout,
 				})
 				if res, _ := l.Allow(context.Background(), "k"); res.Degraded {
@@ -305,6 +307,18 @@ func TestStalledRedisIsBounded(t *testing.T) {
 	}
 }
 
+// warm opens a connection and loads the script, as a running app has:
+// the first decision on a cold client pays a dial and a NOSCRIPT, which
+// a loaded machine can stretch past the default 50 ms Timeout.
+func warm(t *testing.T, s *core.RedisStore) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Preload(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRedisKilledAndBack: refused connections degrade per FailMode at once,
 // and decisions recover within 2 s of Redis answering again.
 func TestRedisKilledAndBack(t *testing.T) {
@@ -314,8 +328,10 @@ func TestRedisKilledAndBack(t *testing.T) {
 			p := faultproxy.Start(t, addr)
 			c := redis.NewClient(&redis.Options{Addr: p.Addr()})
 			defer c.Close()
+			store := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))
+			warm(t, store)
 			l := limitertest.New(t, core.Config{
-				Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(1000),
+				Store: store, Limit: core.PerMinute(1000),
 				FailMode: mode, Instances: 2,
 			})
 			ctx := context.Background()
