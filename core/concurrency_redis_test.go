@@ -75,25 +75,29 @@ func TestConcurrencyNoOverAdmission(t *testing.T) {
 }
 
 // TestConcurrencyCrashFreesSlots: while an instance renews, its long
-// requests keep their slots for several Leases; once it dies (stops
+// requests keep their slots for 10 Leases; once it dies (stops
 // renewing, releases nothing), the slots are free within one Lease.
 func TestConcurrencyCrashFreesSlots(t *testing.T) {
 	client := redistest.Client(t)
 	store := core.NewRedisStore(client, core.WithPrefix(redistest.Prefix(t)))
 	const lease = 300 * time.Millisecond
 	cfg := core.ConcurrencyConfig{Store: store, Name: "crash", Max: 2, FailMode: core.FailClosed, Lease: lease, Timeout: 50 * time.Millisecond}
-	dying, other := mustConcurrency(t, cfg), mustConcurrency(t, cfg)
+	other := mustConcurrency(t, cfg)
+	renewals := &renewalCounter{}
+	cfg.Observer = renewals
+	dying := mustConcurrency(t, cfg)
 	ctx := context.Background()
 	for range 2 {
 		l, _ := acquire(t, dying, "k", true)
 		l.KeepAlive()
 	}
-	// Kept by renewal for 3 Leases.
-	for end := time.Now().Add(3 * lease); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	// Kept by renewal for 10 Leases.
+	for end := time.Now().Add(10 * lease); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		if l, res, _ := other.Acquire(ctx, "k"); l != nil || res.Degraded {
-			t.Fatalf("a slot of a renewed lease was taken after %v: %+v", time.Until(end)+3*lease, res)
+			t.Fatalf("a slot of a renewed lease was taken %v in: %+v", 10*lease-time.Until(end), res)
 		}
 	}
+	t.Logf("2 long requests kept their slots for %v (10 Leases) by %d lease renewals", 10*lease, renewals.n.Load())
 	core.Crash(dying)
 	crashed := time.Now()
 	for {
@@ -343,3 +347,10 @@ func TestConcurrencySplitStores(t *testing.T) {
 		})
 	}
 }
+
+// renewalCounter is a LeaseObserver counting renewed leases.
+type renewalCounter struct{ n atomic.Int64 }
+
+func (*renewalCounter) Decision(core.DecisionEvent) {}
+func (*renewalCounter) BreakerChange(string, bool)  {}
+func (r *renewalCounter) Leases(e core.LeaseEvent)  { r.n.Add(int64(e.Renewed)) }
