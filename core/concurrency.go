@@ -201,6 +201,11 @@ func checkConcurrency(cfg ConcurrencyConfig) error {
 	if err := validName(cfg.Name); err != nil {
 		return err
 	}
+	for _, p := range rateLimits(cfg.Rate) {
+		if p.Name == cfg.Name {
+			return fmt.Errorf("%w: ConcurrencyConfig.Name %q is also a name of its Rate's limits; a refusal names the limit that refused", ErrInvalidConfig, cfg.Name)
+		}
+	}
 	if cfg.Max < 1 || cfg.Max > maxHeaderInt {
 		return fmt.Errorf("%w: ConcurrencyConfig.Max %d; at least 1", ErrInvalidConfig, cfg.Max)
 	}

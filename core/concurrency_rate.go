@@ -91,3 +91,11 @@ func (c *Concurrency) degradeRate(ctx context.Context, br *breaker, subj, bsubj,
 	}
 	return l, rr
 }
+
+// rateLimits returns the policies of rate, none when it is nil.
+func rateLimits(rate *Limiter) []Policy {
+	if rate == nil {
+		return nil
+	}
+	return rate.set.policies
+}

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -51,43 +52,53 @@ func tokens(t *testing.T, lim *core.Limiter, key string) int {
 // refused holds no slot, and the Result says which refused.
 func TestConcurrencyRateAllOrNothing(t *testing.T) {
 	t.Parallel()
-	forEachRateStore(t, func(t *testing.T, s core.Store) {
-		c, rate := withRate(t, s, 2, core.PerHour(3))
-		ctx := context.Background()
-		a, res := acquire(t, c, "k", true)
-		if res.Name != "exports-rate" || res.Remaining != 2 || len(res.Policies) != 2 || res.Policies[1].Remaining != 1 {
-			t.Fatalf("first acquire: %+v; want the rate's Result, 2 tokens left, then 1 slot free", res)
-		}
-		b, _ := acquire(t, c, "k", true)
-		_, res = acquire(t, c, "k", false) // both slots held
-		if res.Name != "exports" || res.RetryAfter <= 0 || res.Policies[0].RetryAfter != 0 || res.Policies[0].Remaining != 1 {
-			t.Fatalf("refused by the slots: %+v; want Name exports, a RetryAfter, the rate's 1 token", res)
-		}
-		if got := tokens(t, rate, "k"); got != 1 {
-			t.Fatalf("a refused slot took a token: %d left, want 1", got)
-		}
-		if err := a.Release(ctx); err != nil {
+	forEachRateStore(t, rateAllOrNothing)
+}
+
+// TestConcurrencyRateSentinel is TestConcurrencyRateAllOrNothing through
+// a Sentinel (failover) client.
+func TestConcurrencyRateSentinel(t *testing.T) {
+	client := redistest.StartSentinel(t).FailoverClient()
+	t.Cleanup(func() { client.Close() })
+	rateAllOrNothing(t, core.NewRedisStore(client))
+}
+
+func rateAllOrNothing(t *testing.T, s core.Store) {
+	c, rate := withRate(t, s, 2, core.PerHour(3))
+	ctx := context.Background()
+	a, res := acquire(t, c, "k", true)
+	if res.Name != "exports-rate" || res.Remaining != 2 || len(res.Policies) != 2 || res.Policies[1].Remaining != 1 {
+		t.Fatalf("first acquire: %+v; want the rate's Result, 2 tokens left, then 1 slot free", res)
+	}
+	b, _ := acquire(t, c, "k", true)
+	_, res = acquire(t, c, "k", false) // both slots held
+	if res.Name != "exports" || res.RetryAfter <= 0 || res.Policies[0].RetryAfter != 0 || res.Policies[0].Remaining != 1 {
+		t.Fatalf("refused by the slots: %+v; want Name exports, a RetryAfter, the rate's 1 token", res)
+	}
+	if got := tokens(t, rate, "k"); got != 1 {
+		t.Fatalf("a refused slot took a token: %d left, want 1", got)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c3, _ := acquire(t, c, "k", true) // the last token
+	for _, l := range []*core.Lease{b, c3} {
+		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		c3, _ := acquire(t, c, "k", true) // the last token
-		for _, l := range []*core.Lease{b, c3} {
-			if err := l.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
+	}
+	_, res = acquire(t, c, "k", false) // slots free, tokens gone
+	if res.Name != "exports-rate" || res.RetryAfter <= 0 || res.Policies[1].Remaining != 2 || res.Policies[1].RetryAfter != 0 {
+		t.Fatalf("refused by the rate: %+v; want Name exports-rate, a RetryAfter, 2 slots free", res)
+	}
+	if rs, ok := s.(*core.RedisStore); ok {
+		if n, err := rs.Client().Exists(ctx, core.LeaseKey(rs, "exports", "k")).Result(); err != nil || n != 0 {
+			t.Fatalf("a refused token left a lease set: EXISTS %d, %v", n, err)
 		}
-		_, res = acquire(t, c, "k", false) // slots free, tokens gone
-		if res.Name != "exports-rate" || res.RetryAfter <= 0 || res.Policies[1].Remaining != 2 || res.Policies[1].RetryAfter != 0 {
-			t.Fatalf("refused by the rate: %+v; want Name exports-rate, a RetryAfter, 2 slots free", res)
-		}
-		if rs, ok := s.(*core.RedisStore); ok {
-			if n, err := rs.Client().Exists(ctx, core.LeaseKey(rs, "exports", "k")).Result(); err != nil || n != 0 {
-				t.Fatalf("a refused token left a lease set: EXISTS %d, %v", n, err)
-			}
-		}
-		if got := tokens(t, rate, "k"); got != 0 {
-			t.Fatalf("%d tokens left, want 0", got)
-		}
-	})
+	}
+	if got := tokens(t, rate, "k"); got != 0 {
+		t.Fatalf("%d tokens left, want 0", got)
+	}
 }
 
 // resend is a go-redis hook that sends every call of the script deciding
@@ -266,16 +277,22 @@ func TestConcurrencyRateCluster(t *testing.T) {
 	t.Logf("%d keys on a 3-primary cluster: acquire + release 2 round trips each; all or nothing", len(keys))
 }
 
-// TestConcurrencyRateConfig: the Rate must share the Concurrency's store.
+// TestConcurrencyRateConfig: the Rate must share the Concurrency's store
+// and have names of its own.
 func TestConcurrencyRateConfig(t *testing.T) {
 	t.Parallel()
-	rate, err := core.New(core.Config{Store: core.NewMemoryStore(), Limit: core.PerMinute(5), FailMode: core.FailOpen})
+	store := core.NewMemoryStore()
+	rate, err := core.New(core.Config{Store: store, Limit: core.PerMinute(5), FailMode: core.FailOpen})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = core.NewConcurrency(core.ConcurrencyConfig{Store: core.NewMemoryStore(), Name: "x", Max: 1, FailMode: core.FailOpen, Rate: rate})
-	if err == nil || !strings.Contains(err.Error(), "same") && !strings.Contains(err.Error(), "Store") {
-		t.Fatalf("NewConcurrency with a Rate on another store: %v; want an error", err)
+	if !errors.Is(err, core.ErrInvalidConfig) {
+		t.Fatalf("NewConcurrency with a Rate on another store: %v; want ErrInvalidConfig", err)
+	}
+	_, err = core.NewConcurrency(core.ConcurrencyConfig{Store: store, Name: rate.Name(), Max: 1, FailMode: core.FailOpen, Rate: rate})
+	if !errors.Is(err, core.ErrInvalidConfig) {
+		t.Fatalf("NewConcurrency named as its Rate: %v; want ErrInvalidConfig", err)
 	}
 }
 

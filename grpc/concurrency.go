@@ -22,7 +22,9 @@ import (
 // RetryInfo detail (until the earliest holder's lease ends: an upper
 // bound, holders usually finish sooner); codes.Unavailable when the store
 // is down and c is core.FailClosed. The header metadata describes slots:
-// ratelimit-limit is Max, ratelimit-remaining the slots left free.
+// ratelimit-limit is Max, ratelimit-remaining the slots left free; with a
+// Rate (core.ConcurrencyConfig.Rate: a slot and a token, or neither), it
+// is the Rate's, and a refusal's RetryInfo the wait of whichever refused.
 //
 // The options are WithKey, WithSkip, WithDryRun (every call goes on; a
 // refused one holds no slot), WithObserver, WithHeaders and WithLogger.
@@ -80,7 +82,7 @@ func newConcurrencyInterceptor(c *core.Concurrency, opts []Option) *concurrencyI
 	case in.methods != nil:
 		panic("grpc: WithMethods does not apply to an in-flight limit: WithSkip limits some methods only")
 	}
-	in.fields = nethttp.NewFields(c.Limit(), c.Name(), in.style)
+	in.fields = nethttp.NewConcurrencyFields(c, in.style)
 	return in
 }
 

@@ -201,3 +201,35 @@ func TestConcurrencyOptionsRefused(t *testing.T) {
 		}()
 	}
 }
+
+// With a Rate, the metadata is the Rate's, and a call refused by either
+// limit takes nothing from the other.
+func TestConcurrencyWithRate(t *testing.T) {
+	t.Parallel()
+	store := core.NewMemoryStore()
+	rate, err := core.New(core.Config{Store: store, Limit: core.PerHour(2), Name: "calls", FailMode: core.FailOpen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := newEnded()
+	s := serveConcurrency(t, newConcurrency(t, core.ConcurrencyConfig{Store: store, Max: 1, Lease: 30 * time.Second, Rate: rate}), done)
+	ctx1, end1 := context.WithCancel(context.Background())
+	defer end1()
+	_, md, st := watch(t, s, ctx1)
+	if st.Code() != codes.OK || md.Get("ratelimit-limit")[0] != "2" || md.Get("ratelimit-remaining")[0] != "1" {
+		t.Fatalf("stream: %v, metadata %v; want OK, the rate's limit 2, 1 token left", st, md)
+	}
+	c := wantCodes(t, func() call { return s.check(t) }, codes.ResourceExhausted)[0] // the slot is held
+	if got := c.get(t, "ratelimit-remaining"); got != "1" {
+		t.Errorf("refused by the slot: remaining %q, want 1 (no token taken)", got)
+	}
+	done.wait(t, healthpb.Health_Check_FullMethodName)
+	end1()
+	done.wait(t, healthpb.Health_Watch_FullMethodName)
+	wantCodes(t, func() call { return s.check(t) }, codes.OK) // the last token
+	done.wait(t, healthpb.Health_Check_FullMethodName)
+	c = wantCodes(t, func() call { return s.check(t) }, codes.ResourceExhausted)[0] // no token
+	if d, ok := c.retryDelay(); !ok || d < 29*time.Minute {
+		t.Errorf("refused by the rate: RetryInfo %v, want the rate's 30 minutes", d)
+	}
+}

@@ -52,9 +52,9 @@ func Concurrency(c *core.Concurrency, opts ...Option) func(http.Handler) http.Ha
 // → slot → header fields → refusal, written once here. Build it once with
 // NewConcurrencyGate and share it; it is safe for concurrent use.
 type ConcurrencyGate struct {
-	gate    Gate // the options, and the failure log
-	c       *core.Concurrency
-	headers *policyHeaders
+	gate   Gate // the options, and the failure log
+	c      *core.Concurrency
+	fields *Fields
 }
 
 // NewConcurrencyGate returns the gate of c with opts applied, then the
@@ -63,10 +63,7 @@ func NewConcurrencyGate(c *core.Concurrency, opts ...Option) *ConcurrencyGate {
 	if c == nil {
 		panic("nethttp: nil *core.Concurrency")
 	}
-	g := &ConcurrencyGate{c: c, headers: newPolicyHeaders(c.Limit(), c.Name())}
-	if rate := c.Rate(); rate != nil {
-		g.headers = limiterHeaders(rate)
-	}
+	g := &ConcurrencyGate{c: c}
 	cfg := &g.gate.config
 	for _, o := range opts {
 		if o == nil {
@@ -97,6 +94,7 @@ func NewConcurrencyGate(c *core.Concurrency, opts ...Option) *ConcurrencyGate {
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
+	g.fields = NewConcurrencyFields(c, cfg.style)
 	return g
 }
 
@@ -141,8 +139,7 @@ func (g *ConcurrencyGate) Acquire(w http.ResponseWriter, r *http.Request) (*core
 	}
 	h := w.Header()
 	if !res.Degraded && cfg.style != HeadersNone {
-		hr := rateOnly(res)
-		setRateLimit(h, cfg.style, g.headers, &hr, cfg.now)
+		g.fields.set(h, res, cfg.now)
 	}
 	if lease != nil {
 		lease.KeepAlive()

@@ -15,6 +15,7 @@ import (
 type Fields struct {
 	style HeaderStyle
 	ph    *policyHeaders
+	slots bool // an in-flight limit's: Set describes the Rate's part (rateOnly)
 }
 
 // NewFields returns the Fields of the decisions of a limiter whose limit
@@ -28,6 +29,18 @@ func NewFields(lim core.Limit, name string, style HeaderStyle) *Fields {
 	return &Fields{style: style, ph: newPolicyHeaders(lim, name)}
 }
 
+// NewConcurrencyFields returns the Fields of c's acquires: the slots'
+// (Max per Lease), or with a Rate (core.ConcurrencyConfig.Rate) the
+// Rate's, as Concurrency's responses carry them. It panics as NewFields
+// does.
+func NewConcurrencyFields(c *core.Concurrency, style HeaderStyle) *Fields {
+	f := NewFields(c.Limit(), c.Name(), style)
+	if rate := c.Rate(); rate != nil {
+		f.ph, f.slots = limiterHeaders(rate), true
+	}
+	return f
+}
+
 // Set sets in h the rate-limit fields of the decision res, with canonical
 // keys: none for HeadersNone or a degraded decision (its numbers would be
 // fiction). Retry-After is not among them.
@@ -35,5 +48,12 @@ func (f *Fields) Set(h http.Header, res core.Result) {
 	if res.Degraded {
 		return
 	}
-	setRateLimit(h, f.style, f.ph, &res, time.Now)
+	f.set(h, res, time.Now)
+}
+
+func (f *Fields) set(h http.Header, res core.Result, now func() time.Time) {
+	if f.slots {
+		res = rateOnly(res)
+	}
+	setRateLimit(h, f.style, f.ph, &res, now)
 }
