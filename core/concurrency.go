@@ -400,8 +400,14 @@ func (c *Concurrency) bounded(ctx context.Context, start time.Time, f func(conte
 }
 
 // failed records a failed store call with the breaker.
+//
+// As for a Limiter, only failing calls open the breaker: a call that ran
+// out of time while the store shows no failure of its own (no fresh dial
+// error, its last decision call answered) says that this one waited too
+// long (a burst, this process starved of CPU), and degrades it alone.
 func (c *Concurrency) failed(br *breaker, probe bool, err error) {
-	if slotMoving(err) || errors.Is(err, ErrOverloaded) {
+	slow := errors.Is(err, ErrTimeout) && c.rs.dialError() == nil && c.rs.cause() == nil
+	if slow || slotMoving(err) || errors.Is(err, ErrOverloaded) {
 		br.release(probe)
 		return
 	}
