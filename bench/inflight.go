@@ -60,66 +60,88 @@ func (r *Runner) InFlight(ctx context.Context, n, perInstance, maxSlots int, win
 		time.Sleep(hold)
 		inside.Add(-1)
 	})
-	key := nethttp.WithKey(func(*http.Request) (string, error) { return "one", nil })
-	var hs []http.Handler
-	for range n {
-		client := redis.NewClient(&redis.Options{Addr: r.Env.Addr, ContextTimeoutEnabled: true, PoolSize: perInstance})
-		client.AddHook(r.Env.Trips)
-		defer client.Close()
-		c, err := core.NewConcurrency(core.ConcurrencyConfig{
-			Store: core.NewRedisStore(client, core.WithPrefix(prefix)), Name: "inflight", Max: maxSlots,
-			FailMode: core.FailClosed, Timeout: r.Env.Timeout, Lease: max(core.DefaultLease, 3*r.Env.Timeout),
-		})
-		if err != nil {
-			return InFlight{}, err
-		}
-		hs = append(hs, nethttp.Concurrency(c, key)(handler))
+	hs, closeAll, err := r.inFlightInstances(n, perInstance, maxSlots, prefix, handler)
+	defer closeAll()
+	if err != nil {
+		return InFlight{}, err
 	}
-	serve := func(h http.Handler) int {
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil))
-		return w.Code
-	}
-	var wg sync.WaitGroup
-	for _, h := range hs {
-		for range perInstance {
-			wg.Go(func() { serve(h) }) // dial, load the script
-		}
-	}
-	wg.Wait()
+	closedLoop(ctx, hs, perInstance, 0) // one request per goroutine: dial, load the script
 	f.Peak = 0
 	before, err := ReadServerStats(ctx, r.Admin)
 	if err != nil {
 		return InFlight{}, err
 	}
 	trips := r.Env.Trips.Load()
-	deadline := time.Now().Add(window)
-	var requests, admitted, errs atomic.Int64
-	for _, h := range hs {
-		for range perInstance {
-			wg.Go(func() {
-				for time.Now().Before(deadline) {
-					switch serve(h) {
-					case http.StatusOK:
-						admitted.Add(1)
-					case http.StatusTooManyRequests:
-					default:
-						errs.Add(1)
-					}
-					requests.Add(1)
-				}
-			})
-		}
-	}
-	wg.Wait()
+	f.Requests, f.Admitted, f.Errors = closedLoop(ctx, hs, perInstance, window)
 	f.Trips = r.Env.Trips.Load() - trips
 	after, err := ReadServerStats(ctx, r.Admin)
 	if err != nil {
 		return InFlight{}, err
 	}
 	d := after.Sub(before)
-	f.Requests, f.Admitted, f.Errors = requests.Load(), admitted.Load(), errs.Load()
 	f.Scripts = d.Calls["evalsha"] + d.Calls["eval"] + d.Calls["zrem"]
 	f.Commands = d.Total()
 	return f, nil
+}
+
+// closedLoop sends requests through hs, perInstance goroutines each, for
+// window, and counts them: all, admitted (200) and errors (neither 200
+// nor 429).
+func closedLoop(ctx context.Context, hs []http.Handler, perInstance int, window time.Duration) (requests, admitted, errs int64) {
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(window)
+	for _, h := range hs {
+		for range perInstance {
+			wg.Go(func() {
+				var n, ok, bad int64
+				for {
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil))
+					switch n++; w.Code {
+					case http.StatusOK:
+						ok++
+					case http.StatusTooManyRequests:
+					default:
+						bad++
+					}
+					if !time.Now().Before(deadline) {
+						break
+					}
+				}
+				atomic.AddInt64(&requests, n)
+				atomic.AddInt64(&admitted, ok)
+				atomic.AddInt64(&errs, bad)
+			})
+		}
+	}
+	wg.Wait()
+	return requests, admitted, errs
+}
+
+// inFlightInstances returns n instances of handler behind an in-flight
+// limit of maxSlots on one key, each with its own client, and a function
+// closing the clients.
+func (r *Runner) inFlightInstances(n, perInstance, maxSlots int, prefix string, handler http.Handler) ([]http.Handler, func(), error) {
+	key := nethttp.WithKey(func(*http.Request) (string, error) { return "one", nil })
+	var hs []http.Handler
+	var clients []*redis.Client
+	closeAll := func() {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}
+	for range n {
+		client := redis.NewClient(&redis.Options{Addr: r.Env.Addr, ContextTimeoutEnabled: true, PoolSize: perInstance})
+		client.AddHook(r.Env.Trips)
+		clients = append(clients, client)
+		c, err := core.NewConcurrency(core.ConcurrencyConfig{
+			Store: core.NewRedisStore(client, core.WithPrefix(prefix)), Name: "inflight", Max: maxSlots,
+			FailMode: core.FailClosed, Timeout: r.Env.Timeout, Lease: max(core.DefaultLease, 3*r.Env.Timeout),
+		})
+		if err != nil {
+			return nil, closeAll, err
+		}
+		hs = append(hs, nethttp.Concurrency(c, key)(handler))
+	}
+	return hs, closeAll, nil
 }
