@@ -48,8 +48,11 @@ type ConcurrencyConfig struct {
 	// for the same key and in the same atomic store call: all or nothing,
 	// so a refused slot takes no token and refused tokens hold no slot
 	// ("100 a minute and at most 2 at once", one round trip). Each acquire
-	// costs one token. Rate must use the same Store; its FailMode decides
-	// its part when the store cannot answer. See Acquire for the Result.
+	// costs one token. Rate must use the same Store and names of its own;
+	// its FailMode decides its part when the store cannot answer. The
+	// call is the Concurrency's: bounded by its Timeout, through its
+	// breaker (Rate's denial cache is not asked). See Acquire for the
+	// Result.
 	Rate *Limiter
 	// Observer, if set, sees every acquire the slots decided as a
 	// Decision (Policy is Name; Allowed: a slot was granted) and every
