@@ -39,9 +39,10 @@ func (f InFlight) Over() int64 { return max(0, f.Peak-int64(f.Max)) }
 func (f InFlight) TripsPerRequest() float64 { return float64(f.Trips) / float64(f.Requests) }
 
 // TripsPerAdmitted is the round trips of an admitted request: Redis's
-// script calls and releases, less one script call per refusal.
+// script calls and releases, less one script call per 429 (exact when
+// no request was degraded: a degraded one may have called or not).
 func (f InFlight) TripsPerAdmitted() float64 {
-	return float64(f.Scripts-(f.Requests-f.Admitted)) / float64(f.Admitted)
+	return float64(f.Scripts-(f.Requests-f.Admitted-f.Errors)) / float64(max(1, f.Admitted))
 }
 
 // InFlight runs n instances of an in-flight limit of max on one key, each

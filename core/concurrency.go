@@ -279,6 +279,10 @@ func (c *Concurrency) acquire(ctx context.Context, key, id string) (*Lease, Resu
 	err := c.bounded(ctx, start, func(ctx context.Context) (err error) {
 		a, err = c.rs.acquireLease(ctx, c.name, subj, id, c.max, c.lease)
 		return err
+	}, func(err error) {
+		if err != nil || a.allowed {
+			c.takeBack(ctx, subj, id)
+		}
 	})
 	if err != nil {
 		c.storeFailed(ctx, br, probe, subj, id, err)
@@ -294,12 +298,19 @@ func (c *Concurrency) acquire(ctx context.Context, key, id string) (*Lease, Resu
 // storeFailed records a failed acquire of lease id with the breaker.
 func (c *Concurrency) storeFailed(ctx context.Context, br *breaker, probe bool, subj, id string, err error) {
 	c.failed(br, probe, err)
-	if !errors.Is(err, ErrOverloaded) {
-		// The call may have added the lease before its reply was lost:
-		// take it back now rather than hold a phantom slot for Lease
-		// (best effort; unanswered, it ends by itself).
-		go c.remove(context.WithoutCancel(ctx), subj, id)
+	if !errors.Is(err, ErrOverloaded) && !errors.Is(err, ErrTimeout) {
+		// The call may have added the lease before its reply was lost.
+		// (A call still running when its caller left is taken back when
+		// it ends: see bounded's late.)
+		go c.takeBack(ctx, subj, id)
 	}
+}
+
+// takeBack removes lease id of an acquire whose caller was told it failed,
+// rather than hold a phantom slot for Lease (best effort: unanswered, it
+// ends by itself).
+func (c *Concurrency) takeBack(ctx context.Context, subj, id string) {
+	_ = c.remove(context.WithoutCancel(ctx), subj, id)
 }
 
 // storeAnswered records an answered store call with the breaker.
@@ -364,42 +375,45 @@ func (c *Concurrency) degrade(br *breaker, subj, id string, cause error) (*Lease
 	return c.grant(a, subj, id, heldLocally), r
 }
 
-// bounded runs f with a deadline of Timeout from start, on the caller's
-// values but never its cancellation, and returns by that deadline whatever
-// the client does: on the caller's goroutine when the client honours
-// deadlines, else on one of its own (at most maxLeaseCalls at once). An
-// error past the deadline is ErrTimeout, with the client's last error.
-func (c *Concurrency) bounded(ctx context.Context, start time.Time, f func(context.Context) error) error {
+// bounded runs f on the caller's values but never its cancellation, and
+// returns by Timeout from start whatever the client does; an error past
+// that deadline is ErrTimeout, with the client's last error. f runs on a
+// goroutine of its own (at most maxLeaseCalls at once) under a deadline
+// of at least minSend, as a Limiter's batches do: go-redis closes a
+// connection whose call outlived its context, so with Redis slow, calls
+// under Timeout alone would each dial again, under Timeout, and fail.
+// When f returns after the caller stopped waiting, late, if not nil,
+// runs with its error, on that goroutine: to take back what f did.
+func (c *Concurrency) bounded(ctx context.Context, start time.Time, f func(context.Context) error, late func(error)) error {
 	if c.inflight.Add(1) > maxLeaseCalls {
 		c.inflight.Add(-1)
 		return ErrOverloaded
 	}
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(c.timeout))
-	defer cancel() // after the checks of ctx.Err below: it is the deadline's alone
-	var err error
-	if c.rs.deadlines {
-		err = f(ctx)
-		c.inflight.Add(-1)
-	} else {
-		done := make(chan error, 1)
-		go func() {
-			defer c.inflight.Add(-1)
-			done <- f(ctx)
-		}()
-		select {
-		case err = <-done:
-		case <-ctx.Done():
-			select {
-			case err = <-done: // answered as the deadline came: use it
-			default:
-				err = ctx.Err()
-			}
+	callCtx, cancelCall := context.WithDeadline(context.WithoutCancel(ctx), start.Add(max(c.timeout, minSend)))
+	const waiting, left, answered = 0, 1, 2
+	var state atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		defer c.inflight.Add(-1)
+		defer cancelCall()
+		err := f(callCtx)
+		if state.CompareAndSwap(waiting, answered) {
+			done <- err
+		} else if late != nil {
+			late(err)
 		}
+	}()
+	t := time.NewTimer(time.Until(start.Add(c.timeout)))
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
 	}
-	if err != nil && ctx.Err() != nil {
-		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	if !state.CompareAndSwap(waiting, left) {
+		return <-done // answered as the deadline came: the answer stands
 	}
-	return err
+	return fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
 }
 
 // failed records a failed store call with the breaker.
@@ -441,7 +455,7 @@ func (c *Concurrency) remove(ctx context.Context, subj, id string) error {
 	}
 	err := c.bounded(ctx, time.Now(), func(ctx context.Context) error {
 		return c.rs.releaseLease(ctx, c.name, subj, id)
-	})
+	}, nil)
 	if err != nil {
 		c.failed(br, probe, err)
 		return err

@@ -36,6 +36,10 @@ func (c *Concurrency) acquireRate(ctx context.Context, key, id string) (*Lease, 
 	err := c.bounded(ctx, start, func(ctx context.Context) (err error) {
 		a, o, err = c.rs.acquireWithRate(ctx, c.name, subj, id, c.max, c.lease, lim.set.policies, each)
 		return err
+	}, func(err error) {
+		if err != nil || a.allowed {
+			c.takeBack(ctx, subj, id) // its token stays spent
+		}
 	})
 	if err != nil {
 		c.storeFailed(ctx, br, probe, subj, id, err)

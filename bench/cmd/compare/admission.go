@@ -104,7 +104,7 @@ func inFlightAdmission(ctx context.Context, out io.Writer, c config, r *bench.Ru
 		}
 	}
 	fmt.Fprintf(out, "\nIn-flight limit (core.Concurrency through nethttp.Concurrency), Max %d on one key; each instance its own client, %d goroutines each in a closed loop for %v, the handler holding its slot %v; FailClosed, Timeout %s. ", inFlightMax, c.oaPer, c.oaWindow, hold, timeoutText(c.timeout))
-	fmt.Fprintf(out, "Cell: most requests inside handlers at once (a shared counter) / Max, over by; requests, admitted, errors (503s); client round trips per request; Redis script calls + releases per admitted request (commandstats: evalsha, eval, zrem, less one per refusal), Redis commands per request (those inside scripts included). Worst of %d round(s).\n\n", c.oaRounds)
+	fmt.Fprintf(out, "Cell: most requests inside handlers at once (a shared counter) / Max, over by; requests, admitted, errors (503s); client round trips per request; Redis script calls + releases per admitted request (commandstats: evalsha, eval, zrem, less one per 429; exact when errors are 0), Redis commands per request (those inside scripts included). Worst of %d round(s).\n\n", c.oaRounds)
 	fmt.Fprint(out, "| limit |")
 	for _, n := range c.oaInstance {
 		fmt.Fprintf(out, " %d instance(s) |", n)
