@@ -354,13 +354,29 @@ func (s *RedisStore) Reset(ctx context.Context, subject string, policies []Polic
 	return s.client.Del(ctx, keys...).Err()
 }
 
-// Preload loads the decision script into Redis — every primary of a
-// Cluster, every shard of a Ring — so the first decisions need no EVAL. It
-// also tells whether Redis answers: call it from a readiness check or at
-// startup, with a deadline. Decisions never depend on it: a script cache
-// emptied later (restart, failover, SCRIPT FLUSH) is refilled on demand.
+// Preload loads the store's scripts (decisions, in-flight leases) into
+// Redis — every primary of a Cluster, every shard of a Ring — so the first
+// decisions need no EVAL. It also tells whether Redis answers: call it
+// from a readiness check or at startup, with a deadline. Decisions never
+// depend on it: a script cache emptied later (restart, failover, SCRIPT
+// FLUSH) is refilled on demand.
 func (s *RedisStore) Preload(ctx context.Context) error {
-	load := func(ctx context.Context, c redis.Scripter) error { return tokenBuckets.Load(ctx, c).Err() }
+	_, cluster := s.client.(*redis.ClusterClient)
+	load := func(ctx context.Context, c redis.Scripter) error {
+		for _, sc := range []*redis.Script{tokenBuckets, acquireLease, acquireWithRate, renewLeases} {
+			if err := sc.Load(ctx, c).Err(); err != nil {
+				return err
+			}
+		}
+		if !cluster {
+			return nil
+		}
+		err := tokenBucketsAcross.Load(ctx, c).Err()
+		if redis.HasErrorPrefix(err, "Error compiling script") {
+			return nil // before Redis 7: batches go per subject
+		}
+		return err
+	}
 	switch c := s.client.(type) {
 	case *redis.ClusterClient:
 		return c.ForEachMaster(ctx, func(ctx context.Context, shard *redis.Client) error { return load(ctx, shard) })
