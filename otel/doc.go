@@ -3,17 +3,17 @@
 // that package metrics exports to Prometheus, under names that OTel's
 // Prometheus exporter turns into the same ratelimit_* series.
 //
-// An Observer is a
-// core.Observer, given to core.Config.Observer (or
-// core.ConcurrencyConfig.Observer), and its HTTPObserver goes to
-// nethttp.WithObserver (or an adapter's):
+// An Observer is a core.Observer, given to core.Config.Observer (or
+// core.ConcurrencyConfig.Observer: it is a core.LeaseObserver too), and
+// its HTTPObserver goes to nethttp.WithObserver (or an adapter's):
 //
 //	o, err := otel.New(provider) // a metric.MeterProvider; nil: the global one
 //	lim, err := core.New(core.Config{Store: store, Limit: core.PerSecond(10), FailMode: core.FailOpen, Observer: o})
 //	mw := ratelimit.Middleware(lim, ratelimit.WithObserver(o.HTTPObserver()))
 //
 // One Observer serves every limiter of a process: data points carry the
-// policy (core.Config.Name), never a client's key.
+// policy (core.Config.Name or core.ConcurrencyConfig.Name), never a
+// client's key.
 //
 // # Instruments
 //
@@ -26,6 +26,9 @@
 //	ratelimit_store_errors       counter {error}     policy, kind     → ratelimit_store_errors_total
 //	ratelimit_breaker_open       gauge               policy           → ratelimit_breaker_open
 //	ratelimit_http_requests      counter {request}   policy, outcome  → ratelimit_http_requests_total
+//	ratelimit_inflight_held      up-down {slot}      policy           → ratelimit_inflight_held (gauge)
+//	ratelimit_lease_renewals     counter {lease}     policy           → ratelimit_lease_renewals_total
+//	ratelimit_lease_expiries     counter {lease}     policy           → ratelimit_lease_expiries_total
 //
 // The attribute values, the meaning of each instrument (dry-run refusals
 // are would_deny, never denied; peeks and refunds are not decisions) and
@@ -42,7 +45,8 @@
 // series until its first observation, so ratelimit_store_latency_seconds
 // appears with the first decision that asked the store (never for a
 // memory store), while counters and the breaker gauge appear at zero with
-// the policy's first decision, as in package metrics.
+// the policy's first decision, and an in-flight limit's three series at
+// zero with its first lease event, as in package metrics.
 //
 // # Module
 //

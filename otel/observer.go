@@ -55,7 +55,8 @@ var latencyBounds = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.0
 
 // Observer records rate-limit decisions with OpenTelemetry instruments. It
 // implements core.Observer (set it as core.Config.Observer or
-// core.ConcurrencyConfig.Observer of one or more limiters); HTTPObserver
+// core.ConcurrencyConfig.Observer of one or more limiters) and
+// core.LeaseObserver (an in-flight limit's leases); HTTPObserver
 // serves the middleware. See the package documentation for the
 // instruments.
 //
@@ -68,13 +69,17 @@ type Observer struct {
 	storeErrors metric.Int64Counter
 	breaker     metric.Int64Gauge
 	requests    metric.Int64Counter
+	leases      leaseInstruments
 
 	mu       sync.Mutex // serialises additions to policies and http
 	policies atomic.Pointer[map[string]*policyMetrics]
 	http     atomic.Pointer[map[string]*httpMetrics]
 }
 
-var _ core.Observer = (*Observer)(nil)
+var (
+	_ core.Observer      = (*Observer)(nil)
+	_ core.LeaseObserver = (*Observer)(nil)
+)
 
 // policyMetrics holds one policy's attribute sets, made once so that a
 // decision builds no attributes.
@@ -85,6 +90,8 @@ type policyMetrics struct {
 	latency                                          []metric.RecordOption
 	timeout, circuitOpen, overloaded, other          []metric.AddOption
 	breaker                                          []metric.RecordOption
+	leases                                           []metric.AddOption // the in-flight instruments'
+	leasesSeen                                       atomic.Bool        // the in-flight series exist
 }
 
 // New returns an Observer whose instruments come from mp's Meter
@@ -116,6 +123,8 @@ func New(mp metric.MeterProvider) (*Observer, error) {
 	err = errors.Join(err, e)
 	o.requests, e = m.Int64Counter(nameRequests, metric.WithUnit("{request}"),
 		metric.WithDescription("HTTP requests seen by the middleware, by policy and outcome (allowed, denied, dry_run, key_error, error)."))
+	err = errors.Join(err, e)
+	o.leases, e = newLeaseInstruments(m)
 	err = errors.Join(err, e)
 	if err != nil {
 		return nil, fmt.Errorf("otel: %w", err)
@@ -210,6 +219,7 @@ func (o *Observer) policy(name string) *policyMetrics {
 		overloaded:        adding(set("kind", kindOverloaded)),
 		other:             adding(set("kind", kindOther)),
 		breaker:           recording(metric.WithAttributeSet(attribute.NewSet(policy))),
+		leases:            adding(metric.WithAttributeSet(attribute.NewSet(policy))),
 	}
 	ctx := context.Background()
 	for _, opts := range [][]metric.AddOption{p.allowed, p.denied, p.degradedAllowed, p.degradedDenied, p.wouldDeny, p.degradedWouldDeny} {

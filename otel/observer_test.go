@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,8 +63,9 @@ func collect(t *testing.T, r *sdkmetric.ManualReader) map[string]point {
 		for _, m := range sm.Metrics {
 			switch d := m.Data.(type) {
 			case metricdata.Sum[int64]:
-				if !d.IsMonotonic || d.Temporality != metricdata.CumulativeTemporality {
-					t.Errorf("%s: not a cumulative monotonic sum", m.Name)
+				// Every sum is a counter but the up-down count of slots held.
+				if d.IsMonotonic == (m.Name == "ratelimit_inflight_held") || d.Temporality != metricdata.CumulativeTemporality {
+					t.Errorf("%s: monotonic %v, temporality %v", m.Name, d.IsMonotonic, d.Temporality)
 				}
 				for _, dp := range d.DataPoints {
 					got[key(m.Name, dp.Attributes)] = point{value: float64(dp.Value)}
@@ -263,6 +265,71 @@ func TestWithLimiters(t *testing.T) {
 	}
 }
 
+// TestLeases: an in-flight limit's slots held, renewals and expiries, at
+// zero from its first lease event, labelled by its Name alone; a
+// Limiter's policy has none of them.
+func TestLeases(t *testing.T) {
+	t.Parallel()
+	o, reader := newObserver(t)
+	o.Decision(core.DecisionEvent{Policy: "api", Allowed: true})
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c, err := core.NewConcurrency(core.ConcurrencyConfig{Store: core.NewMemoryStore(core.WithClock(clock)), Name: "exports", Max: 2, Lease: 30 * time.Second, FailMode: core.FailClosed, Observer: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, _, _ := c.Acquire(ctx, "client-secret-key")
+	if l, _, _ := c.Acquire(ctx, "client-secret-key"); l == nil {
+		t.Fatal("no second slot of 2")
+	}
+	if l, _, _ := c.Acquire(ctx, "client-secret-key"); l != nil {
+		t.Fatal("a third slot of 2")
+	}
+	_ = a.Release(ctx)
+	_ = a.Release(ctx) // counted once
+	// The second holder dies: its lease ends, and the next acquire prunes it.
+	mu.Lock()
+	now = now.Add(31 * time.Second)
+	mu.Unlock()
+	if l, _, _ := c.Acquire(ctx, "client-secret-key"); l == nil {
+		t.Fatal("no slot after the leases ended")
+	}
+	o.Leases(core.LeaseEvent{Policy: "exports", Renewed: 3})
+	got := collect(t, reader)
+	tests := []struct {
+		key  string
+		want float64 // -1: no data point
+	}{
+		{"ratelimit_inflight_held{policy=exports}", 2}, // 3 acquired, 1 released
+		{"ratelimit_lease_renewals{policy=exports}", 3},
+		{"ratelimit_lease_expiries{policy=exports}", 1},
+		{"ratelimit_decisions{outcome=allowed,policy=exports}", 3},
+		{"ratelimit_decisions{outcome=denied,policy=exports}", 1},
+		{"ratelimit_inflight_held{policy=api}", -1},
+		{"ratelimit_lease_renewals{policy=api}", -1},
+		{"ratelimit_lease_expiries{policy=api}", -1},
+	}
+	for _, tt := range tests {
+		if got := values(got, tt.key)[0]; got != tt.want {
+			t.Errorf("%s: got %v, want %v", tt.key, got, tt.want)
+		}
+	}
+	for k := range got {
+		if strings.Contains(k, "client-secret-key") {
+			t.Errorf("%s carries the client's key", k)
+		}
+	}
+
+	// The first event makes all three, at zero.
+	o.Leases(core.LeaseEvent{Policy: "fresh", Held: 1})
+	got = collect(t, reader)
+	if v := values(got, "ratelimit_inflight_held{policy=fresh}", "ratelimit_lease_renewals{policy=fresh}", "ratelimit_lease_expiries{policy=fresh}"); !slices.Equal(v, []float64{1, 0, 0}) {
+		t.Errorf("fresh: held, renewals, expiries = %v, want [1 0 0]", v)
+	}
+}
+
 func TestHTTPObserver(t *testing.T) {
 	t.Parallel()
 	o, reader := newObserver(t)
@@ -323,6 +390,22 @@ func TestDecisionAllocs(t *testing.T) {
 	for _, e := range events {
 		if n := testing.AllocsPerRun(100, func() { o.Decision(e) }); n != 0 {
 			t.Errorf("Decision(%+v): %v allocs, want 0", e, n)
+		}
+	}
+}
+
+func TestLeasesAllocs(t *testing.T) {
+	o, _ := newObserver(t)
+	events := []core.LeaseEvent{
+		{Policy: "p", Held: 1},
+		{Policy: "p", Held: -1},
+		{Policy: "p", Held: 1, Expired: 2},
+		{Policy: "p", Renewed: 5, Expired: 1},
+	}
+	o.Leases(events[0]) // make the policy's attribute sets and series
+	for _, e := range events {
+		if n := testing.AllocsPerRun(100, func() { o.Leases(e) }); n != 0 {
+			t.Errorf("Leases(%+v): %v allocs, want 0", e, n)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,8 +28,17 @@ import (
 	"github.com/sluicehq/ratelimit/otel"
 )
 
-// tee tells every one of its Observers.
+// tee tells every one of its Observers, and lease events to those that
+// are LeaseObservers.
 type tee []core.Observer
+
+func (t tee) Leases(e core.LeaseEvent) {
+	for _, o := range t {
+		if l, ok := o.(core.LeaseObserver); ok {
+			l.Leases(e)
+		}
+	}
+}
 
 func (t tee) Decision(e core.DecisionEvent) {
 	for _, o := range t {
@@ -78,6 +88,13 @@ func TestPrometheusSeries(t *testing.T) {
 			traffic(t, tee{collector, observer}, collector.HTTPObserver(), observer.HTTPObserver())
 
 			want, got := gather(t, promReg), gather(t, otelReg)
+			// The in-flight series are compared too: package metrics has
+			// them, with the traffic's values.
+			for name, v := range map[string]string{"ratelimit_inflight_held": "2", "ratelimit_lease_renewals_total": "2", "ratelimit_lease_expiries_total": "1"} {
+				if fam := want[name]; fam == nil || fam.series[`policy="slots"`] != v {
+					t.Errorf("metrics: %s: %+v, want policy=\"slots\" at %s", name, fam, v)
+				}
+			}
 			if tc.targetInfo {
 				if _, ok := got["target_info"]; !ok {
 					t.Error("no target_info")
@@ -138,8 +155,9 @@ func TestPrometheusSeries(t *testing.T) {
 }
 
 // traffic runs limiters on a MemoryStore, on miniredis and on a failing
-// store, a dry-run check, a Concurrency and two HTTP middlewares, all
-// observed by o, the middlewares also by each of httpObservers.
+// store, a dry-run check, a Concurrency (slots held, refused, expired and
+// renewed) and two HTTP middlewares, all observed by o, the middlewares
+// also by each of httpObservers.
 func traffic(t *testing.T, o core.Observer, httpObservers ...func(*http.Request, core.Result, error, bool)) {
 	t.Helper()
 	ctx := context.Background()
@@ -167,13 +185,23 @@ func traffic(t *testing.T, o core.Observer, httpObservers ...func(*http.Request,
 	for range 3 {
 		mem.Allow(core.WithDryRun(ctx), "bob")
 	}
-	slots, err := core.NewConcurrency(core.ConcurrencyConfig{Store: core.NewMemoryStore(), Name: "slots", Max: 1, FailMode: core.FailClosed, Observer: o})
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	slots, err := core.NewConcurrency(core.ConcurrencyConfig{Store: core.NewMemoryStore(core.WithClock(clock)), Name: "slots", Max: 1, Lease: 30 * time.Second, FailMode: core.FailClosed, Observer: o})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lease, _, _ := slots.Acquire(ctx, "alice")
-	slots.Acquire(ctx, "alice")
+	slots.Acquire(ctx, "alice") // every slot held: denied
 	lease.Release(ctx)
+	slots.Acquire(ctx, "alice") // a holder that stops renewing
+	mu.Lock()
+	now = now.Add(31 * time.Second)
+	mu.Unlock()
+	slots.Acquire(ctx, "alice") // prunes the stale lease: an expiry
+	// Renewal rounds run on the wall clock; this is one's report.
+	o.(core.LeaseObserver).Leases(core.LeaseEvent{Policy: "slots", Renewed: 2})
 
 	observe := func(r *http.Request, res core.Result, err error, dryRun bool) {
 		for _, f := range httpObservers {
