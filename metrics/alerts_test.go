@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -119,8 +120,8 @@ func TestRules(t *testing.T) {
 	known.check(t, rulesFile, text)
 
 	alerts := regexp.MustCompile(`(?m)^\s*- alert: (\w+)$`).FindAllStringSubmatchIndex(text, -1)
-	if len(alerts) != 5 {
-		t.Errorf("%d alerts, want 5", len(alerts))
+	if len(alerts) != 6 {
+		t.Errorf("%d alerts, want 6", len(alerts))
 	}
 	firing, quiet := testedAlerts(t)
 	for i, m := range alerts {
@@ -166,14 +167,21 @@ type series struct {
 }
 
 // knownSeries returns the series a Collector exports, scraped from a
-// registry after one decision of every kind and an HTTP request of every
-// outcome, and those rules.yml records.
+// registry after one decision of every kind, an HTTP request of every
+// outcome and an in-flight limit's slot, and those rules.yml records.
 func knownSeries(t *testing.T) series {
 	t.Helper()
 	c := metrics.New()
 	c.Decision(core.DecisionEvent{Policy: "p", Allowed: true, Latency: 1})
 	c.BreakerChange("p", true)
 	c.HTTPObserver()(nil, core.Result{Name: "p", Allowed: true}, nil, false)
+	slots, err := core.NewConcurrency(core.ConcurrencyConfig{Store: core.NewMemoryStore(), Name: "slots", Max: 1, FailMode: core.FailClosed, Observer: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := slots.Acquire(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	families, err := reg.Gather()
@@ -203,6 +211,11 @@ func knownSeries(t *testing.T) series {
 	for _, want := range []string{"outcome", "kind"} {
 		if len(s.values[want]) == 0 {
 			t.Fatalf("scraped no %s label values", want)
+		}
+	}
+	for _, want := range []string{"ratelimit_inflight_held", "ratelimit_lease_renewals_total", "ratelimit_lease_expiries_total"} {
+		if !s.names[want] {
+			t.Fatalf("scraped no %s", want)
 		}
 	}
 	rules := uncommented(t, rulesFile)

@@ -55,9 +55,9 @@
 // The module ships Prometheus recording and alerting rules for these
 // series in metrics/prometheus/rules.yml (decisions degraded, breaker
 // open, store latency near Timeout, refusal and dry-run would-refuse
-// shares), tested with promtool, and a Grafana dashboard in
-// metrics/grafana/dashboard.json; docs/guide.md says how to load and
-// adjust them.
+// shares, in-flight leases expiring unreleased), tested with promtool,
+// and a Grafana dashboard in metrics/grafana/dashboard.json;
+// docs/guide.md says how to load and adjust them.
 //
 // # Cost
 //
