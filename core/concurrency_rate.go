@@ -23,7 +23,7 @@ func (c *Concurrency) acquireRate(ctx context.Context, key, id string) (*Lease, 
 		})
 		return c.grant(a, subj, id, heldInStore), c.settleRate(ctx, a, o, each, 0), nil
 	}
-	subj := hashSubject(bsubj)
+	subj := bsubj // the buckets' subject: the leases share their hash tag
 	start := time.Now()
 	br := c.breakerFor(subj)
 	call, probe := br.allow(c.clock())

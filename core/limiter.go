@@ -399,7 +399,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	err := l.store.Reset(ctx, key, l.set.policies)
+	err := l.store.clear(ctx, key, l.set.policies)
 	if l.denials != nil {
 		l.denials.forget(key, l.clock(), int64(l.timeout))
 	}

@@ -151,9 +151,9 @@ func (s *RedisStore) cause() error {
 // Client returns the client the store uses.
 func (s *RedisStore) Client() redis.UniversalClient { return s.client }
 
-// Key returns the Redis key of subject's bucket under the named policy,
-// for a subject given to the store (a Limiter passes it keys longer than
-// 64 bytes as a digest).
+// Key returns the Redis key of subject's bucket under the named policy:
+// the bucket Take(subject) decides, and the one a Limiter on this store
+// keeps for the key subject.
 func (s *RedisStore) Key(name, subject string) string {
 	return s.key(hashSubject(subject), name)
 }
@@ -182,35 +182,36 @@ func hashSubject(subject string) string {
 // answers (which can deny early, never admit more). Cancelling ctx is
 // treated like its deadline.
 func (s *RedisStore) Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return s.do(ctx, deadlineOf(ctx), opTake, subject, n, policies, each, 0)
+	return s.do(ctx, deadlineOf(ctx), opTake, hashSubject(subject), n, policies, each, 0)
 }
 
 // Peek implements Peeker with one script call that writes nothing.
 func (s *RedisStore) Peek(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return s.do(ctx, deadlineOf(ctx), opPeek, subject, n, policies, each, 0)
+	return s.do(ctx, deadlineOf(ctx), opPeek, hashSubject(subject), n, policies, each, 0)
 }
 
 // Refund implements Refunder with one script call.
 func (s *RedisStore) Refund(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return s.do(ctx, deadlineOf(ctx), opRefund, subject, n, policies, each, 0)
+	return s.do(ctx, deadlineOf(ctx), opRefund, hashSubject(subject), n, policies, each, 0)
 }
 
-// do queues one request and waits for its answer, at most until deadline
-// (zero: none) or until ctx is cancelled.
+// do queues one request for subj (as the store keys it: hashSubject's)
+// and waits for its answer, at most until deadline (zero: none) or until
+// ctx is cancelled.
 // With bound > 0, it refuses (ErrOverloaded) a request that would make
 // more than bound decisions running in the store: queued, or in a call,
 // including calls that outlive their callers' deadlines.
-func (s *RedisStore) do(ctx context.Context, deadline time.Time, op int, subject string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error) {
-	if err := checkTake(subject, n, policies); err != nil {
+func (s *RedisStore) do(ctx context.Context, deadline time.Time, op int, subj string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error) {
+	if err := checkTake(subj, n, policies); err != nil {
 		return Outcome{}, err
 	}
 	if !s.admit(bound) {
 		return Outcome{}, ErrOverloaded
 	}
-	r := &request{ctx: ctx, deadline: deadline, subj: hashSubject(subject), op: op, n: n, policies: policies}
+	r := &request{ctx: ctx, deadline: deadline, subj: subj, op: op, n: n, policies: policies}
 	var dest string
 	if s.split {
-		dest = s.node(subject)
+		dest = s.node(subj)
 	}
 	s.enqueue(r, dest)
 	if err := wait(ctx, deadline, r); err != nil {
@@ -277,8 +278,8 @@ func wait(ctx context.Context, deadline time.Time, r *request) error {
 //
 // Before the store's first answer a ClusterClient may not have its slot
 // map, and asking for it would block on the network: until then, "".
-func (s *RedisStore) node(subject string) string {
-	if c := s.nodeClient(hashSubject(subject)); c != nil {
+func (s *RedisStore) node(subj string) string {
+	if c := s.nodeClient(subj); c != nil {
 		return c.Options().Addr
 	}
 	return ""
@@ -346,7 +347,11 @@ func nextInt(s string) (v int64, rest string, ok bool) {
 
 // Reset implements Resetter: it deletes subject's buckets, which are then full.
 func (s *RedisStore) Reset(ctx context.Context, subject string, policies []Policy) error {
-	subj := hashSubject(subject)
+	return s.clear(ctx, hashSubject(subject), policies)
+}
+
+// clear deletes subj's buckets (subj as the store keys it).
+func (s *RedisStore) clear(ctx context.Context, subj string, policies []Policy) error {
 	keys := make([]string, len(policies))
 	for i := range policies {
 		keys[i] = s.key(subj, policies[i].Name)

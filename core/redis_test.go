@@ -2,11 +2,13 @@ package core_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
@@ -154,5 +156,24 @@ func TestPreloadCluster(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLongKeyDigestedOnce: a key too long to keep is digested once, by
+// the Limiter, and RedisStore.Key names the bucket it decides.
+func TestLongKeyDigestedOnce(t *testing.T) {
+	t.Parallel()
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer c.Close()
+	store := core.NewRedisStore(c)
+	l := limitertest.New(t, core.Config{Store: store, Limit: core.PerMinute(5), FailMode: core.FailClosed, Name: "long"})
+	key := strings.Repeat("k", 200)
+	if res, err := l.Allow(context.Background(), key); err != nil || !res.Allowed {
+		t.Fatalf("got %+v, %v", res, err)
+	}
+	want := store.Key("long", key)
+	if keys := m.Keys(); len(keys) != 2 || !slices.Contains(keys, want) {
+		t.Fatalf("keys %q; want the bucket %q and the call's replay record", keys, want)
 	}
 }

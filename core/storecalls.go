@@ -12,7 +12,8 @@ import (
 // MemoryStore implement it; any other Store is wrapped in a foreignStore),
 // so that no call site asks what the store is.
 type storeCalls interface {
-	Resetter
+	// clear makes subject's buckets under policies full again.
+	clear(ctx context.Context, subject string, policies []Policy) error
 	// call takes, peeks or refunds (op) by deadline, admitting the
 	// decision only while fewer than bound run in the store (else
 	// ErrOverloaded). ctx gives values; its cancellation is not watched.
@@ -69,6 +70,10 @@ func (s *RedisStore) nodes() func(string) string {
 		return s.node
 	}
 	return nil
+}
+
+func (s *MemoryStore) clear(ctx context.Context, subject string, policies []Policy) error {
+	return s.Reset(ctx, subject, policies)
 }
 
 func (s *MemoryStore) call(_ context.Context, _ time.Time, op int, subject string, n int, policies []Policy, each []Outcome, _ int64) (Outcome, error) {
@@ -164,8 +169,7 @@ func (f *foreignStore) cannot(op int) error {
 	return nil
 }
 
-// Reset implements Resetter when the store does.
-func (f *foreignStore) Reset(ctx context.Context, subject string, policies []Policy) error {
+func (f *foreignStore) clear(ctx context.Context, subject string, policies []Policy) error {
 	r, ok := f.Store.(Resetter)
 	if !ok {
 		return unsupported(f.Store, "reset")
