@@ -105,12 +105,12 @@ func TestDegradedAlertFires(t *testing.T) {
 	}
 }
 
-// traffic requests both routes of the app every 10ms until ctx is done.
+// traffic requests the app's routes every 10ms until ctx is done.
 func traffic(ctx context.Context, base string) {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		for _, path := range []string{"/api/hello", "/search"} {
+		for _, path := range []string{"/api/hello", "/search", "/export"} {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 			if resp, err := http.DefaultClient.Do(req); err == nil {
 				resp.Body.Close()

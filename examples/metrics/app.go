@@ -13,8 +13,9 @@ import (
 )
 
 // newApp returns the app: /api/hello and /search, limited by limiters made
-// from base (the store and anything else they share), and /metrics, served
-// from a registry of its own.
+// from base (the store and anything else they share), /export, at most 2
+// at once per client on base's store, and /metrics, served from a
+// registry of its own.
 func newApp(base core.Config) (http.Handler, error) {
 	// One Collector observes every limiter; register it once.
 	m := metrics.New()
@@ -31,10 +32,17 @@ func newApp(base core.Config) (http.Handler, error) {
 		return nil, err
 	}
 
+	// The Collector follows its slots too: it is a core.LeaseObserver.
+	export, err := core.NewConcurrency(core.ConcurrencyConfig{Store: base.Store, Name: "export", Max: 2, FailMode: core.FailOpen, Timeout: base.Timeout, Observer: m})
+	if err != nil {
+		return nil, err
+	}
+
 	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("hello\n")) })
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/hello", ratelimit.Middleware(api, ratelimit.WithObserver(m.HTTPObserver()))(hello))
 	mux.Handle("GET /search", ratelimit.Middleware(search, ratelimit.WithDryRun(), ratelimit.WithObserver(m.HTTPObserver()))(hello))
+	mux.Handle("GET /export", ratelimit.Concurrency(export, ratelimit.WithObserver(m.HTTPObserver()))(hello))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux, nil
 }

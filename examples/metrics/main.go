@@ -5,11 +5,14 @@
 //
 //	curl -s -o /dev/null -w '%{http_code} ' 'localhost:8084/api/hello?[1-8]'; echo
 //	curl -s -o /dev/null -w '%{http_code} ' 'localhost:8084/search?[1-8]'; echo
+//	curl -s localhost:8084/export
 //	curl -s localhost:8084/metrics | grep '^ratelimit_'
 //
 // /api/hello is limited to 5 requests a second per client address; /search
 // runs a tighter limit in dry-run mode, which refuses nothing and counts what
-// it would have refused as outcome="dry_run". /metrics is not rate limited.
+// it would have refused as outcome="dry_run"; /export lets 2 requests per
+// client address run at once (ratelimit_inflight_held and the lease
+// series). /metrics is not rate limited.
 package main
 
 import (
