@@ -81,7 +81,9 @@ func TestConcurrencyCrashFreesSlots(t *testing.T) {
 	client := redistest.Client(t)
 	store := core.NewRedisStore(client, core.WithPrefix(redistest.Prefix(t)))
 	const lease = 300 * time.Millisecond
-	cfg := core.ConcurrencyConfig{Store: store, Name: "crash", Max: 2, FailMode: core.FailClosed, Lease: lease, Timeout: 50 * time.Millisecond}
+	// Timeout at its most for this Lease (a third): a renewal or acquire
+	// slowed past it by a loaded -race run is degraded, not a leak.
+	cfg := core.ConcurrencyConfig{Store: store, Name: "crash", Max: 2, FailMode: core.FailClosed, Lease: lease, Timeout: lease / 3}
 	other := mustConcurrency(t, cfg)
 	renewals := &renewalCounter{}
 	cfg.Observer = renewals
@@ -91,13 +93,19 @@ func TestConcurrencyCrashFreesSlots(t *testing.T) {
 		l, _ := acquire(t, dying, "k", true)
 		l.KeepAlive()
 	}
-	// Kept by renewal for 10 Leases.
+	// Kept by renewal for 10 Leases. A degraded refusal (FailClosed)
+	// takes no slot: it is counted, not a failure.
+	degraded := 0
 	for end := time.Now().Add(10 * lease); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if l, res, _ := other.Acquire(ctx, "k"); l != nil || res.Degraded {
+		l, res, _ := other.Acquire(ctx, "k")
+		if l != nil {
 			t.Fatalf("a slot of a renewed lease was taken %v in: %+v", 10*lease-time.Until(end), res)
 		}
+		if res.Degraded {
+			degraded++
+		}
 	}
-	t.Logf("2 long requests kept their slots for %v (10 Leases) by %d lease renewals", 10*lease, renewals.n.Load())
+	t.Logf("2 long requests kept their slots for %v (10 Leases) by %d lease renewals (%d acquires degraded meanwhile)", 10*lease, renewals.n.Load(), degraded)
 	core.Crash(dying)
 	crashed := time.Now()
 	for {
@@ -121,6 +129,7 @@ func TestConcurrencyOnRedis(t *testing.T) {
 	store := core.NewRedisStore(client, core.WithPrefix(redistest.Prefix(t)))
 	ctx := context.Background()
 	const lease = 90 * time.Millisecond
+	warm(t, store) // a cold client's dial and NOSCRIPT would not fit in 30 ms on a loaded machine
 	c := mustConcurrency(t, core.ConcurrencyConfig{Store: store, Name: "script", Max: 2, Lease: lease, Timeout: 30 * time.Millisecond})
 	key := core.LeaseKey(store, "script", "k")
 	card := func() int64 { return client.ZCard(ctx, key).Val() }
