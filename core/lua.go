@@ -147,10 +147,8 @@ local function tokens(st, p)
   end
   return tok, ahead, own, q
 end
-local function num(x)
-  if x < 1e14 then return x end
-  return format('%d', x)
-end
+-- Numbers go out as integers formatted once: Lua's own conversion of a
+-- number to a string ("%.14g") costs more, and would print 1e+15.
 local out, order, px = {}, {}, {}
 -- per policy of the request being decided: its policy, tokens, whether
 -- stamped ahead, units in its own policy, and that policy
@@ -171,7 +169,7 @@ for _ = 1, D do
   elseif op == 3 then
     allowed, write = 1, 1
   end
-  out[o+1] = allowed
+  out[o+1] = allowed == 1 and '1' or '0'
   for i = 1, m do
     local p = ps[i]
     local cap, rate, unit, tick, phase = p[1], p[2], p[3], p[4], p[7]
@@ -200,9 +198,7 @@ for _ = 1, D do
       end
       if left < cap then reset = ceil((q[1] - own) / q[2]) * q[4] - qphase end
     end
-    out[o+3*i-1] = num(floor(left / unit))
-    out[o+3*i] = num(retry)
-    out[o+3*i+1] = num(reset)
+    out[o+1+i] = format('%d,%d,%d', floor(left / unit), retry, reset)
     if write ~= 0 or (op == 1 and aheads[i]) then
       local key = KEYS[k+i]
       if not px[key] then order[#order+1] = key end
@@ -210,7 +206,7 @@ for _ = 1, D do
       px[key] = ceil(reset / 1000) + 1000
     end
   end
-  o = o + 1 + 3 * m
+  o = o + 1 + m
   k = k + m
   a = a + 3 + m
 end
@@ -218,9 +214,9 @@ local reply = table.concat(out, ',')
 local wrote = false
 for _, key in ipairs(order) do
   local st = state[key]
-  redis.call('SET', key, format('%d:%d:', st[1], st[2]) .. st[3][6], 'PX', px[key])
+  redis.call('SET', key, format('%d:%d:%s', st[1], st[2], st[3][6]), 'PX', format('%d', px[key]))
   wrote = true
 end
-if wrote then redis.call('SET', KEYS[nk], reply, 'EX', tonumber(ARGV[1])) end
+if wrote then redis.call('SET', KEYS[nk], reply, 'EX', ARGV[1]) end
 return reply
 `
