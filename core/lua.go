@@ -147,6 +147,14 @@ local function tokens(st, p)
   end
   return tok, ahead, own, q
 end
+-- A request's small numbers (operation, cost, policies) repeat across a
+-- batch: each distinct one is parsed once (tonumber is C's strtod).
+local ints = {}
+local function int(x)
+  local v = ints[x]
+  if v == nil then v = tonumber(x); ints[x] = v end
+  return v
+end
 -- Numbers go out as integers formatted once: Lua's own conversion of a
 -- number to a string ("%.14g") costs more, and would print 1e+15.
 local out, order, px = {}, {}, {}
@@ -155,10 +163,10 @@ local out, order, px = {}, {}, {}
 local ps, toks, aheads, owns, kept = {}, {}, {}, {}, {}
 local o, k, a = 0, 0, 4 + P
 for _ = 1, D do
-  local op, n, m = tonumber(ARGV[a]), tonumber(ARGV[a+1]), tonumber(ARGV[a+2])
+  local op, n, m = int(ARGV[a]), int(ARGV[a+1]), int(ARGV[a+2])
   local allowed = 1
   for i = 1, m do
-    local p = pols[tonumber(ARGV[a+2+i])]
+    local p = pols[int(ARGV[a+2+i])]
     local tok, ahead, own, q = tokens(state[KEYS[k+i]], p)
     ps[i], toks[i], aheads[i], owns[i], kept[i] = p, tok, ahead, own, q
     if tok < n * p[3] then allowed = 0 end
