@@ -8,7 +8,7 @@ MODULES  ?= grpc otel
 # Tests and scripts use REDIS_ADDR when set, else 127.0.0.1:6379; the demo
 # uses an embedded Redis unless REDIS_ADDR is set.
 
-.PHONY: help demo test test-short lint fuzz bench bench-compare redis-up redis-down cluster-up cluster-down sentinel-up sentinel-down
+.PHONY: help demo test test-short lint fuzz bench bench-compare script-cost redis-up redis-down cluster-up cluster-down sentinel-up sentinel-down
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,6 +39,9 @@ bench: ## library benchmarks with -benchmem
 
 bench-compare: ## side-by-side comparison with other Go rate limiters (bench/, its own module); QUICK=1 for a short run
 	cd bench && $(GO) run ./cmd/compare $(if $(QUICK),-quick,)
+
+script-cost: ## Redis instructions per decision of the token-bucket script (valgrind's callgrind; load-independent)
+	@./scripts/script-cost.sh
 
 redis-up: ## start a local redis-server on REDIS_ADDR if none answers
 	@./scripts/redis-up.sh

@@ -1,0 +1,30 @@
+#!/bin/sh
+# Counts the Redis instructions per decision of the token-bucket script:
+# redis-server under valgrind's callgrind, a fixed load (core's
+# TestScriptLoad: 9 600 decisions in 300 calls), less the server's idle
+# instructions. Instruction counts do not move with the machine's load,
+# so two versions of core/lua.go compare in one number each.
+set -eu
+cd "$(dirname "$0")/.."
+port=${SCRIPT_COST_PORT:-26999}
+dir=$(mktemp -d)
+trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+go test -c -o "$dir/core.test" ./core
+count() { # $1: whether to send the load
+  valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" \
+    redis-server --port "$port" --save "" --appendonly no --dir "$dir" >"$dir/vg.log" 2>&1 &
+  i=0
+  until redis-cli -p "$port" ping >/dev/null 2>&1; do
+    i=$((i + 1)); [ "$i" -lt 100 ] || { echo "redis-server did not start" >&2; exit 1; }; sleep 0.2
+  done
+  if [ "$1" = load ]; then
+    RATELIMIT_SCRIPT_LOAD_ADDR=127.0.0.1:$port "$dir/core.test" -test.run '^TestScriptLoad$' -test.count 1 >/dev/null
+  fi
+  redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  wait
+  callgrind_annotate "$dir/cg.out" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
+}
+idle=$(count idle)
+busy=$(count load)
+echo "redis-server instructions: $busy with the load, $idle idle"
+echo "per decision: $(( (busy - idle) / 9600 ))"
