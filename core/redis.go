@@ -205,7 +205,7 @@ func (s *RedisStore) do(ctx context.Context, deadline time.Time, op int, subj st
 	if err := checkTake(subj, n, policies); err != nil {
 		return Outcome{}, err
 	}
-	if !s.admit(bound) {
+	if !admit(&s.running, bound) {
 		return Outcome{}, ErrOverloaded
 	}
 	r := &request{ctx: ctx, deadline: deadline, subj: subj, op: op, n: n, policies: policies}
@@ -223,15 +223,15 @@ func (s *RedisStore) do(ctx context.Context, deadline time.Time, op int, subj st
 	return parseReply(r.reply, each)
 }
 
-// admit counts one more decision running in the store unless bound
-// (> 0) already run; the count never passes it, even for a moment.
-func (s *RedisStore) admit(bound int64) bool {
+// admit counts one more in running unless bound (> 0) are already
+// counted; the count never passes the bound, even for a moment.
+func admit(running *atomic.Int64, bound int64) bool {
 	for {
-		n := s.running.Load()
+		n := running.Load()
 		if bound > 0 && n >= bound {
 			return false
 		}
-		if s.running.CompareAndSwap(n, n+1) {
+		if running.CompareAndSwap(n, n+1) {
 			return true
 		}
 	}

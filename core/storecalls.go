@@ -124,8 +124,7 @@ func (f *foreignStore) call(ctx context.Context, deadline time.Time, op int, sub
 		err  error
 		each []Outcome
 	}
-	if f.inflight.Add(1) > bound {
-		f.inflight.Add(-1)
+	if !admit(&f.inflight, bound) {
 		return Outcome{}, ErrOverloaded
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
