@@ -320,8 +320,8 @@ func (l *Limiter) RefundLimit(ctx context.Context, key string, n int, lim Limit)
 
 // take is AllowN under set. Allow and AllowN inline into their callers,
 // so a memory decision under one limit crosses one frame, this one, which
-// builds the Result (13 words) in place: a trick worth 20–30 % of a
-// memory decision (BENCHMARKS.md). Every other case goes on in decide.
+// builds the Result (13 words) in place (BENCHMARKS.md, "Tricks kept").
+// Every other case goes on in decide.
 func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (Result, error) {
 	if l.mem == nil || len(set.policies) > 1 {
 		return l.decide(ctx, opTake, key, n, set)

@@ -77,9 +77,6 @@ func (s *MemoryStore) clear(ctx context.Context, subject string, policies []Poli
 }
 
 func (s *MemoryStore) call(_ context.Context, _ time.Time, op int, subject string, n int, policies []Policy, each []Outcome, _ int64) (Outcome, error) {
-	if op == opTake && len(policies) == 1 && each == nil {
-		return s.take1(subject, n, &policies[0]).outcome(0), nil
-	}
 	return s.apply(op, subject, n, policies, each), nil
 }
 func (s *MemoryStore) cannot(int) error                   { return nil }
