@@ -236,8 +236,8 @@ func (s *RedisStore) sendNode(ctx context.Context, node *redis.Client, call uint
 	}
 	reply, err := script.Run(ctx, node, keys, args...).Text()
 	switch {
-	case redis.HasErrorPrefix(err, "Error compiling script") || redis.HasErrorPrefix(err, "Unexpected flag"):
-		s.noAcross.Store(true) // before Redis 7: no flags
+	case noScriptFlags(err):
+		s.noAcross.Store(true)
 		return false
 	case notRun(err) || redis.HasErrorPrefix(err, "Script attempted to"):
 		// A key of another node, or a slot on the move: checked before
@@ -278,6 +278,12 @@ func (s *RedisStore) sendEach(ctx context.Context, node *redis.Client, call uint
 		reply, err := cmds[i].Text()
 		s.settle(ctx, g, call, reply, err)
 	}
+}
+
+// noScriptFlags reports a server that cannot run a script flagged in its
+// shebang (tokenBucketsAcross): Redis before 7 fails to compile it.
+func noScriptFlags(err error) bool {
+	return redis.HasErrorPrefix(err, "Error compiling script") || redis.HasErrorPrefix(err, "Unexpected flag")
 }
 
 // notRun reports a Redis answer that the script was not run: the node

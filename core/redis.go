@@ -376,11 +376,10 @@ func (s *RedisStore) Preload(ctx context.Context) error {
 		if !cluster {
 			return nil
 		}
-		err := tokenBucketsAcross.Load(ctx, c).Err()
-		if redis.HasErrorPrefix(err, "Error compiling script") {
-			return nil // before Redis 7: batches go per subject
+		if err := tokenBucketsAcross.Load(ctx, c).Err(); !noScriptFlags(err) {
+			return err
 		}
-		return err
+		return nil // before Redis 7: batches go per subject
 	}
 	switch c := s.client.(type) {
 	case *redis.ClusterClient:
