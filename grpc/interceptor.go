@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/logline"
 	"github.com/sluicehq/ratelimit/nethttp"
 )
 
@@ -62,10 +62,9 @@ func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerI
 type interceptor struct {
 	config
 
-	// Calls that could not be rate limited since the last log line, and
-	// when that line was written (monotonic ns since epoch).
-	failures atomic.Int64
-	lastLog  atomic.Int64
+	// The log line of calls that could not be rate limited (times:
+	// monotonic ns since epoch).
+	failures logline.Line
 }
 
 // rateInterceptor is the behaviour of the rate-limit interceptors.
@@ -217,13 +216,10 @@ const logInterval = 10 * time.Second
 // logFailure logs at most one line per logInterval about calls that could
 // not be rate limited, as nethttp does for requests.
 func (in *interceptor) logFailure(err error) {
-	n := in.failures.Add(1)
-	now := int64(time.Since(epoch))
-	last := in.lastLog.Load()
-	if (last != 0 && now-last < int64(logInterval)) || !in.lastLog.CompareAndSwap(last, now) {
+	n, due := in.failures.Count(int64(time.Since(epoch)), int64(logInterval))
+	if !due {
 		return
 	}
-	in.failures.Add(-n)
 	kind := "key"
 	if !errors.Is(err, ErrKey) {
 		kind = "cost"
