@@ -110,7 +110,10 @@ func (e *Env) newUniversal(ctxTimeout bool) redis.UniversalClient {
 	if len(e.Cluster) > 0 {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: e.Cluster, ContextTimeoutEnabled: ctxTimeout})
 		if e.Trips != nil {
-			c.AddHook(e.Trips)
+			// Counted on each node's client, where every round trip goes:
+			// ratelimit sends its batches to a node's client directly,
+			// past the cluster client's hooks.
+			c.OnNewNode(func(n *redis.Client) { n.AddHook(e.Trips) })
 		}
 		return c
 	}
