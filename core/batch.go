@@ -337,7 +337,8 @@ func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) 
 	var polBuf [8]*Policy
 	var idxBuf [16]int
 	pols, idx := polBuf[:0], idxBuf[:0]
-	args := make([]any, 3, 3+len(batch[0].policies)+4*len(batch))
+	// Room for the policies and one run: a batch's requests are alike.
+	args := make([]any, 3, 8+2*len(batch[0].policies))
 	for _, r := range batch {
 		for i := range r.policies {
 			p := &r.policies[i]
@@ -359,14 +360,38 @@ func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) 
 	}
 	keys = append(keys, s.recordKey(batch[0].subj, call))
 	args[0], args[1], args[2] = recordTTL(ctx), len(batch), len(pols)
-	for _, r := range batch {
-		args = append(args, r.op, r.n, len(r.policies))
-		for _, j := range idx[:len(r.policies)] {
+	// Requests in a row that share their operation, cost and policies go
+	// as one run: the shape once, then how many.
+	for len(batch) > 0 {
+		r, m := batch[0], len(batch[0].policies)
+		run := 1
+		for run < len(batch) && sameShape(r, batch[run], idx[:m], idx[run*m:]) {
+			run++
+		}
+		args = append(args, r.op, r.n, m)
+		for _, j := range idx[:m] {
 			args = append(args, j)
 		}
-		idx = idx[len(r.policies):]
+		args = append(args, run)
+		// Requests in a run have m policies each.
+		batch, idx = batch[run:], idx[run*m:]
 	}
 	return keys, args
+}
+
+// sameShape reports whether b, whose policies' indexes start at bi, asks
+// what a, with indexes ai, asks (of other buckets).
+func sameShape(a, b *request, ai, bi []int) bool {
+	m := len(a.policies)
+	if b.op != a.op || b.n != a.n || len(b.policies) != m || len(bi) < m {
+		return false
+	}
+	for i, j := range ai {
+		if bi[i] != j {
+			return false
+		}
+	}
+	return true
 }
 
 // recordKey names the replay record of call, in subj's slot. The space

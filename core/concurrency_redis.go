@@ -69,6 +69,7 @@ func (s *RedisStore) acquireWithRate(ctx context.Context, name, subj, id string,
 	for i := range policies {
 		args = append(args, i+1)
 	}
+	args = append(args, 1) // one request of that shape
 	v, err := acquireWithRate.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
 		return leaseAnswer{}, Outcome{}, err

@@ -10,11 +10,11 @@ import "github.com/redis/go-redis/v9"
 // ARGV: the replay record's expiry (s), the number of requests D, the
 // number of distinct policies P; then each policy as
 // "capacity:refill:unit:tick" (units, units per tick, units per token, µs
-// per tick); then per request its operation, its cost n, its number of
-// policies m and the index (1..P) of each. KEYS are every request's
-// buckets, in the same order, then the call's replay record (named by
-// the call's id). The
-// operations: 1 takes n tokens, all or nothing over the request's
+// per tick); then the requests in runs of alike ones: a run's operation,
+// cost n, number of policies m and the index (1..P) of each, then how
+// many requests in a row ask that. KEYS are every request's buckets, in
+// the same order, then the call's replay record (named by the call's
+// id). The operations: 1 takes n tokens, all or nothing over the request's
 // policies; 2 peeks (whether n would be taken, taking nothing); 3 refunds
 // n tokens to every policy, each capped at its capacity. The reply is one
 // string of integers separated by ",": per request, allowed (1 or 0; a
@@ -32,12 +32,12 @@ import "github.com/redis/go-redis/v9"
 // refilling at its rate: its waits are counted so.
 //
 // Only an allowed take and a refund write, each bucket once at the end,
-// stamped with the current tick, expiring (ms) a second after it would be
-// full again. A bucket stamped ahead of the clock (a failover or an NTP
+// stamped with the current tick, expiring one to two seconds after it
+// would be full again (whole seconds, each formatted once per call). A bucket stamped ahead of the clock (a failover or an NTP
 // step moved it back) is read as of its stamp, and any take re-stamps it
 // at the current tick, so that no refusal outlasts the RetryAfter it
-// announced. Commands: TIME, MGET, one SET per bucket written, and one SET
-// of the replay record when anything was written.
+// announced. Commands: TIME, MGET, one SETEX per bucket written, and one
+// SETEX of the replay record when anything was written.
 //
 // Exactly once: go-redis re-sends a script whose reply was lost on a
 // broken connection. A call that wrote anything keeps its reply under its
@@ -89,7 +89,15 @@ local vals = mget(KEYS)
 if vals[nk] then return vals[nk] end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local D, P = tonumber(ARGV[2]), tonumber(ARGV[3])
+-- Small numbers (counts, operations, costs, indexes) repeat: each distinct
+-- one is parsed once (tonumber is C's strtod, dear for "1").
+local ints = {}
+local function int(x)
+  local v = ints[x]
+  if v == nil then v = tonumber(x); ints[x] = v end
+  return v
+end
+local D, P = int(ARGV[2]), int(ARGV[3])
 local pols, byDesc = {}, {}
 local function policy(desc)
   local p = byDesc[desc]
@@ -101,8 +109,8 @@ local function policy(desc)
     if c then
       local tick = tonumber(sub(desc, c + 1))
       if tick and tick > 0 then
-        p = {tonumber(sub(desc, 1, a - 1)), tonumber(sub(desc, a + 1, b - 1)), tonumber(sub(desc, b + 1, c - 1)), tick, floor(now / tick), desc}
-        p[7] = now - p[5] * tick
+        local at = floor(now / tick)
+        p = {tonumber(sub(desc, 1, a - 1)), tonumber(sub(desc, a + 1, b - 1)), tonumber(sub(desc, b + 1, c - 1)), tick, at, desc, now - at * tick, false}
         if not (p[1] and p[2] and p[3]) or p[2] <= 0 or p[3] <= 0 then p = false end
       end
     end
@@ -111,7 +119,8 @@ local function policy(desc)
   return p
 end
 for j = 1, P do pols[j] = policy(ARGV[3 + j]) end
--- state[key]: {units, stamp, policy} as read, then as written; false: full
+-- state[key]: {units, stamp, policy} as read, then as written (and when
+-- written, its expiry in s); false: full
 local state = {}
 for i = 1, nk - 1 do
   local key = KEYS[i]
@@ -122,109 +131,119 @@ for i = 1, nk - 1 do
       local s2 = s1 and find(v, ':', s1 + 1, true)
       if s2 then
         local units, ts = tonumber(sub(v, 1, s1 - 1)), tonumber(sub(v, s1 + 1, s2 - 1))
-        if units and ts then st = {units, ts, policy(sub(v, s2 + 1))} end
+        if units and ts then st = {units, ts, policy(sub(v, s2 + 1)), false} end
       end
     end
     state[key] = st
   end
 end
--- tokens returns the units bucket st holds now in policy p's units,
--- whether it is stamped ahead of the clock, and the units it holds in its
--- own policy q.
-local function tokens(st, p)
-  if not st then return p[1], false end
-  local q = st[3] or p
-  local tok, el = st[1], q[5] - st[2]
-  local ahead = el < 0
-  if ahead then el = 0 end
-  if tok >= q[1] or el >= ceil((q[1] - tok) / q[2]) then tok = q[1] else tok = tok + el * q[2] end
-  local own = tok
-  if q ~= p then
-    local spent = (q[1] - tok) * p[3]
-    if spent < 9007199254740992 then spent = ceil(spent / q[3]) else spent = ceil((q[1] - tok) / q[3] * p[3]) end
-    tok = p[1] - spent
-    if tok < 0 then tok = 0 end
-  end
-  return tok, ahead, own, q
-end
--- A request's small numbers (operation, cost, policies) repeat across a
--- batch: each distinct one is parsed once (tonumber is C's strtod).
-local ints = {}
-local function int(x)
-  local v = ints[x]
-  if v == nil then v = tonumber(x); ints[x] = v end
-  return v
-end
--- Numbers go out as integers formatted once: Lua's own conversion of a
--- number to a string ("%.14g") costs more, and would print 1e+15.
-local out, order, px = {}, {}, {}
--- per policy of the request being decided: its policy, tokens, whether
--- stamped ahead, units in its own policy, and that policy
-local ps, toks, aheads, owns, kept = {}, {}, {}, {}, {}
-local o, k, a = 0, 0, 4 + P
-for _ = 1, D do
+-- Numbers go out as integers formatted by string.format: Lua's own
+-- conversion ("%.14g") costs more, and would print 1e+15. Each format
+-- costs about as much as deciding a bucket: a request's part of the reply
+-- is one per policy, a bucket's value one per write.
+local out, order = {}, {}
+-- per policy of the run's requests: its policy; per policy of the
+-- request being decided: tokens, whether stamped ahead, units in its own
+-- policy, and that policy
+local rp, toks, aheads, owns, kept = {}, {}, {}, {}, {}
+local o, k, a, d = 0, 0, 4 + P, 0
+while d < D do
   local op, n, m = int(ARGV[a]), int(ARGV[a+1]), int(ARGV[a+2])
-  local allowed = 1
-  for i = 1, m do
-    local p = pols[int(ARGV[a+2+i])]
-    local tok, ahead, own, q = tokens(state[KEYS[k+i]], p)
-    ps[i], toks[i], aheads[i], owns[i], kept[i] = p, tok, ahead, own, q
-    if tok < n * p[3] then allowed = 0 end
-  end
-  local write = 0
-  if op == 1 then
-    if allowed == 1 then write = -1 end
-  elseif op == 3 then
-    allowed, write = 1, 1
-  end
-  out[o+1] = allowed == 1 and '1' or '0'
-  for i = 1, m do
-    local p = ps[i]
-    local cap, rate, unit, tick, phase = p[1], p[2], p[3], p[4], p[7]
-    local need = n * unit
-    local left = toks[i]
-    local retry, reset = 0, 0
-    if write == -1 then
-      left = left - need
-    elseif write == 1 then
-      left = left + need
-      if left > cap then left = cap end
-    elseif allowed == 0 and left < need then
-      retry = ceil((need - left) / rate) * tick - phase
-    end
-    if left < cap then reset = ceil((cap - left) / rate) * tick - phase end
-    local q = kept[i]
-    if q and q ~= p and write == 0 and not (op == 1 and aheads[i]) then
-      -- Nothing is written: the bucket goes on refilling in its own
-      -- policy q, so the waits are q's, up to the units that p reads
-      -- as n tokens (then full).
-      local qphase, own = q[7], owns[i]
-      if allowed == 0 and left < need then
-        local x = (cap - need) * q[3]
-        if x < 9007199254740992 then x = floor(x / unit) else x = floor((cap - need) / unit * q[3]) end
-        retry = ceil((q[1] - x - own) / q[2]) * q[4] - qphase
+  for i = 1, m do rp[i] = pols[int(ARGV[a+2+i])] end
+  local count = int(ARGV[a+3+m])
+  a, d = a + 4 + m, d + count
+  for _ = 1, count do
+    local allowed = 1
+    for i = 1, m do
+      -- The units the bucket holds now in policy p's units, whether it is
+      -- stamped ahead of the clock, and the units it holds in its own
+      -- policy q.
+      local p, st = rp[i], state[KEYS[k+i]]
+      local tok, ahead, own, q = p[1], false, nil, nil
+      if st then
+        q = st[3] or p
+        local el = q[5] - st[2]
+        tok, ahead = st[1], el < 0
+        if ahead then el = 0 end
+        if tok >= q[1] or el >= ceil((q[1] - tok) / q[2]) then tok = q[1] else tok = tok + el * q[2] end
+        own = tok
+        if q ~= p then
+          local spent = (q[1] - tok) * p[3]
+          if spent < 9007199254740992 then spent = ceil(spent / q[3]) else spent = ceil((q[1] - tok) / q[3] * p[3]) end
+          tok = p[1] - spent
+          if tok < 0 then tok = 0 end
+        end
       end
-      if left < cap then reset = ceil((q[1] - own) / q[2]) * q[4] - qphase end
+      toks[i], aheads[i], owns[i], kept[i] = tok, ahead, own, q
+      if tok < n * p[3] then allowed = 0 end
     end
-    out[o+1+i] = format('%d,%d,%d', floor(left / unit), retry, reset)
-    if write ~= 0 or (op == 1 and aheads[i]) then
-      local key = KEYS[k+i]
-      if not px[key] then order[#order+1] = key end
-      state[key] = {left, p[5], p}
-      px[key] = ceil(reset / 1000) + 1000
+    local write = 0
+    if op == 1 then
+      if allowed == 1 then write = -1 end
+    elseif op == 3 then
+      allowed, write = 1, 1
     end
+    for i = 1, m do
+      local p = rp[i]
+      local cap, rate, unit, tick, phase = p[1], p[2], p[3], p[4], p[7]
+      local need = n * unit
+      local left = toks[i]
+      local retry, reset = 0, 0
+      if write == -1 then
+        left = left - need
+      elseif write == 1 then
+        left = left + need
+        if left > cap then left = cap end
+      elseif allowed == 0 and left < need then
+        retry = ceil((need - left) / rate) * tick - phase
+      end
+      if left < cap then reset = ceil((cap - left) / rate) * tick - phase end
+      local q = kept[i]
+      if q and q ~= p and write == 0 and not (op == 1 and aheads[i]) then
+        -- Nothing is written: the bucket goes on refilling in its own
+        -- policy q, so the waits are q's, up to the units that p reads
+        -- as n tokens (then full).
+        local qphase, own = q[7], owns[i]
+        if allowed == 0 and left < need then
+          local x = (cap - need) * q[3]
+          if x < 9007199254740992 then x = floor(x / unit) else x = floor((cap - need) / unit * q[3]) end
+          retry = ceil((q[1] - x - own) / q[2]) * q[4] - qphase
+        end
+        if left < cap then reset = ceil((q[1] - own) / q[2]) * q[4] - qphase end
+      end
+      -- The request's first policy leads with whether it is allowed; an
+      -- allowed request has nothing to wait for.
+      if allowed == 1 then
+        out[o+i] = format(i == 1 and '1,%d,0,%d' or '%d,0,%d', floor(left / unit), reset)
+      else
+        out[o+i] = format(i == 1 and '0,%d,%d,%d' or '%d,%d,%d', floor(left / unit), retry, reset)
+      end
+      if write ~= 0 or (op == 1 and aheads[i]) then
+        local key = KEYS[k+i]
+        local st = state[key]
+        if not (st and st[4]) then order[#order+1] = key end
+        if st then
+          st[1], st[2], st[3], st[4] = left, p[5], p, ceil(reset / 1000000) + 1
+        else
+          state[key] = {left, p[5], p, ceil(reset / 1000000) + 1}
+        end
+      end
+    end
+    o = o + m
+    k = k + m
   end
-  o = o + 1 + m
-  k = k + m
-  a = a + 3 + m
 end
 local reply = table.concat(out, ',')
-local wrote = false
-for _, key in ipairs(order) do
+local wrote, exs = false, {}
+for i = 1, #order do
+  local key = order[i]
   local st = state[key]
-  redis.call('SET', key, format('%d:%d:%s', st[1], st[2], st[3][6]), 'PX', format('%d', px[key]))
+  local p, e = st[3], exs[st[4]]
+  if e == nil then e = format('%d', st[4]); exs[st[4]] = e end
+  if not p[8] then p[8] = format(':%d:%s', p[5], p[6]) end
+  redis.call('SETEX', key, e, format('%d', st[1]) .. p[8])
   wrote = true
 end
-if wrote then redis.call('SET', KEYS[nk], reply, 'EX', ARGV[1]) end
+if wrote then redis.call('SETEX', KEYS[nk], ARGV[1], reply) end
 return reply
 `

@@ -53,7 +53,7 @@ func TestScriptIsLean(t *testing.T) {
 		allow bool
 		want  map[string]int
 	}{
-		{"allowed", "k", true, map[string]int{"evalsha": 1, "time": 1, "mget": 1, "set": 2}},
+		{"allowed", "k", true, map[string]int{"evalsha": 1, "time": 1, "mget": 1, "setex": 2}},
 		{"denied", "k", false, map[string]int{"evalsha": 1, "time": 1, "mget": 1}},
 	} {
 		if err := c.ConfigResetStat(ctx).Err(); err != nil {

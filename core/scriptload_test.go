@@ -5,12 +5,14 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// TestScriptLoad sends 300 batches of 32 decisions on 2 000 keys to the
-// Redis at RATELIMIT_SCRIPT_LOAD_ADDR, one call at a time: the fixed
+// TestScriptLoad sends 9 600 decisions on 2 000 keys to the Redis at
+// RATELIMIT_SCRIPT_LOAD_ADDR in batches of 32 (RATELIMIT_SCRIPT_LOAD_BATCH:
+// another divisor of 9 600), one call at a time: the fixed
 // load scripts/script-cost.sh counts instructions of (redis-server under
 // callgrind, a figure that does not move with the machine's load).
 // Skipped without the variable.
@@ -23,10 +25,19 @@ func TestScriptLoad(t *testing.T) {
 	defer c.Close()
 	ctx := context.Background()
 	s := NewRedisStore(c)
-	policies := []Policy{PerSecond(1000).policy("p")}
+	// A day's limit: no bucket expires during the run, whatever its
+	// speed, so every run decides the same.
+	policies := []Policy{Limit{Rate: 1000, Period: 24 * time.Hour, Burst: 1000}.policy("p")}
+	size := 32
+	if v := os.Getenv("RATELIMIT_SCRIPT_LOAD_BATCH"); v != "" {
+		size, _ = strconv.Atoi(v)
+	}
+	if size < 1 || 9600%size != 0 {
+		t.Fatalf("RATELIMIT_SCRIPT_LOAD_BATCH=%q: want a divisor of 9600", os.Getenv("RATELIMIT_SCRIPT_LOAD_BATCH"))
+	}
 	k := 0
-	for range 300 {
-		batch := make([]*request, 32)
+	for range 9600 / size {
+		batch := make([]*request, size)
 		for j := range batch {
 			batch[j] = &request{ctx: ctx, subj: "k" + strconv.Itoa(k%2000), op: opTake, n: 1, policies: policies}
 			k++
