@@ -274,9 +274,20 @@ func TestStoreConformance(t *testing.T) {
 					}
 					if s.realTime {
 						// Real Redis's clock moves during the case; check
-						// decisions and bounds, not exact durations.
-						runLoose(t, s, tc.limit, tc.steps)
-						return
+						// decisions and bounds, not exact durations, and
+						// run the case again on fresh buckets when this
+						// machine was slow between two steps.
+						for try := 1; ; try++ {
+							problems, slow := runLoose(t, s, tc.limit, tc.steps)
+							if len(problems) == 0 || !slow || try == 5 {
+								for _, p := range problems {
+									t.Error(p)
+								}
+								return
+							}
+							t.Logf("try %d: %d problems after a step slower than %v; again", try, len(problems), stepGap)
+							s = mk(t)
+						}
 					}
 					runExact(t, s, tc.limit, tc.steps)
 				})
@@ -357,11 +368,14 @@ func backdateCluster(t *testing.T, c *redis.ClusterClient, prefix string, d time
 // runLoose checks a case on a clock that keeps moving (real Redis, time
 // passed by backdating buckets): decisions and remaining tokens as written,
 // durations at most as stated and not much less. Cases whose outcome hangs
-// on a microsecond are left to the exact stores.
-func runLoose(t *testing.T, cs clockStore, l core.Limit, steps []step) {
+// on a microsecond are left to the exact stores. It returns what differs,
+// and whether real time between two decisions passed stepGap: then the
+// refill it adds may explain the differences.
+func runLoose(t *testing.T, cs clockStore, l core.Limit, steps []step) (problems []string, slow bool) {
 	t.Helper()
 	s := cs.store
 	const slack = 250 * time.Millisecond
+	var last time.Time
 	for i, st := range steps {
 		if st.wait != 0 {
 			if st.retry%time.Millisecond != 0 || st.reset%time.Millisecond != 0 {
@@ -373,17 +387,28 @@ func runLoose(t *testing.T, cs clockStore, l core.Limit, steps []step) {
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
+		if now := time.Now(); !last.IsZero() && now.Sub(last) > stepGap {
+			slow = true
+		} else {
+			last = now
+		}
 		if got.Allowed != st.allow || got.Remaining != st.rem {
-			t.Errorf("step %d: got allowed=%v remaining=%d, want %v %d", i, got.Allowed, got.Remaining, st.allow, st.rem)
+			problems = append(problems, fmt.Sprintf("step %d: got allowed=%v remaining=%d, want %v %d", i, got.Allowed, got.Remaining, st.allow, st.rem))
 		}
 		if got.RetryAfter > st.retry || got.RetryAfter < st.retry-slack && st.retry > 0 {
-			t.Errorf("step %d: RetryAfter %v, want about %v", i, got.RetryAfter, st.retry)
+			problems = append(problems, fmt.Sprintf("step %d: RetryAfter %v, want about %v", i, got.RetryAfter, st.retry))
 		}
 		if got.ResetAfter > st.reset || got.ResetAfter < st.reset-slack {
-			t.Errorf("step %d: ResetAfter %v, want about %v", i, got.ResetAfter, st.reset)
+			problems = append(problems, fmt.Sprintf("step %d: ResetAfter %v, want about %v", i, got.ResetAfter, st.reset))
 		}
 	}
+	return problems, slow
 }
+
+// stepGap is the most real time between two decisions of a case on a
+// moving clock that cannot change its outcome: a tenth of the fastest
+// refill's token, with room for the backdating between them.
+const stepGap = 25 * time.Millisecond
 
 // decideStep runs st on s: a Take, or a Peek, under the step's limit (the
 // case's by default), always under the policy name "conf".
