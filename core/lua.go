@@ -89,6 +89,42 @@ local vals = mget(KEYS)
 if vals[nk] then return vals[nk] end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- A lone take under one policy, of a bucket in that policy (or none)
+-- stamped no later than now, is decided here in a straight line, by the
+-- arithmetic below for that case; any other call goes on below.
+if ARGV[2] == '1' and ARGV[3] == '1' and ARGV[5] == '1' and ARGV[7] == '1' then
+  local desc, v = ARGV[4], vals[1]
+  local a = find(desc, ':', 1, true)
+  local b = a and find(desc, ':', a + 1, true)
+  local c = b and find(desc, ':', b + 1, true)
+  local cap, rate, unit, tick = tonumber(sub(desc, 1, (a or 1) - 1)), tonumber(sub(desc, (a or 0) + 1, (b or 1) - 1)), tonumber(sub(desc, (b or 0) + 1, (c or 1) - 1)), tonumber(sub(desc, (c or 0) + 1))
+  local tok, el = cap, 0
+  if not (c and cap and rate and unit and tick and rate > 0 and unit > 0 and tick > 0) then
+    el = -1
+  elseif v then
+    local s1 = find(v, ':', 1, true)
+    local s2 = s1 and find(v, ':', s1 + 1, true)
+    local units, ts = s2 and sub(v, s2 + 1) == desc and tonumber(sub(v, 1, s1 - 1)), s2 and tonumber(sub(v, s1 + 1, s2 - 1))
+    if units and ts then tok, el = units, floor(now / tick) - ts else el = -1 end
+  end
+  if el >= 0 then
+    local at = floor(now / tick)
+    local phase = now - at * tick
+    if tok >= cap or el >= ceil((cap - tok) / rate) then tok = cap else tok = tok + el * rate end
+    local need = tonumber(ARGV[6]) * unit
+    if tok < need then
+      local reset = 0
+      if tok < cap then reset = ceil((cap - tok) / rate) * tick - phase end
+      return format('0,%d,%d,%d', floor(tok / unit), ceil((need - tok) / rate) * tick - phase, reset)
+    end
+    local left, reset = tok - need, 0
+    if left < cap then reset = ceil((cap - left) / rate) * tick - phase end
+    local reply = format('1,%d,0,%d', floor(left / unit), reset)
+    redis.call('SETEX', KEYS[1], ceil(reset / 1000000) + 1, format('%d:%d:%s', left, at, desc))
+    redis.call('SETEX', KEYS[2], ARGV[1], reply)
+    return reply
+  end
+end
 -- Small numbers (counts, operations, costs, indexes) repeat: each distinct
 -- one is parsed once (tonumber is C's strtod, dear for "1").
 local ints = {}
