@@ -21,7 +21,9 @@ import (
 // back, and under load, while the machine is busy, batches grow by
 // themselves — no timer, no added delay. A queue has at most maxCalls
 // carriers, the client's connection pool: past it requests wait for the
-// first carrier back, which takes them all.
+// first carrier back, which takes them all. One carrier stays a while
+// once its queue is empty, so that a lone caller's next decision wakes it
+// rather than starting a goroutine (and growing its stack) again.
 //
 // A call is sent under its batch's latest deadline but at least minSend,
 // never under a caller's Timeout alone: go-redis closes a connection whose
@@ -54,9 +56,16 @@ const (
 // Its fields are guarded by the store's mu.
 type queue struct {
 	waiting []*request
-	calls   int  // carriers running
+	calls   int  // carriers running, the idle one included
 	leaving bool // a carrier is on its way to take what is waiting
+	idle    bool // a carrier waits on wake for the next request
+	used    bool // a batch left since the idle carrier's last tick
+	wake    chan struct{}
 }
+
+// carrierIdle is how long, at least, the idle carrier waits for the next
+// request before it leaves (at most twice that).
+const carrierIdle = time.Second
 
 // Bounds of one script call: Lua's unpack takes about 8000 values.
 const (
@@ -105,7 +114,7 @@ func (s *RedisStore) enqueue(r *request, dest string) {
 	defer s.mu.Unlock()
 	q := s.queues[dest]
 	if q == nil {
-		q = &queue{}
+		q = &queue{wake: make(chan struct{}, 1)}
 		s.queues[dest] = q
 	}
 	r.done = make(chan struct{})
@@ -113,10 +122,15 @@ func (s *RedisStore) enqueue(r *request, dest string) {
 	s.startCarrier(dest, q)
 }
 
-// startCarrier starts a carrier for q unless one is on its way or q has
-// maxCalls. s.mu is held.
+// startCarrier sends a carrier for q unless one is on its way: the idle
+// one, or a new one if q has fewer than maxCalls. s.mu is held.
 func (s *RedisStore) startCarrier(dest string, q *queue) {
-	if !q.leaving && q.calls < s.maxCalls && len(q.waiting) > 0 {
+	switch {
+	case q.leaving || len(q.waiting) == 0:
+	case q.idle:
+		q.idle, q.leaving = false, true
+		q.wake <- struct{}{}
+	case q.calls < s.maxCalls:
 		q.leaving = true
 		q.calls++
 		go s.carry(dest, q)
@@ -131,46 +145,84 @@ func (s *RedisStore) forget(dest string, q *queue) {
 }
 
 // carry sends what waits in q as one call, hands out the answers, and goes
-// on with what queued meanwhile if no other carrier is on its way.
+// on with what queued meanwhile if no other carrier is on its way. Then,
+// unless another carrier is idle, it waits, idle, for startCarrier to wake
+// it. A lone request does not yield first: nothing could join it.
 func (s *RedisStore) carry(dest string, q *queue) {
+	var tick *time.Timer
+	var buf []*request
 	for {
 		// Let the goroutines ready to run queue first: callers woken
 		// together (a batch's answers, a probe's) then leave in one call.
-		runtime.Gosched()
+		if s.running.Load() > 1 {
+			runtime.Gosched()
+		}
 		s.mu.Lock()
-		batch := s.next(q)
+		batch := s.next(q, buf)
 		q.leaving = false
-		if batch == nil {
+		if batch != nil {
+			s.startCarrier(dest, q) // more than one call's worth is waiting
+			s.mu.Unlock()
+			ctx, cancel := batchContext(batch)
+			s.send(ctx, batch)
+			cancel()
+			s.running.Add(-int64(len(batch)))
+			for _, r := range batch {
+				close(r.done)
+			}
+			clear(batch)
+			buf = batch[:0]
+			s.mu.Lock()
+			if !q.leaving && len(q.waiting) > 0 {
+				q.leaving = true
+				s.mu.Unlock()
+				continue
+			}
+		}
+		if q.idle {
 			q.calls--
 			s.forget(dest, q)
 			s.mu.Unlock()
 			return
 		}
-		s.startCarrier(dest, q) // more than one call's worth is waiting
+		q.idle = true
 		s.mu.Unlock()
-		ctx, cancel := batchContext(batch)
-		s.send(ctx, batch)
-		cancel()
-		s.running.Add(-int64(len(batch)))
-		for _, r := range batch {
-			close(r.done)
+		if tick == nil {
+			tick = time.NewTimer(carrierIdle)
 		}
-		s.mu.Lock()
-		if q.leaving || len(q.waiting) == 0 {
-			q.calls--
-			s.forget(dest, q)
-			s.mu.Unlock()
+		if !s.rest(dest, q, tick) {
 			return
 		}
-		q.leaving = true
-		s.mu.Unlock()
 	}
 }
 
-// next takes the next batch off q, leaving out requests whose callers are
-// gone; nil when nothing is left. s.mu is held.
-func (s *RedisStore) next(q *queue) []*request {
-	var batch []*request
+// rest waits, idle, for startCarrier to wake the carrier; false: it left,
+// at a tick of carrierIdle with no batch sent since the one before.
+func (s *RedisStore) rest(dest string, q *queue, tick *time.Timer) bool {
+	for {
+		select {
+		case <-q.wake:
+			return true
+		case <-tick.C:
+		}
+		s.mu.Lock()
+		if q.idle && !q.used {
+			q.idle = false
+			q.calls--
+			s.forget(dest, q)
+			s.mu.Unlock()
+			return false
+		}
+		q.used = false
+		s.mu.Unlock()
+		tick.Reset(carrierIdle)
+	}
+}
+
+// next takes the next batch off q into buf, leaving out requests whose
+// callers are gone; nil when nothing is left. s.mu is held.
+func (s *RedisStore) next(q *queue, buf []*request) []*request {
+	batch := buf[:0]
 	keys, i := 0, 0
 	for ; i < len(q.waiting) && len(batch) < maxBatch; i++ {
 		r := q.waiting[i]
@@ -187,6 +239,10 @@ func (s *RedisStore) next(q *queue) []*request {
 	n := copy(q.waiting, q.waiting[i:])
 	clear(q.waiting[n:])
 	q.waiting = q.waiting[:n]
+	if len(batch) == 0 {
+		return nil
+	}
+	q.used = true
 	return batch
 }
 

@@ -275,7 +275,7 @@ func TestBatchBounds(t *testing.T) {
 		q.waiting = append(q.waiting, &request{subj: "m", n: 1, policies: many})
 	}
 	var sizes []int
-	for b := s.next(q); b != nil; b = s.next(q) {
+	for b := s.next(q, nil); b != nil; b = s.next(q, nil) {
 		keys := 0
 		for _, r := range b {
 			if r.gone.Load() {

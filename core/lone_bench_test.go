@@ -1,0 +1,79 @@
+package core_test
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
+	"github.com/sluicehq/ratelimit/internal/redistest"
+)
+
+// BenchmarkRedisLone: one caller at a time on 10k keys, the default
+// configuration, with both client settings, reporting the process's CPU
+// time per decision too. "script" is a bare EVALSHA of a one-command
+// script on the caller's goroutine: go-redis's own cost, a floor to read
+// the others against on a loaded machine.
+func BenchmarkRedisLone(b *testing.B) {
+	addr := redistest.Addr(b)
+	ks := keys(10000)
+	ctx := context.Background()
+	for _, ct := range []bool{true, false} {
+		name := "plain"
+		if ct {
+			name = "ctxtimeout"
+		}
+		b.Run(name, func(b *testing.B) {
+			c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: ct})
+			defer c.Close()
+			l := limitertest.New(b, core.Config{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(b))),
+				Limit: core.PerSecond(1 << 30), FailMode: core.FailClosed})
+			b.ReportAllocs()
+			defer reportCPU(b)()
+			i, degraded := 0, 0
+			defer func() { b.ReportMetric(float64(degraded), "degraded") }()
+			for b.Loop() {
+				if r, err := l.Allow(ctx, ks[i%len(ks)]); err != nil {
+					b.Fatal(err)
+				} else if r.Degraded {
+					degraded++
+				}
+				i++
+			}
+		})
+	}
+	b.Run("script", func(b *testing.B) {
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer c.Close()
+		s := redis.NewScript(`return redis.call('INCR', KEYS[1])`)
+		p := redistest.Prefix(b)
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		i := 0
+		for b.Loop() {
+			ctx, cancel := context.WithTimeout(ctx, 1e9)
+			if err := s.Run(ctx, c, []string{p + ks[i%len(ks)]}, 1, 2, 3).Err(); err != nil {
+				b.Fatal(err)
+			}
+			cancel()
+			i++
+		}
+	})
+}
+
+// reportCPU reports the process's CPU time (user and system) per op.
+func reportCPU(b *testing.B) func() {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start := cpu()
+	return func() {
+		b.ReportMetric(float64(cpu()-start)/float64(b.N)/1e3, "cpu-µs/op")
+	}
+}
