@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,10 +40,31 @@ type request struct {
 	n        int
 	policies []Policy
 
-	reply string // this request's part of the script's reply, or
-	err   error  // why there is none; both set before done closes
-	done  chan struct{}
-	gone  atomic.Bool // the caller stopped waiting: not sent if not yet sent
+	reply string        // this request's part of the script's reply, or
+	err   error         // why there is none; both set before done is sent
+	done  chan struct{} // one value once answered; buffered
+	timer *time.Timer   // the caller's deadline, nil until needed
+	gone  atomic.Bool   // the caller stopped waiting: not sent if not yet sent
+}
+
+// requests keeps requests, with their channel and timer, for reuse: a
+// caller gives its request back once answered, when no carrier holds it
+// any more (see BENCHMARKS.md, "Tricks kept"). A request its caller left
+// unanswered is never reused.
+var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+
+// newRequest returns a request from the pool, set for one decision.
+func newRequest(ctx context.Context, deadline time.Time, op int, subj string, n int, policies []Policy) *request {
+	r := requests.Get().(*request)
+	r.ctx, r.deadline, r.subj, r.op, r.n, r.policies = ctx, deadline, subj, op, n, policies
+	return r
+}
+
+// release gives r, answered, back to the pool.
+func (r *request) release() {
+	r.ctx, r.subj, r.policies, r.reply, r.err = nil, "", nil, "", nil
+	r.gone.Store(false)
+	requests.Put(r)
 }
 
 // Operations of the script on one request.
@@ -117,7 +139,6 @@ func (s *RedisStore) enqueue(r *request, dest string) {
 		q = &queue{wake: make(chan struct{}, 1)}
 		s.queues[dest] = q
 	}
-	r.done = make(chan struct{})
 	q.waiting = append(q.waiting, r)
 	s.startCarrier(dest, q)
 }
@@ -168,7 +189,7 @@ func (s *RedisStore) carry(dest string, q *queue) {
 			cancel()
 			s.running.Add(-int64(len(batch)))
 			for _, r := range batch {
-				close(r.done)
+				r.done <- struct{}{}
 			}
 			clear(batch)
 			buf = batch[:0]

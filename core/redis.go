@@ -208,15 +208,16 @@ func (s *RedisStore) do(ctx context.Context, deadline time.Time, op int, subj st
 	if !admit(&s.running, bound) {
 		return Outcome{}, ErrOverloaded
 	}
-	r := &request{ctx: ctx, deadline: deadline, subj: subj, op: op, n: n, policies: policies}
+	r := newRequest(ctx, deadline, op, subj, n, policies)
 	var dest string
 	if s.split {
 		dest = s.node(subj)
 	}
 	s.enqueue(r, dest)
 	if err := wait(ctx, deadline, r); err != nil {
-		return Outcome{}, err
+		return Outcome{}, err // r may still be in a call: not reused
 	}
+	defer r.release()
 	if r.err != nil {
 		return Outcome{}, r.err
 	}
@@ -250,9 +251,13 @@ func wait(ctx context.Context, deadline time.Time, r *request) error {
 	// goroutine that AfterFunc starts, one hop later on a busy machine.
 	var expired <-chan time.Time
 	if !deadline.IsZero() {
-		t := time.NewTimer(time.Until(deadline))
-		defer t.Stop()
-		expired = t.C
+		if r.timer == nil {
+			r.timer = time.NewTimer(time.Until(deadline))
+		} else {
+			r.timer.Reset(time.Until(deadline))
+		}
+		defer r.timer.Stop()
+		expired = r.timer.C
 	}
 	select {
 	case <-r.done:
