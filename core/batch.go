@@ -280,7 +280,7 @@ func (s *RedisStore) send(ctx context.Context, batch []*request) {
 		}
 	}()
 	if !s.split || len(batch) == 1 {
-		keys, args := s.encode(ctx, call, batch)
+		keys, args := s.encodeShort(ctx, call, batch)
 		reply, err := tokenBuckets.Run(ctx, s.client, keys, args...).Text()
 		s.settle(ctx, batch, call, reply, err)
 		return
@@ -340,7 +340,7 @@ func (s *RedisStore) sendEach(ctx context.Context, node *redis.Client, call uint
 	if node != nil {
 		pipe := node.Pipeline()
 		for i, g := range groups {
-			keys[i], args[i] = s.encode(ctx, s.idSeq.Add(1), g)
+			keys[i], args[i] = s.encodeShort(ctx, s.idSeq.Add(1), g)
 			cmds[i] = tokenBuckets.EvalSha(ctx, pipe, keys[i], args[i]...)
 		}
 		_, _ = pipe.Exec(ctx)
@@ -348,7 +348,7 @@ func (s *RedisStore) sendEach(ctx context.Context, node *redis.Client, call uint
 	for i, g := range groups {
 		if cmds[i] == nil || notRun(cmds[i].Err()) {
 			if keys[i] == nil {
-				keys[i], args[i] = s.encode(ctx, s.idSeq.Add(1), g)
+				keys[i], args[i] = s.encodeShort(ctx, s.idSeq.Add(1), g)
 			}
 			cmds[i] = tokenBuckets.Run(ctx, s.client, keys[i], args[i]...)
 		}
@@ -454,6 +454,21 @@ func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) 
 		batch, idx = batch[run:], idx[run*m:]
 	}
 	return keys, args
+}
+
+// encodeShort is encode for tokenBuckets, whose lone take under one
+// policy has arguments of its own: the record's expiry, the policy, n.
+func (s *RedisStore) encodeShort(ctx context.Context, call uint64, batch []*request) ([]string, []any) {
+	r := batch[0]
+	if len(batch) > 1 || len(r.policies) > 1 || r.op != opTake {
+		return s.encode(ctx, call, batch)
+	}
+	p := &r.policies[0]
+	arg := p.arg
+	if arg == nil {
+		arg = p.describe()
+	}
+	return []string{s.key(r.subj, p.Name), s.recordKey(r.subj, call)}, []any{recordTTL(ctx), arg, r.n}
 }
 
 // sameShape reports whether b, whose policies' indexes start at bi, asks

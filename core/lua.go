@@ -14,7 +14,8 @@ import "github.com/redis/go-redis/v9"
 // cost n, number of policies m and the index (1..P) of each, then how
 // many requests in a row ask that. KEYS are every request's buckets, in
 // the same order, then the call's replay record (named by the call's
-// id). The operations: 1 takes n tokens, all or nothing over the request's
+// id); a lone take under one policy sends only the record's expiry, the
+// policy and n. The operations: 1 takes n tokens, all or nothing over the request's
 // policies; 2 peeks (whether n would be taken, taking nothing); 3 refunds
 // n tokens to every policy, each capped at its capacity. The reply is one
 // string of integers separated by ",": per request, allowed (1 or 0; a
@@ -89,11 +90,14 @@ local vals = mget(KEYS)
 if vals[nk] then return vals[nk] end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
--- A lone take under one policy, of a bucket in that policy (or none)
--- stamped no later than now, is decided here in a straight line, by the
--- arithmetic below for that case; any other call goes on below.
-if ARGV[2] == '1' and ARGV[3] == '1' and ARGV[5] == '1' and ARGV[7] == '1' then
-  local desc, v = ARGV[4], vals[1]
+-- A lone take under one policy comes as three arguments: the record's
+-- expiry, the policy and the cost. Of a bucket in that policy (or none)
+-- stamped no later than now, it is decided here in a straight line, by
+-- the arithmetic below for that case; otherwise it goes on below, in the
+-- arguments of a batch of one.
+local ARGV = ARGV
+if #ARGV == 3 then
+  local desc, v = ARGV[2], vals[1]
   local a = find(desc, ':', 1, true)
   local b = a and find(desc, ':', a + 1, true)
   local c = b and find(desc, ':', b + 1, true)
@@ -111,7 +115,7 @@ if ARGV[2] == '1' and ARGV[3] == '1' and ARGV[5] == '1' and ARGV[7] == '1' then
     local at = floor(now / tick)
     local phase = now - at * tick
     if tok >= cap or el >= ceil((cap - tok) / rate) then tok = cap else tok = tok + el * rate end
-    local need = tonumber(ARGV[6]) * unit
+    local need = tonumber(ARGV[3]) * unit
     if tok < need then
       local reset = 0
       if tok < cap then reset = ceil((cap - tok) / rate) * tick - phase end
@@ -124,6 +128,7 @@ if ARGV[2] == '1' and ARGV[3] == '1' and ARGV[5] == '1' and ARGV[7] == '1' then
     redis.call('SETEX', KEYS[2], ARGV[1], reply)
     return reply
   end
+  ARGV = {ARGV[1], '1', '1', desc, '1', ARGV[3], '1', '1', '1'}
 end
 -- Small numbers (counts, operations, costs, indexes) repeat: each distinct
 -- one is parsed once (tonumber is C's strtod, dear for "1").
