@@ -128,6 +128,7 @@ func (l Limit) policy(name string) Policy {
 	}
 	p.desc = p.describe()
 	p.arg = p.desc
+	p.mem = newMemKey(&p)
 	return p
 }
 

@@ -322,19 +322,21 @@ func (l *Limiter) RefundLimit(ctx context.Context, key string, n int, lim Limit)
 // so a memory decision under one limit crosses one frame, this one, which
 // builds the Result (13 words) in place (BENCHMARKS.md, "Tricks kept").
 // Every other case goes on in decide.
-func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (Result, error) {
+func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (r Result, err error) {
 	if l.mem == nil || len(set.policies) > 1 {
 		return l.decide(ctx, opTake, key, n, set)
 	}
 	if key == "" || n < 1 || n > set.minCap {
-		return Result{}, checkCall(key, n, set)
+		return r, checkCall(key, n, set)
 	}
 	// Arguments are checked: no I/O, no failure, no guard.
 	d := l.mem.take1(l.mem.subject(key), n, &set.policies[0])
 	if l.observer != nil {
 		l.observe(ctx, opTake, DecisionEvent{Allowed: d.allowed})
 	}
-	return Result{Allowed: d.allowed, Limit: set.limits[0], Name: set.policies[0].Name, Remaining: int(d.remaining), RetryAfter: d.retryAfter, ResetAfter: d.resetAfter}, nil
+	r.Allowed, r.Limit, r.Name = d.allowed, set.limits[0], set.policies[0].Name
+	r.Remaining, r.RetryAfter, r.ResetAfter = int(d.remaining), d.retryAfter, d.resetAfter
+	return r, nil
 }
 
 // decide takes, peeks or refunds (op) n tokens of key under set.

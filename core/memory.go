@@ -47,14 +47,39 @@ type memShard struct {
 	mu sync.Mutex
 	memTable
 	nextSweep int64
-	// The policy name last decided here and its hash: a store mostly
-	// serves one limiter, so its name is hashed once, not per decision.
-	name     string
-	nameHash uint64
-	// Likewise the shape of the policy last decided here, and its handle.
-	shapeKey policyShape
-	shape    unique.Handle[policyShape]
-	_        [16]byte // keep shards on separate cache lines
+	_         [16]byte // keep shards on separate cache lines
+}
+
+// memKey is what the memory store keeps of a policy besides its numbers:
+// its name's hash and handle, and its shape's handle. Limit.policy builds
+// it once, with what it was built from: a policy whose fields were
+// changed since is keyed afresh.
+type memKey struct {
+	hash  uint64                // of the name
+	name  unique.Handle[string] // compared as one word
+	shape unique.Handle[policyShape]
+	of    string      // the name it was built from
+	ofSh  policyShape // the shape it was built from
+}
+
+// nameSeed hashes policy names for every memory store.
+var nameSeed = maphash.MakeSeed()
+
+// memKeyOf returns p's memKey.
+func memKeyOf(p *Policy) memKey {
+	if p.mem.fits(p) {
+		return p.mem
+	}
+	return newMemKey(p)
+}
+
+// fits reports whether k was built from p as it is. (No valid policy has
+// the zero shape: Refill > 0.)
+func (k *memKey) fits(p *Policy) bool { return k.ofSh == shapeOf(p) && k.of == p.Name }
+
+func newMemKey(p *Policy) memKey {
+	sp := shapeOf(p)
+	return memKey{hash: maphash.String(nameSeed, p.Name), name: unique.Make(p.Name), shape: unique.Make(sp), of: p.Name, ofSh: sp}
 }
 
 // policyShape is a policy's arithmetic without its name: what a bucket
@@ -216,14 +241,9 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 	} else {
 		s.base = time.Now()
 	}
-	// The memoized name starts as "", so its hash must be the hash of ""
-	// (not 0): a policy named "" would otherwise hash one way or the
-	// other depending on which names the shard saw before.
-	empty := maphash.String(s.seed, "")
 	for i := range s.shards {
 		s.shards[i].slots = make([]memSlot, minSlots)
 		s.shards[i].nextSweep = memEpoch + s.sweep
-		s.shards[i].nameHash = empty
 	}
 	return s
 }
@@ -240,8 +260,7 @@ func (s *MemoryStore) now() int64 {
 	return memEpoch + time.Since(s.base).Microseconds()
 }
 
-// injectedNow is now with an injected clock (kept out of now, which then
-// inlines).
+// injectedNow is now with an injected clock.
 func (s *MemoryStore) injectedNow() int64 { return memEpoch + s.clock().Sub(s.base).Microseconds() }
 
 // Take implements Store. It never blocks on I/O, and fails only for a
@@ -253,30 +272,11 @@ func (s *MemoryStore) Take(_ context.Context, subject string, n int, policies []
 	return s.take(subject, n, policies, each), nil
 }
 
-// subjectHash returns subject's hash; its low bits pick the shard.
-// (maphash.Comparable takes fewer steps than maphash.String.)
-func (s *MemoryStore) subjectHash(subject string) uint64 { return maphash.Comparable(s.seed, subject) }
-
-// hash returns the hash of key (name, subject) in the shard's table, never
-// 0. hs is subject's hash, whose low bits picked the shard: all policies
-// of a subject share one shard, so they are decided under one lock.
-func (sh *memShard) hash(s *MemoryStore, hs uint64, name string) uint64 {
-	if name != sh.name {
-		sh.name, sh.nameHash = name, maphash.String(s.seed, name)
-	}
-	return (hs ^ sh.nameHash) | 1
-}
-
-// shapeFor returns the handle of p's shape, the same for every policy
-// with p's arithmetic.
-func (sh *memShard) shapeFor(p *Policy) unique.Handle[policyShape] {
-	// The zero shapeKey is no valid policy's (Refill > 0), so the zero
-	// handle is never returned.
-	if k := shapeOf(p); k != sh.shapeKey {
-		sh.shapeKey, sh.shape = k, unique.Make(k)
-	}
-	return sh.shape
-}
+// keyHash returns the hash of key (name, subject) in the shard's table,
+// never 0, from hs, subject's hash, whose low bits picked the shard: all
+// policies of a subject share one shard, so they are decided under one
+// lock.
+func keyHash(hs uint64, k *memKey) uint64 { return (hs ^ k.hash) | 1 }
 
 func (s *MemoryStore) take(subject string, n int, policies []Policy, each []Outcome) Outcome {
 	if len(policies) == 1 {
@@ -293,14 +293,19 @@ func (s *MemoryStore) take(subject string, n int, policies []Policy, each []Outc
 }
 
 // lock locks subject's shard, sweeping it when due, and returns it with
-// subject's hash and the time.
+// subject's hash (its low bits pick the shard; maphash.Comparable takes
+// fewer steps than maphash.String) and the time.
 func (s *MemoryStore) lock(subject string) (sh *memShard, hs uint64, now int64) {
-	hs = s.subjectHash(subject)
+	hs = maphash.Comparable(s.seed, subject)
 	sh = &s.shards[hs&s.mask]
 	// The clock is read before the lock, to keep the critical section
 	// short; two callers may then reach a bucket out of clock order: see
-	// recheck.
-	now = s.now()
+	// recheck. The clock is read as s.now() reads it.
+	if s.clock == nil {
+		now = memEpoch + time.Since(s.base).Microseconds()
+	} else {
+		now = s.injectedNow()
+	}
 	sh.mu.Lock()
 	if now >= sh.nextSweep {
 		sh.sweep(now)
@@ -326,15 +331,17 @@ func (s *MemoryStore) recheck(ts, now int64) int64 {
 // read and write are under the lock; the answer's arithmetic (divisions)
 // comes after it, shortening the wait of other callers on the shard.
 func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
+	k := &p.mem
+	if !k.fits(p) {
+		fresh := newMemKey(p)
+		k = &fresh
+	}
 	sh, hs, now := s.lock(subject)
 	// One lookup: buckets are updated in place.
-	h, hp := sh.hash(s, hs, p.Name), sh.shape
-	if shapeOf(p) != sh.shapeKey {
-		hp = sh.shapeFor(p)
-	}
+	h, hp := keyHash(hs, k), k.shape
 	var b *memBucket
 	tokens, own, ahead := p.Capacity, int64(-1), false
-	if i, ok := sh.find(h, p.Name, subject); ok {
+	if i, ok := sh.find(h, k.name, subject); ok {
 		b = &sh.slots[i].memBucket
 		now = s.recheck(b.ts, now)
 		if b.shape == hp && p.Tick == 1 {
@@ -347,7 +354,7 @@ func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
 	need := int64(n) * p.Unit
 	if tokens >= need {
 		if b == nil {
-			sh.put(s, b, h, hp, p.Name, subject, tokens-need, now)
+			sh.put(s, b, h, k, subject, tokens-need, now)
 		} else {
 			b.units, b.ts = tokens-need, now
 			if b.shape != hp {
@@ -376,11 +383,11 @@ func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
 // put writes a bucket that was taken from or refunded to: b, or, when
 // nil, a bucket inserted for key (name, subject), holds left units of
 // shape hp at now.
-func (sh *memShard) put(s *MemoryStore, b *memBucket, h uint64, hp unique.Handle[policyShape], name, subject string, left, now int64) {
+func (sh *memShard) put(s *MemoryStore, b *memBucket, h uint64, k *memKey, subject string, left, now int64) {
 	if b == nil {
-		b = sh.insert(h, name, subject, s.perShard)
+		b = sh.insert(h, k.name, subject, s.perShard)
 	}
-	*b = memBucket{units: left, ts: now, shape: hp}
+	*b = memBucket{units: left, ts: now, shape: k.shape}
 }
 
 // restamp moves a bucket stamped ahead of now back to now, holding what it
@@ -394,6 +401,7 @@ func (b *memBucket) restamp(now int64) {
 // memRead is what applyMany read of one policy's bucket.
 type memRead struct {
 	hash   uint64
+	key    memKey
 	tokens int64 // under the policy decided
 	own    int64 // under the bucket's own policy when another, else -1
 	shape  unique.Handle[policyShape]
@@ -434,9 +442,9 @@ func (sh *memShard) applyMany(s *MemoryStore, hs uint64, subject string, op, n i
 		// Looked up again: an insert for an earlier policy may have moved
 		// this bucket.
 		if write {
-			sh.put(s, sh.lookup(r.hash, p.Name, subject), r.hash, sh.shapeFor(p), p.Name, subject, left, now)
+			sh.put(s, sh.lookup(r.hash, r.key.name, subject), r.hash, &r.key, subject, left, now)
 		} else if op == opTake && r.ahead {
-			sh.lookup(r.hash, p.Name, subject).restamp(now)
+			sh.lookup(r.hash, r.key.name, subject).restamp(now)
 		}
 		if each != nil {
 			each[i] = d.outcome(i)
@@ -455,15 +463,16 @@ func (sh *memShard) readAll(s *MemoryStore, hs uint64, subject string, n int, po
 	allowed, rechecked := true, false
 	for i := 0; i < len(policies); i++ {
 		p := &policies[i]
-		r := memRead{hash: sh.hash(s, hs, p.Name), tokens: p.Capacity, own: -1}
-		if b := sh.lookup(r.hash, p.Name, subject); b != nil {
+		k := memKeyOf(p)
+		r := memRead{hash: keyHash(hs, &k), key: k, tokens: p.Capacity, own: -1}
+		if b := sh.lookup(r.hash, k.name, subject); b != nil {
 			if !rechecked && b.ts > now {
 				// Every policy is decided at one time: start again.
 				now, rechecked = s.recheck(b.ts, now), true
 				reads, allowed, i = reads[:0], true, -1
 				continue
 			}
-			r.tokens, r.own, r.ahead = b.read(p, sh.shapeFor(p), now)
+			r.tokens, r.own, r.ahead = b.read(p, k.shape, now)
 			r.shape = b.shape
 		}
 		reads = append(reads, r)
@@ -488,12 +497,10 @@ func (s *MemoryStore) Len() int {
 
 // Reset implements Resetter: subject's buckets become full again.
 func (s *MemoryStore) Reset(_ context.Context, subject string, policies []Policy) error {
-	hs := s.subjectHash(subject)
-	sh := &s.shards[hs&s.mask]
-	sh.mu.Lock()
+	sh, hs, _ := s.lock(subject)
 	for i := range policies {
-		name := policies[i].Name
-		if j, ok := sh.find(sh.hash(s, hs, name), name, subject); ok {
+		k := memKeyOf(&policies[i])
+		if j, ok := sh.find(keyHash(hs, &k), k.name, subject); ok {
 			sh.remove(j)
 		}
 	}

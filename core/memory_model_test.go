@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unique"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -528,13 +529,13 @@ func checkTable(t *memTable, limit int) error {
 	for i := range t.slots {
 		sl := &t.slots[i]
 		if sl.hash == 0 {
-			if sl.name != "" || sl.subject != "" || sl.memBucket != (memBucket{}) {
-				return fmt.Errorf("empty slot %d holds %q %q %+v", i, sl.name, sl.subject, sl.memBucket)
+			if sl.name != (unique.Handle[string]{}) || sl.subject != "" || sl.memBucket != (memBucket{}) {
+				return fmt.Errorf("empty slot %d holds a name, %q %+v", i, sl.subject, sl.memBucket)
 			}
 			continue
 		}
 		used++
-		k := refKey{sl.name, sl.subject}
+		k := refKey{sl.name.Value(), sl.subject}
 		if seen[k] {
 			return fmt.Errorf("key %q twice", k)
 		}
@@ -592,7 +593,7 @@ func TestMemTableCollisions(t *testing.T) {
 					}
 					switch op := rng.IntN(10); {
 					case op < 6:
-						if b := tab.lookup(h, k.name, k.subject); b != nil {
+						if b := tab.lookup(h, unique.Make(k.name), k.subject); b != nil {
 							if _, in := model[k]; !in {
 								t.Fatalf("step %d: %q found, not in the model", step, k)
 							}
@@ -602,12 +603,12 @@ func TestMemTableCollisions(t *testing.T) {
 							t.Fatalf("step %d: %q lost", step, k)
 						}
 						before := tab.used
-						b := tab.insert(h, k.name, k.subject, limit)
+						b := tab.insert(h, unique.Make(k.name), k.subject, limit)
 						setFull(b, rng.Int64N(100))
 						hashes[k] = h
 						if before == limit {
 							for mk := range model {
-								if tab.lookup(hashes[mk], mk.name, mk.subject) == nil {
+								if tab.lookup(hashes[mk], unique.Make(mk.name), mk.subject) == nil {
 									delete(model, mk)
 									delete(hashes, mk)
 									break
@@ -616,7 +617,7 @@ func TestMemTableCollisions(t *testing.T) {
 						}
 						model[k] = b.fullAt()
 					case op < 9:
-						if i, found := tab.find(h, k.name, k.subject); found {
+						if i, found := tab.find(h, unique.Make(k.name), k.subject); found {
 							tab.remove(i)
 							delete(hashes, k)
 						}
@@ -638,7 +639,7 @@ func TestMemTableCollisions(t *testing.T) {
 						t.Fatalf("seed %d step %d: used %d, model %d", seed, step, tab.used, len(model))
 					}
 					for mk, full := range model {
-						if b := tab.lookup(hashes[mk], mk.name, mk.subject); b == nil || b.fullAt() != full {
+						if b := tab.lookup(hashes[mk], unique.Make(mk.name), mk.subject); b == nil || b.fullAt() != full {
 							t.Fatalf("seed %d step %d: %q: %v, want full %d", seed, step, mk, b, full)
 						}
 					}
@@ -659,11 +660,11 @@ func TestMemTableWrapRemove(t *testing.T) {
 		if k == len(order) {
 			tab := memTable{slots: make([]memSlot, minSlots)}
 			for i, hm := range homes {
-				tab.insert(hm<<32|uint64(i)<<1|1, "n", strconv.Itoa(i), 100)
+				tab.insert(hm<<32|uint64(i)<<1|1, unique.Make("n"), strconv.Itoa(i), 100)
 			}
 			left := map[int]bool{0: true, 1: true, 2: true, 3: true, 4: true}
 			for _, r := range order {
-				j, ok := tab.find(homes[r]<<32|uint64(r)<<1|1, "n", strconv.Itoa(r))
+				j, ok := tab.find(homes[r]<<32|uint64(r)<<1|1, unique.Make("n"), strconv.Itoa(r))
 				if !ok {
 					t.Fatalf("order %v: %d lost", order, r)
 				}
@@ -673,7 +674,7 @@ func TestMemTableWrapRemove(t *testing.T) {
 					t.Fatalf("order %v, after removing %d: %v", order, r, err)
 				}
 				for i := range left {
-					if _, ok := tab.find(homes[i]<<32|uint64(i)<<1|1, "n", strconv.Itoa(i)); !ok {
+					if _, ok := tab.find(homes[i]<<32|uint64(i)<<1|1, unique.Make("n"), strconv.Itoa(i)); !ok {
 						t.Fatalf("order %v, after removing %d: %d lost", order, r, i)
 					}
 				}

@@ -1,10 +1,12 @@
 package core
 
+import "unique"
+
 // memTable is one MemoryStore shard's buckets: an open-addressing hash
 // table with linear probing, keyed by (policy name, subject). A decision
 // hashes its subject once, for the shard and the table alike (see
 // memShard.hash), and slots keep their key's hash, so a lookup costs that
-// one hash, usually one or two probes and two string comparisons; buckets
+// one hash, usually one or two probes and a string comparison; buckets
 // sit in the slots themselves, with no pointer to follow. It replaces a Go
 // map per shard only because it is faster (BENCHMARKS.md, "Tricks kept").
 // It is not safe for concurrent use: its shard's mutex guards it.
@@ -18,9 +20,10 @@ const minSlots = 8
 // memSlot is one bucket and its key, in one 64-byte cache line.
 type memSlot struct {
 	hash    uint64 // never 0 for a bucket: 0 marks an empty slot
-	name    string
+	name    unique.Handle[string]
 	subject string
 	memBucket
+	_ [8]byte // a slot per cache line: a lookup reads one
 }
 
 // home is the slot where a key hashed to h is first looked for. The low
@@ -29,11 +32,11 @@ func home(h uint64, mask int) int { return int(h>>32) & mask }
 
 // find returns the index of key (name, subject)'s slot and true, or, when
 // the key is absent, the index of the empty slot where it would go and false.
-func (t *memTable) find(h uint64, name, subject string) (int, bool) {
+func (t *memTable) find(h uint64, name unique.Handle[string], subject string) (int, bool) {
 	mask := len(t.slots) - 1
 	for i := home(h, mask); ; i = (i + 1) & mask {
 		sl := &t.slots[i]
-		if sl.hash == h && sl.subject == subject && sl.name == name {
+		if sl.hash == h && sl.name == name && sl.subject == subject {
 			return i, true
 		}
 		if sl.hash == 0 {
@@ -43,7 +46,7 @@ func (t *memTable) find(h uint64, name, subject string) (int, bool) {
 }
 
 // lookup returns key (name, subject)'s bucket, or nil.
-func (t *memTable) lookup(h uint64, name, subject string) *memBucket {
+func (t *memTable) lookup(h uint64, name unique.Handle[string], subject string) *memBucket {
 	if i, ok := t.find(h, name, subject); ok {
 		return &t.slots[i].memBucket
 	}
@@ -55,7 +58,7 @@ func (t *memTable) lookup(h uint64, name, subject string) *memBucket {
 // buckets, it first evicts one (see evictOne), never one of subject's own
 // while another is sampled. The pointer is valid until the table next
 // changes.
-func (t *memTable) insert(h uint64, name, subject string, limit int) *memBucket {
+func (t *memTable) insert(h uint64, name unique.Handle[string], subject string, limit int) *memBucket {
 	if t.used >= limit {
 		t.evictOne(h, subject)
 	}

@@ -36,7 +36,7 @@ func TestMemTableModel(t *testing.T) {
 			h := hashOf(k)
 			switch op := rng.IntN(10); {
 			case op < 6:
-				if b := tab.lookup(h, k.name, k.subject); b != nil {
+				if b := tab.lookup(h, unique.Make(k.name), k.subject); b != nil {
 					if _, ok := model[k]; !ok {
 						t.Fatalf("seed %d step %d: %v found, not in the model", seed, step, k)
 					}
@@ -48,12 +48,12 @@ func TestMemTableModel(t *testing.T) {
 					t.Fatalf("seed %d step %d: %v lost", seed, step, k)
 				}
 				n := tab.used
-				b := tab.insert(h, k.name, k.subject, limit)
+				b := tab.insert(h, unique.Make(k.name), k.subject, limit)
 				setFull(b, rng.Int64N(1000))
 				if n == limit {
 					// One bucket was evicted: find which.
 					for mk := range model {
-						if tab.lookup(hashOf(mk), mk.name, mk.subject) == nil {
+						if tab.lookup(hashOf(mk), unique.Make(mk.name), mk.subject) == nil {
 							delete(model, mk)
 							break
 						}
@@ -61,7 +61,7 @@ func TestMemTableModel(t *testing.T) {
 				}
 				model[k] = b.fullAt()
 			case op < 9:
-				if i, ok := tab.find(h, k.name, k.subject); ok {
+				if i, ok := tab.find(h, unique.Make(k.name), k.subject); ok {
 					tab.remove(i)
 				}
 				delete(model, k)
@@ -78,7 +78,7 @@ func TestMemTableModel(t *testing.T) {
 				t.Fatalf("seed %d step %d: used = %d, model has %d", seed, step, tab.used, len(model))
 			}
 			for mk, full := range model {
-				b := tab.lookup(hashOf(mk), mk.name, mk.subject)
+				b := tab.lookup(hashOf(mk), unique.Make(mk.name), mk.subject)
 				if b == nil || b.fullAt() != full {
 					t.Fatalf("seed %d step %d: %v: got %v, want full %d", seed, step, mk, b, full)
 				}

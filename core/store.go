@@ -61,6 +61,7 @@ type Policy struct {
 
 	desc string // "Capacity:Refill:Unit:Tick", RedisStore's script argument, built once
 	arg  any    // desc, boxed once
+	mem  memKey // MemoryStore's, built once
 }
 
 // Outcome is a store's answer for one policy.
