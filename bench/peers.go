@@ -232,7 +232,13 @@ func newRatelimitMemory(_ *Env, lim Limit, _ string) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Instance{NewWorker: shared(ratelimitWorker(l, &atomic.Pointer[error]{})), Close: func() {}}, nil
+	// Allow as an app calls it: a memory store never degrades, so
+	// ratelimitWorker's account of a cause has nothing to say here.
+	w := func(ctx context.Context, key string) (bool, error) {
+		r, err := l.Allow(ctx, key)
+		return r.Allowed, err
+	}
+	return &Instance{NewWorker: shared(w), Close: func() {}}, nil
 }
 
 func newRedisRate(env *Env, lim Limit, prefix string) (*Instance, error) {
