@@ -47,7 +47,6 @@ type memShard struct {
 	mu sync.Mutex
 	memTable
 	nextSweep int64
-	_         [16]byte // keep shards on separate cache lines
 }
 
 // memKey is what the memory store keeps of a policy besides its numbers:

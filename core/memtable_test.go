@@ -90,9 +90,9 @@ func TestMemTableModel(t *testing.T) {
 	}
 }
 
-func TestMemShardSize(t *testing.T) {
+func TestMemSlotSize(t *testing.T) {
 	t.Parallel()
-	if size := unsafe.Sizeof(memShard{}); size%64 != 0 {
-		t.Fatalf("memShard is %d bytes: shards would share cache lines; adjust its padding", size)
+	if size := unsafe.Sizeof(memSlot{}); size != 64 {
+		t.Fatalf("memSlot is %d bytes: a lookup would read two cache lines; adjust its padding", size)
 	}
 }
