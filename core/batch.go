@@ -27,9 +27,11 @@ import (
 // rather than starting a goroutine (and growing its stack) again.
 //
 // A call is sent under its batch's latest deadline but at least minSend,
-// never under a caller's Timeout alone: go-redis closes a connection whose
+// not under a caller's Timeout alone: go-redis closes a connection whose
 // call outlived its context, so with Redis nearly Timeout away calls under
-// the callers' deadlines would each dial again, and fail, for ever.
+// the callers' deadlines would each dial again, and fail, for ever. One
+// exception (see alone): a lone request goes on its caller's goroutine,
+// under its own deadline, while calls take far less than that.
 
 // request is one decision waiting in a queue.
 type request struct {
@@ -158,6 +160,37 @@ func (s *RedisStore) startCarrier(dest string, q *queue) {
 	}
 }
 
+// alone reports that r may go on its caller's goroutine, paying no
+// hand-off to a carrier: nothing else is queued or in a call, the client
+// bounds calls by their context's deadline (ContextTimeoutEnabled), r's
+// caller can never cancel it before its deadline, and the last call
+// succeeded in under a quarter of the time r has. A call that outlives
+// its deadline costs its connection, and sends the next calls by carrier,
+// under minSend, until one is fast again: Redis nearly Timeout away never
+// makes lone calls dial again and again.
+func (s *RedisStore) alone(r *request) bool {
+	return s.deadlines && !s.split && !r.deadline.IsZero() && r.ctx.Done() == nil &&
+		s.running.Load() == 1 && s.lastErr.Load() == nil &&
+		4*time.Duration(s.lastCall.Load()) < time.Until(r.deadline)
+}
+
+// sendAlone sends r, which alone let go on its caller's goroutine, under
+// r's own deadline. A call cut short by that deadline was slow, not
+// failing, as a carrier's would have been had its caller left then: it
+// is not the store's last error (the breaker does not count it), and
+// lastCall sends the next calls by carrier.
+func (s *RedisStore) sendAlone(r *request) {
+	ctx, cancel := context.WithDeadline(r.ctx, r.deadline)
+	start := time.Now()
+	s.send(ctx, []*request{r})
+	s.lastCall.Store(int64(time.Since(start)))
+	cancel()
+	if p := s.lastErr.Load(); p != nil && isTimeout(r.err) && errors.Is(r.err, *p) && !time.Now().Before(r.deadline) {
+		s.lastErr.CompareAndSwap(p, nil)
+	}
+	s.running.Add(-1)
+}
+
 // forget drops a node's queue once nothing uses it. s.mu is held.
 func (s *RedisStore) forget(dest string, q *queue) {
 	if dest != "" && q.calls == 0 && len(q.waiting) == 0 && s.queues[dest] == q {
@@ -185,7 +218,9 @@ func (s *RedisStore) carry(dest string, q *queue) {
 			s.startCarrier(dest, q) // more than one call's worth is waiting
 			s.mu.Unlock()
 			ctx, cancel := batchContext(batch)
+			start := time.Now()
 			s.send(ctx, batch)
+			s.lastCall.Store(int64(time.Since(start)))
 			cancel()
 			s.running.Add(-int64(len(batch)))
 			for _, r := range batch {

@@ -33,7 +33,10 @@ func (*dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // as far away as the Timeout. Its decisions time out, but their calls
 // outlive them and keep their connection: go-redis closes one whose call
 // outlived its context, so calls under the callers' own deadlines would
-// each dial again. Both client settings.
+// each dial again (18 connections in this second). Both client
+// settings; with ContextTimeoutEnabled the first call, sent on its
+// caller's goroutine while calls were fast, costs its connection (and
+// its replacement's dial).
 func TestLoneCallsNearTimeoutKeepConnections(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a second of calls through a latency proxy")
@@ -68,8 +71,8 @@ func TestLoneCallsNearTimeoutKeepConnections(t *testing.T) {
 			}
 			n := dials.n.Load() - before
 			t.Logf("Redis %v away, Timeout %v: %d lone decisions, %d degraded, %d connections opened", timeout, timeout, decisions, degraded, n)
-			if n > 3 {
-				t.Errorf("%d connections opened for %d lone decisions; want at most 3", n, decisions)
+			if n > 4 {
+				t.Errorf("%d connections opened for %d lone decisions; want at most 4", n, decisions)
 			}
 		})
 	}

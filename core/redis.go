@@ -59,9 +59,10 @@ type RedisStore struct {
 	deadlines bool              // the client bounds calls by their context's deadline
 	ready     atomic.Bool       // a call succeeded: a Cluster client has its slot map
 
-	lastErr atomic.Pointer[error]       // the last call's error; nil after a success
-	running atomic.Int64                // decisions queued or in a call (see runBounded)
-	dials   atomic.Pointer[dialFailure] // the client's last dial error (see dialWatch)
+	lastErr  atomic.Pointer[error]       // the last call's error; nil after a success
+	lastCall atomic.Int64                // how long the last call took, ns
+	running  atomic.Int64                // decisions queued or in a call (see runBounded)
+	dials    atomic.Pointer[dialFailure] // the client's last dial error (see dialWatch)
 
 	idBase string        // random, per store: call ids never repeat across instances
 	idSeq  atomic.Uint64 // call ids within this store
@@ -209,13 +210,17 @@ func (s *RedisStore) do(ctx context.Context, deadline time.Time, op int, subj st
 		return Outcome{}, ErrOverloaded
 	}
 	r := newRequest(ctx, deadline, op, subj, n, policies)
-	var dest string
-	if s.split {
-		dest = s.node(subj)
-	}
-	s.enqueue(r, dest)
-	if err := wait(ctx, deadline, r); err != nil {
-		return Outcome{}, err // r may still be in a call: not reused
+	if s.alone(r) {
+		s.sendAlone(r)
+	} else {
+		var dest string
+		if s.split {
+			dest = s.node(subj)
+		}
+		s.enqueue(r, dest)
+		if err := wait(ctx, deadline, r); err != nil {
+			return Outcome{}, err // r may still be in a call: not reused
+		}
 	}
 	defer r.release()
 	if r.err != nil {
