@@ -196,8 +196,9 @@ func WithClock(now func() time.Time) MemoryOption {
 }
 
 // DefaultMaxKeys is the default bound on buckets held by a MemoryStore:
-// at most about 130 MB, 128 bytes a bucket (a 64-byte slot in tables kept
-// at most 3/4 full; subjects' own bytes come on top).
+// at most about 130 MB, 128 bytes a bucket (a 64-byte slot in an array
+// that grows by a quarter, and 8-byte index entries kept at least 3/8
+// full; subjects' own bytes come on top).
 const DefaultMaxKeys = 1 << 20
 
 // WithMaxKeys bounds the number of buckets (one per policy and subject);
@@ -241,7 +242,7 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 		s.base = time.Now()
 	}
 	for i := range s.shards {
-		s.shards[i].slots = make([]memSlot, minSlots)
+		s.shards[i].index = make([]uint64, minSlots)
 		s.shards[i].nextSweep = memEpoch + s.sweep
 	}
 	return s

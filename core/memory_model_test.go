@@ -511,46 +511,58 @@ func checkStoreTables(t *testing.T, s *MemoryStore) {
 	}
 }
 
-// checkTable checks a memTable's invariants: a power-of-two size of at
-// least minSlots, at most 3/4 and limit used, used counting the entries,
-// no key twice, and every entry reachable from its home without crossing
-// an empty slot (what a lookup after backward-shift deletion relies on).
+// checkTable checks a memTable's invariants: an index of a power-of-two
+// size of at least minSlots, at most 3/4 and limit used, used counting the
+// slots, each slot indexed once under its tag, no key twice, and every
+// index entry reachable from its home without crossing an empty one (what
+// a lookup after backward-shift deletion relies on).
 func checkTable(t *memTable, limit int) error {
-	n := len(t.slots)
+	n := len(t.index)
 	if n < minSlots || n&(n-1) != 0 {
-		return fmt.Errorf("%d slots", n)
+		return fmt.Errorf("index of %d", n)
 	}
-	if t.used > limit || 4*t.used > 3*n {
-		return fmt.Errorf("%d used of %d slots, limit %d", t.used, n, limit)
+	if t.used > limit || 4*t.used > 3*n || t.used != len(t.slots) {
+		return fmt.Errorf("%d used of %d entries (%d slots), limit %d", t.used, n, len(t.slots), limit)
 	}
 	mask := n - 1
-	used := 0
-	seen := map[refKey]bool{}
-	for i := range t.slots {
-		sl := &t.slots[i]
-		if sl.hash == 0 {
-			if sl.name != (unique.Handle[string]{}) || sl.subject != "" || sl.memBucket != (memBucket{}) {
-				return fmt.Errorf("empty slot %d holds a name, %q %+v", i, sl.subject, sl.memBucket)
-			}
+	indexed := make([]int, len(t.slots))
+	for i, v := range t.index {
+		if v == 0 {
 			continue
 		}
-		used++
+		j := int(uint32(v)) - 1
+		if j < 0 || j >= len(t.slots) {
+			return fmt.Errorf("entry %d names slot %d of %d", i, j, len(t.slots))
+		}
+		indexed[j]++
+		if v>>32 != tag(t.slots[j].hash) {
+			return fmt.Errorf("entry %d: tag %x, slot %d's hash %x", i, v>>32, j, t.slots[j].hash)
+		}
+		for k := home(v>>32, mask); k != i; k = (k + 1) & mask {
+			if t.index[k] == 0 {
+				return fmt.Errorf("entry %d (home %d) is past empty entry %d", i, home(v>>32, mask), k)
+			}
+		}
+	}
+	seen := map[refKey]bool{}
+	for j := range t.slots {
+		sl := &t.slots[j]
+		if indexed[j] != 1 {
+			return fmt.Errorf("slot %d indexed %d times", j, indexed[j])
+		}
 		k := refKey{sl.name.Value(), sl.subject}
 		if seen[k] {
 			return fmt.Errorf("key %q twice", k)
 		}
 		seen[k] = true
-		for j := home(sl.hash, mask); j != i; j = (j + 1) & mask {
-			if t.slots[j].hash == 0 {
-				return fmt.Errorf("slot %d (home %d) is past empty slot %d", i, home(sl.hash, mask), j)
-			}
-		}
-		if j, ok := t.find(sl.hash, sl.name, sl.subject); !ok || j != i {
-			return fmt.Errorf("find(%q) = %d, %v; it is at %d", k, j, ok, i)
+		if i, ok := t.find(sl.hash, sl.name, sl.subject); !ok || i != j {
+			return fmt.Errorf("find(%q) = %d, %v; it is at %d", k, i, ok, j)
 		}
 	}
-	if used != t.used {
-		return fmt.Errorf("used = %d, %d slots hold entries", t.used, used)
+	for j := len(t.slots); j < cap(t.slots); j++ {
+		if t.slots[:cap(t.slots)][j] != (memSlot{}) {
+			return fmt.Errorf("slot %d past the end keeps a bucket", j)
+		}
 	}
 	return nil
 }
@@ -579,7 +591,7 @@ func TestMemTableCollisions(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			for seed := uint64(0); seed < 10; seed++ {
 				rng := rand.New(rand.NewPCG(seed, 3))
-				tab := memTable{slots: make([]memSlot, minSlots)}
+				tab := memTable{index: make([]uint64, minSlots)}
 				// A key's hash must not change with the table's size: fix it
 				// at insertion, as the store does.
 				hashes := map[refKey]uint64{}
@@ -589,7 +601,7 @@ func TestMemTableCollisions(t *testing.T) {
 					k := refKey{strings.Repeat("n", rng.IntN(3)), strings.Repeat("s", 1+rng.IntN(30))}
 					h, ok := hashes[k]
 					if !ok {
-						h = hf(k, len(tab.slots)-1)
+						h = hf(k, len(tab.index)-1)
 					}
 					switch op := rng.IntN(10); {
 					case op < 6:
@@ -658,7 +670,7 @@ func TestMemTableWrapRemove(t *testing.T) {
 	var perm func([]int, int)
 	perm = func(order []int, k int) {
 		if k == len(order) {
-			tab := memTable{slots: make([]memSlot, minSlots)}
+			tab := memTable{index: make([]uint64, minSlots)}
 			for i, hm := range homes {
 				tab.insert(hm<<32|uint64(i)<<1|1, unique.Make("n"), strconv.Itoa(i), 100)
 			}
@@ -756,7 +768,7 @@ func TestMemoryKeyCapBounds(t *testing.T) {
 		checkStoreTables(t, s)
 		slots := 0
 		for i := range s.shards {
-			slots += len(s.shards[i].slots)
+			slots += len(s.shards[i].index)
 		}
 		if used := s.Len(); slots > max(minSlots*len(s.shards), 8*used/3+minSlots*len(s.shards)) {
 			t.Fatalf("WithMaxKeys(%d): %d slots for %d buckets", maxKeys, slots, used)
@@ -769,7 +781,7 @@ func TestMemoryKeyCapBounds(t *testing.T) {
 		}
 		slots = 0
 		for i := range s.shards {
-			slots += len(s.shards[i].slots)
+			slots += len(s.shards[i].index)
 		}
 		if used := s.Len(); used > 50*len(s.shards) || slots > 8*minSlots*len(s.shards)+8*used {
 			t.Fatalf("WithMaxKeys(%d): after a sweep of full buckets, %d buckets in %d slots", maxKeys, used, slots)

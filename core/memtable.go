@@ -2,16 +2,19 @@ package core
 
 import "unique"
 
-// memTable is one MemoryStore shard's buckets: an open-addressing hash
-// table with linear probing, keyed by (policy name, subject). A decision
-// hashes its subject once, for the shard and the table alike (see
-// memShard.hash), and slots keep their key's hash, so a lookup costs that
-// one hash, usually one or two probes and a string comparison; buckets
-// sit in the slots themselves, with no pointer to follow. It replaces a Go
-// map per shard only because it is faster (BENCHMARKS.md, "Tricks kept").
-// It is not safe for concurrent use: its shard's mutex guards it.
+// memTable is one MemoryStore shard's buckets, keyed by (policy name,
+// subject): the buckets in slots, in the order they were made, and an
+// open-addressing index of them with linear probing. A decision hashes
+// its subject once, for the shard and the table alike (see keyHash); an
+// index entry keeps 32 bits of its key's hash beside the slot's number,
+// so a lookup costs that one hash, usually one or two probes in a small
+// index and a string comparison in one slot. Buckets made together sit
+// together, as a Go heap keeps them. It replaces a Go map per shard only
+// because it is faster (BENCHMARKS.md, "Tricks kept"). It is not safe
+// for concurrent use: its shard's mutex guards it.
 type memTable struct {
-	slots []memSlot // len is a power of two, at least minSlots; at most 3/4 used
+	index []uint64  // tag<<32 | slot+1, 0 when empty; len a power of two, at least minSlots, at most 3/4 used
+	slots []memSlot // the buckets, len used
 	used  int
 }
 
@@ -19,36 +22,38 @@ const minSlots = 8
 
 // memSlot is one bucket and its key, in one 64-byte cache line.
 type memSlot struct {
-	hash    uint64 // never 0 for a bucket: 0 marks an empty slot
+	hash    uint64 // never 0
 	name    unique.Handle[string]
 	subject string
 	memBucket
 	_ [8]byte // a slot per cache line: a lookup reads one
 }
 
-// home is the slot where a key hashed to h is first looked for. The low
-// bits of the subject's hash picked the shard, so the table uses high ones.
-func home(h uint64, mask int) int { return int(h>>32) & mask }
+// tag is the part of a key's hash its index entry keeps. The low bits of
+// the subject's hash picked the shard, so the table uses high ones.
+func tag(h uint64) uint64 { return h >> 32 }
 
-// find returns the index of key (name, subject)'s slot and true, or, when
-// the key is absent, the index of the empty slot where it would go and false.
+// home is the index entry where a key tagged t is first looked for.
+func home(t uint64, mask int) int { return int(t) & mask }
+
+// find returns the slot of key (name, subject) and true, or false when
+// the key is absent.
 func (t *memTable) find(h uint64, name unique.Handle[string], subject string) (int, bool) {
-	mask := len(t.slots) - 1
-	for i := home(h, mask); ; i = (i + 1) & mask {
-		sl := &t.slots[i]
-		if sl.hash == h && sl.name == name && sl.subject == subject {
-			return i, true
-		}
-		if sl.hash == 0 {
-			return i, false
+	mask := len(t.index) - 1
+	for i := int(h>>32) & mask; t.index[i] != 0; i = (i + 1) & mask {
+		if v := t.index[i]; v>>32 == h>>32 {
+			if sl := &t.slots[uint32(v)-1]; sl.name == name && sl.subject == subject {
+				return int(uint32(v) - 1), true
+			}
 		}
 	}
+	return 0, false
 }
 
 // lookup returns key (name, subject)'s bucket, or nil.
 func (t *memTable) lookup(h uint64, name unique.Handle[string], subject string) *memBucket {
-	if i, ok := t.find(h, name, subject); ok {
-		return &t.slots[i].memBucket
+	if j, ok := t.find(h, name, subject); ok {
+		return &t.slots[j].memBucket
 	}
 	return nil
 }
@@ -62,42 +67,68 @@ func (t *memTable) insert(h uint64, name unique.Handle[string], subject string, 
 	if t.used >= limit {
 		t.evictOne(h, subject)
 	}
-	if 4*(t.used+1) > 3*len(t.slots) {
-		t.resize(2 * len(t.slots))
+	if 4*(t.used+1) > 3*len(t.index) {
+		t.resize(2 * len(t.index))
 	}
-	i, _ := t.find(h, name, subject)
-	t.slots[i] = memSlot{hash: h, name: name, subject: subject}
+	t.slots = append(t.slots, memSlot{hash: h, name: name, subject: subject})
 	t.used++
-	return &t.slots[i].memBucket
+	t.place(t.used - 1)
+	return &t.slots[t.used-1].memBucket
 }
 
-// remove empties slot i, then moves back the entries after it that could
-// no longer be found past an empty slot (backward-shift deletion: no
-// tombstones, so probe sequences never lengthen with churn).
-func (t *memTable) remove(i int) {
-	mask := len(t.slots) - 1
-	for j := (i + 1) & mask; t.slots[j].hash != 0; j = (j + 1) & mask {
-		// The entry at j may fill the hole at i when i lies on its probe
-		// sequence, from its home up to j.
-		if (j-i)&mask <= (j-home(t.slots[j].hash, mask))&mask {
-			t.slots[i] = t.slots[j]
-			i = j
+// entryOf returns the index entry of slot j.
+func (t *memTable) entryOf(j int) int {
+	mask := len(t.index) - 1
+	i := home(tag(t.slots[j].hash), mask)
+	for uint32(t.index[i]) != uint32(j+1) {
+		i = (i + 1) & mask
+	}
+	return i
+}
+
+// remove drops slot j: the last slot moves into its place. In the index,
+// the entries after its own that could no longer be found past an empty
+// one move back (backward-shift deletion: no tombstones, so probe
+// sequences never lengthen with churn).
+func (t *memTable) remove(j int) {
+	mask := len(t.index) - 1
+	i := t.entryOf(j)
+	for k := (i + 1) & mask; t.index[k] != 0; k = (k + 1) & mask {
+		// The entry at k may fill the hole at i when i lies on its probe
+		// sequence, from its home up to k.
+		if (k-i)&mask <= (k-home(t.index[k]>>32, mask))&mask {
+			t.index[i] = t.index[k]
+			i = k
 		}
 	}
-	t.slots[i] = memSlot{}
+	t.index[i] = 0
+	last := t.used - 1
+	if j != last {
+		at := t.entryOf(last)
+		t.slots[j] = t.slots[last]
+		t.index[at] = t.index[at]&^0xffffffff | uint64(j+1)
+	}
+	t.slots[last] = memSlot{}
+	t.slots = t.slots[:last]
 	t.used--
 }
 
-// resize moves every entry into a table of n slots (a power of two, more
-// than 4/3 of the entries).
+// place indexes slot j, which is not yet.
+func (t *memTable) place(j int) {
+	mask, tg := len(t.index)-1, tag(t.slots[j].hash)
+	i := home(tg, mask)
+	for t.index[i] != 0 {
+		i = (i + 1) & mask
+	}
+	t.index[i] = tg<<32 | uint64(j+1)
+}
+
+// resize indexes every slot anew in n entries (a power of two, more than
+// 4/3 of the slots).
 func (t *memTable) resize(n int) {
-	old := t.slots
-	t.slots = make([]memSlot, n)
-	for i := range old {
-		if old[i].hash != 0 {
-			j, _ := t.find(old[i].hash, old[i].name, old[i].subject)
-			t.slots[j] = old[i]
-		}
+	t.index = make([]uint64, n)
+	for j := range t.slots {
+		t.place(j)
 	}
 }
 
@@ -105,50 +136,49 @@ func (t *memTable) resize(n int) {
 // information), then gives back memory the table no longer needs, as after
 // a flood of one-off subjects.
 func (t *memTable) sweep(now int64) {
-	for i := 0; i < len(t.slots); {
-		if sl := &t.slots[i]; sl.hash != 0 && sl.fullAt() <= now {
-			// remove may move a later entry into i: look at i again.
-			t.remove(i)
+	for j := 0; j < t.used; {
+		if t.slots[j].fullAt() <= now {
+			// remove moves the last slot into j: look at j again.
+			t.remove(j)
 			continue
 		}
-		i++
+		j++
 	}
-	if len(t.slots) > minSlots && 8*t.used < len(t.slots) {
+	if len(t.index) > minSlots && 8*t.used < len(t.index) {
 		n := minSlots
 		for 2*t.used >= n {
 			n <<= 1
 		}
+		t.slots = append([]memSlot(nil), t.slots...)
 		t.resize(n)
 	}
 }
 
-// evictOne drops, among a few buckets sampled from around the home of a
-// key hashed to h (a random place), the one that will be full soonest:
-// forgetting it over-admits that subject the least. Buckets of subject (the
-// decision making room, which may have just written one for another of its
-// policies) are dropped only when every sample is one: dropping the bucket a
-// decision has just counted in would forget that limit at once.
+// evictOne drops, among a few buckets sampled from a place that the hash
+// h picks (a random one), the one that will be full soonest: forgetting it
+// over-admits that subject the least. Buckets of subject (the decision
+// making room, which may have just written one for another of its
+// policies) are dropped only when every sample is one: dropping the bucket
+// a decision has just counted in would forget that limit at once.
 func (t *memTable) evictOne(h uint64, subject string) {
-	mask := len(t.slots) - 1
-	victim, own, n := -1, -1, min(8, t.used)
+	if t.used == 0 {
+		return
+	}
+	victim, own := -1, -1
 	var victimFull, ownFull int64
-	for i, sampled := home(h, mask), 0; sampled < n; i = (i + 1) & mask {
-		if sl := &t.slots[i]; sl.hash != 0 {
-			full := sl.fullAt()
-			if sl.subject == subject {
-				if own < 0 || full < ownFull {
-					own, ownFull = i, full
-				}
-			} else if victim < 0 || full < victimFull {
-				victim, victimFull = i, full
+	for j, n := int(tag(h)%uint64(t.used)), 0; n < min(8, t.used); j, n = (j+1)%t.used, n+1 {
+		sl := &t.slots[j]
+		full := sl.fullAt()
+		if sl.subject == subject {
+			if own < 0 || full < ownFull {
+				own, ownFull = j, full
 			}
-			sampled++
+		} else if victim < 0 || full < victimFull {
+			victim, victimFull = j, full
 		}
 	}
 	if victim < 0 {
 		victim = own
 	}
-	if victim >= 0 {
-		t.remove(victim)
-	}
+	t.remove(victim)
 }

@@ -28,7 +28,7 @@ func TestMemTableModel(t *testing.T) {
 		hashOf := func(k key) uint64 {
 			return homes[int(k.subject[len(k.subject)-1])%len(homes)]<<32 | uint64(k.subject[0])<<1 | 1
 		}
-		tab := memTable{slots: make([]memSlot, minSlots)}
+		tab := memTable{index: make([]uint64, minSlots)}
 		model := map[key]int64{} // key → full
 		const limit = 100
 		for step := 0; step < 5000; step++ {
@@ -83,8 +83,8 @@ func TestMemTableModel(t *testing.T) {
 					t.Fatalf("seed %d step %d: %v: got %v, want full %d", seed, step, mk, b, full)
 				}
 			}
-			if tab.used > limit || 4*tab.used > 3*len(tab.slots) {
-				t.Fatalf("seed %d step %d: %d used of %d slots, limit %d", seed, step, tab.used, len(tab.slots), limit)
+			if tab.used > limit || 4*tab.used > 3*len(tab.index) {
+				t.Fatalf("seed %d step %d: %d used of %d entries, limit %d", seed, step, tab.used, len(tab.index), limit)
 			}
 		}
 	}
