@@ -636,8 +636,7 @@ func batchContext(batch []*request) (context.Context, context.CancelFunc) {
 // minSend is the least time a script call is given.
 const minSend = time.Second
 
-// describe returns p's script argument. Built once by Policies, it costs
-// no allocation per call (see BENCHMARKS.md, "Tricks kept").
+// describe returns p's script argument, built once by Policies.
 func (p *Policy) describe() string {
 	if p.desc != "" {
 		return p.desc
