@@ -461,11 +461,7 @@ func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) 
 			}
 			if j == len(pols) {
 				pols = append(pols, p)
-				if p.arg != nil {
-					args = append(args, p.arg)
-				} else {
-					args = append(args, d)
-				}
+				args = append(args, p.scriptArg())
 			}
 			idx = append(idx, j+1)
 		}
@@ -499,11 +495,7 @@ func (s *RedisStore) encodeShort(ctx context.Context, call uint64, batch []*requ
 		return s.encode(ctx, call, batch)
 	}
 	p := &r.policies[0]
-	arg := p.arg
-	if arg == nil {
-		arg = p.describe()
-	}
-	return []string{s.key(r.subj, p.Name), s.recordKey(r.subj, call)}, []any{recordTTL(ctx), arg, r.n}
+	return []string{s.key(r.subj, p.Name), s.recordKey(r.subj, call)}, []any{recordTTL(ctx), p.scriptArg(), r.n}
 }
 
 // sameShape reports whether b, whose policies' indexes start at bi, asks
@@ -635,6 +627,14 @@ func batchContext(batch []*request) (context.Context, context.CancelFunc) {
 
 // minSend is the least time a script call is given.
 const minSend = time.Second
+
+// scriptArg is describe's string, boxed: once by Policies, else now.
+func (p *Policy) scriptArg() any {
+	if p.arg != nil {
+		return p.arg
+	}
+	return p.describe()
+}
 
 // describe returns p's script argument, built once by Policies.
 func (p *Policy) describe() string {

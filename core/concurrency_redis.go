@@ -62,7 +62,7 @@ func (s *RedisStore) acquireWithRate(ctx context.Context, name, subj, id string,
 	args = append(args, id, limit, lease.Microseconds(), recordTTL(ctx), 1, len(policies))
 	for i := range policies {
 		keys = append(keys, s.key(subj, policies[i].Name))
-		args = append(args, policies[i].describe())
+		args = append(args, policies[i].scriptArg())
 	}
 	keys = append(keys, s.recordKey(subj, s.idSeq.Add(1)))
 	args = append(args, opTake, 1, len(policies))
