@@ -181,9 +181,7 @@ func (s *RedisStore) alone(r *request) bool {
 // lastCall sends the next calls by carrier.
 func (s *RedisStore) sendAlone(r *request) {
 	ctx, cancel := context.WithDeadline(r.ctx, r.deadline)
-	start := time.Now()
 	s.send(ctx, []*request{r})
-	s.lastCall.Store(int64(time.Since(start)))
 	cancel()
 	if p := s.lastErr.Load(); p != nil && isTimeout(r.err) && errors.Is(r.err, *p) && !time.Now().Before(r.deadline) {
 		s.lastErr.CompareAndSwap(p, nil)
@@ -218,9 +216,7 @@ func (s *RedisStore) carry(dest string, q *queue) {
 			s.startCarrier(dest, q) // more than one call's worth is waiting
 			s.mu.Unlock()
 			ctx, cancel := batchContext(batch)
-			start := time.Now()
 			s.send(ctx, batch)
-			s.lastCall.Store(int64(time.Since(start)))
 			cancel()
 			s.running.Add(-int64(len(batch)))
 			for _, r := range batch {
@@ -306,10 +302,12 @@ func (s *RedisStore) next(q *queue, buf []*request) []*request {
 // error) in it: one script call for the batch — of tokenBuckets on a
 // standalone Redis or a Ring shard, of tokenBucketsAcross on a Cluster
 // node — or, where a node refuses that (Redis before 7, a slot on the
-// move), a pipeline of one call per subject.
+// move), a pipeline of one call per subject. It keeps how long that took
+// in lastCall, whoever sent it (a carrier, or a lone caller).
 func (s *RedisStore) send(ctx context.Context, batch []*request) {
-	call := s.idSeq.Add(1)
+	call, start := s.idSeq.Add(1), time.Now()
 	defer func() {
+		s.lastCall.Store(int64(time.Since(start)))
 		if p := recover(); p != nil {
 			s.fail(batch, call, fmt.Errorf("core: the Redis client panicked: %v", p))
 		}

@@ -60,7 +60,7 @@ type RedisStore struct {
 	ready     atomic.Bool       // a call succeeded: a Cluster client has its slot map
 
 	lastErr  atomic.Pointer[error]       // the last call's error; nil after a success
-	lastCall atomic.Int64                // how long the last call took, ns
+	lastCall atomic.Int64                // how long the last call took, ns (see send)
 	running  atomic.Int64                // decisions queued or in a call (see runBounded)
 	dials    atomic.Pointer[dialFailure] // the client's last dial error (see dialWatch)
 
