@@ -101,18 +101,23 @@ if #ARGV == 3 then
   local a = find(desc, ':', 1, true)
   local b = a and find(desc, ':', a + 1, true)
   local c = b and find(desc, ':', b + 1, true)
-  local cap, rate, unit, tick = tonumber(sub(desc, 1, (a or 1) - 1)), tonumber(sub(desc, (a or 0) + 1, (b or 1) - 1)), tonumber(sub(desc, (b or 0) + 1, (c or 1) - 1)), tonumber(sub(desc, (c or 0) + 1))
-  local tok, el = cap, 0
-  if not (c and cap and rate and unit and tick and rate > 0 and unit > 0 and tick > 0) then
-    el = -1
-  elseif v then
-    local s1 = find(v, ':', 1, true)
-    local s2 = s1 and find(v, ':', s1 + 1, true)
-    local units, ts = s2 and sub(v, s2 + 1) == desc and tonumber(sub(v, 1, s1 - 1)), s2 and tonumber(sub(v, s1 + 1, s2 - 1))
-    if units and ts then tok, el = units, floor(now / tick) - ts else el = -1 end
+  local cap, rate, unit, tick
+  if c then
+    cap, rate, unit, tick = tonumber(sub(desc, 1, a - 1)), tonumber(sub(desc, a + 1, b - 1)), tonumber(sub(desc, b + 1, c - 1)), tonumber(sub(desc, c + 1))
+  end
+  -- el: ticks since the bucket's stamp; -1: not this line's to decide
+  local tok, el, at = cap, -1, 0
+  if cap and rate and unit and tick and rate > 0 and unit > 0 and tick > 0 then
+    at, el = floor(now / tick), 0
+    if v then
+      local s1 = find(v, ':', 1, true)
+      local s2 = s1 and find(v, ':', s1 + 1, true)
+      local units, ts
+      if s2 and sub(v, s2 + 1) == desc then units, ts = tonumber(sub(v, 1, s1 - 1)), tonumber(sub(v, s1 + 1, s2 - 1)) end
+      if units and ts then tok, el = units, at - ts else el = -1 end
+    end
   end
   if el >= 0 then
-    local at = floor(now / tick)
     local phase = now - at * tick
     if tok >= cap or el >= ceil((cap - tok) / rate) then tok = cap else tok = tok + el * rate end
     local need = tonumber(ARGV[3]) * unit
