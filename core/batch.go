@@ -497,10 +497,10 @@ func (s *RedisStore) encodeShort(ctx context.Context, call uint64, batch []*requ
 }
 
 // sameShape reports whether b, whose policies' indexes start at bi, asks
-// what a, with indexes ai, asks (of other buckets).
+// what a, with indexes ai, asks (of other buckets). bi holds at least
+// b's indexes.
 func sameShape(a, b *request, ai, bi []int) bool {
-	m := len(a.policies)
-	if b.op != a.op || b.n != a.n || len(b.policies) != m || len(bi) < m {
+	if b.op != a.op || b.n != a.n || len(b.policies) != len(a.policies) {
 		return false
 	}
 	for i, j := range ai {
