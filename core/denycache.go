@@ -20,7 +20,9 @@ import (
 // When a deadline passes, one caller (the probe) asks the store; concurrent
 // callers for that subject wait for its answer instead of all asking at
 // once, then decide from the refreshed entry. So store calls for a hot key
-// stay near the admitted rate, plus one per deadline.
+// stay near the admitted rate, plus one per deadline. A bucket that
+// refills faster than the store answers gets no entry (see record): each
+// of its callers asks the store, in one round trip.
 //
 // Memory is bounded: each shard holds at most its share of the capacity,
 // drops passed entries when full, and otherwise does not cache.
@@ -139,12 +141,18 @@ func remainingAt(l Limit, remaining int, resetAfter time.Duration) int {
 	return max(remaining, int((p.Capacity-missing)/p.Unit))
 }
 
-// record learns from the store's answer r to a request of cost n under
-// lim sent at sent, caching a deadline when cost n cannot be served before
-// it. probe says whether this caller was the probe; its waiters are
-// released.
-func (c *denyCache) record(subject string, n int, lim Limit, sent int64, r Result, probe bool) {
+// record learns from the store's answer r, arrived at now, to a request
+// of cost n under lim sent at sent, caching a deadline when cost n cannot
+// be served before it. A deadline already passed when its answer arrives
+// (the bucket refills faster than the store answers) is not cached: a
+// probe could never deny anything with it, and callers waiting on probes
+// would each wait for two round trips. probe says whether this caller was
+// the probe; its waiters are released.
+func (c *denyCache) record(subject string, n int, lim Limit, sent, now int64, r Result, probe bool) {
 	until := sent + int64(nextServe(r, n))
+	if until <= now {
+		until = sent // nothing to cache
+	}
 	if until > sent && r.Policies != nil {
 		// The caller owns r.Policies: keep a copy.
 		r.Policies = append([]PolicyResult(nil), r.Policies...)

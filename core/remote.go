@@ -47,7 +47,7 @@ func (l *Limiter) takeCached(ctx context.Context, key string, n int, set *policy
 			l.denials.settle(key)
 		}
 	} else {
-		l.denials.record(key, n, lim, sent, r, state == cacheProbe)
+		l.denials.record(key, n, lim, sent, l.clock(), r, state == cacheProbe)
 	}
 	return r
 }
