@@ -663,6 +663,7 @@ func BenchmarkRedis(b *testing.B) {
 		Limit: core.PerSecond(1 << 30), FailMode: core.FailOpen, Timeout: time.Second})
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
+		defer reportCPU(b)()
 		i := 0
 		for b.Loop() {
 			l.Allow(ctx, ks[i%len(ks)])
@@ -671,6 +672,7 @@ func BenchmarkRedis(b *testing.B) {
 	})
 	b.Run("parallel", func(b *testing.B) {
 		b.ReportAllocs()
+		defer reportCPU(b)()
 		b.SetParallelism(16)
 		b.RunParallel(func(pb *testing.PB) {
 			i := 0
