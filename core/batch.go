@@ -182,9 +182,9 @@ func (s *RedisStore) alone(r *request) bool {
 // is not the store's last error (the breaker does not count it), and
 // lastCall sends the next calls by carrier.
 func (s *RedisStore) sendAlone(r *request) {
-	ctx, cancel := context.WithDeadline(r.ctx, r.deadline)
+	ctx := s.clock.context(r.ctx, r.deadline)
 	s.send(ctx, []*request{r})
-	cancel()
+	ctx.stop()
 	if p := s.lastErr.Load(); p != nil && isTimeout(r.err) && errors.Is(r.err, *p) && !time.Now().Before(r.deadline) {
 		s.lastErr.CompareAndSwap(p, nil)
 	}
@@ -217,9 +217,11 @@ func (s *RedisStore) carry(dest string, q *queue) {
 		if batch != nil {
 			s.startCarrier(dest, q) // more than one call's worth is waiting
 			s.mu.Unlock()
-			ctx, cancel := batchContext(batch)
+			ctx := s.batchContext(batch)
 			s.send(ctx, batch)
-			cancel()
+			if c, ok := ctx.(*deadlineCtx); ok {
+				c.stop()
+			}
 			s.running.Add(-int64(len(batch)))
 			for _, r := range batch {
 				r.done <- struct{}{}
@@ -607,22 +609,22 @@ func truncate(s string) string {
 // least minSend from now: a caller waits only until its own deadline, and
 // a call that outlives it can still learn why Redis fails (a dial error
 // comes after go-redis's dial retries, longer than a typical Timeout) and
-// report it to the next decisions.
-func batchContext(batch []*request) (context.Context, context.CancelFunc) {
+// report it to the next decisions. With a deadline it is s.clock's.
+func (s *RedisStore) batchContext(batch []*request) context.Context {
 	latest := time.Now().Add(minSend)
 	ctx := batch[0].ctx
-	if ctx.Done() != nil {
-		ctx = context.WithoutCancel(ctx)
-	}
 	for _, r := range batch {
 		if r.deadline.IsZero() {
-			return ctx, func() {}
+			if ctx.Done() != nil {
+				ctx = context.WithoutCancel(ctx)
+			}
+			return ctx
 		}
 		if r.deadline.After(latest) {
 			latest = r.deadline
 		}
 	}
-	return context.WithDeadline(ctx, latest)
+	return s.clock.context(ctx, latest)
 }
 
 // minSend is the least time a script call is given.

@@ -62,6 +62,7 @@ type RedisStore struct {
 	lastErr  atomic.Pointer[error]       // the last call's error; nil after a success
 	lastCall atomic.Int64                // how long the last call took, ns (see send)
 	running  atomic.Int64                // decisions queued or in a call (see runBounded)
+	clock    deadlineClock               // the deadlines of calls (see batchContext)
 	dials    atomic.Pointer[dialFailure] // the client's last dial error (see dialWatch)
 
 	idBase string        // random, per store: call ids never repeat across instances

@@ -1,0 +1,67 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+type ctxKey struct{}
+
+// TestDeadlineClock: each context is done at its own deadline, in any
+// order of making, with DeadlineExceeded; stop ends one early, with
+// Canceled, and leaves the others running; the parent's values pass,
+// its cancellation does not.
+func TestDeadlineClock(t *testing.T) {
+	var k deadlineClock
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
+	cancel()
+	start := time.Now()
+	waits := []time.Duration{60 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 30 * time.Millisecond}
+	ctxs := make([]*deadlineCtx, len(waits))
+	for i, w := range waits {
+		ctxs[i] = k.context(parent, start.Add(w))
+	}
+	stopped := ctxs[3]
+	stopped.stop()
+	if err := stopped.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("stopped: Err() = %v, want Canceled", err)
+	}
+	stopped.stop() // twice: nothing
+	for i, c := range ctxs {
+		if c == stopped {
+			continue
+		}
+		if got := c.Value(ctxKey{}); got != "v" {
+			t.Errorf("ctx %d: Value = %v, want the parent's", i, got)
+		}
+		if d, ok := c.Deadline(); !ok || !d.Equal(start.Add(waits[i])) {
+			t.Errorf("ctx %d: Deadline() = %v, %v; want %v", i, d, ok, start.Add(waits[i]))
+		}
+		select {
+		case <-c.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("ctx %d (deadline in %v) not done after 5s", i, waits[i])
+		}
+		if at := time.Since(start); at < waits[i] {
+			t.Errorf("ctx %d done after %v, before its deadline %v", i, at, waits[i])
+		}
+		if err := c.Err(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("ctx %d: Err() = %v, want DeadlineExceeded", i, err)
+		}
+	}
+	if n := len(k.ctxs); n != 0 {
+		t.Errorf("%d contexts left in the clock", n)
+	}
+	// A past deadline is done at once; a later context sets the timer again.
+	if c := k.context(context.Background(), time.Now().Add(-time.Millisecond)); c.Err() == nil {
+		t.Error("context with a past deadline not done")
+	}
+	c := k.context(context.Background(), time.Now().Add(10*time.Millisecond))
+	select {
+	case <-c.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("context made after the clock went idle not done after 5s")
+	}
+}
