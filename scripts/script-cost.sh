@@ -5,6 +5,9 @@
 # 9 600 calls of one), less the server's idle
 # instructions. Instruction counts move less than 1 % with the machine's load,
 # so two versions of core/lua.go compare in one number each.
+# REDIS names another redis-server (one built with symbols, to profile);
+# SCRIPT_COST_OUT keeps the loaded run's callgrind output there, for
+# callgrind_annotate.
 set -eu
 cd "$(dirname "$0")/.."
 port=${SCRIPT_COST_PORT:-26999}
@@ -13,7 +16,7 @@ trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir
 go test -c -o "$dir/core.test" ./core
 count() { # $1: whether to send the load
   valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" \
-    redis-server --port "$port" --save "" --appendonly no --dir "$dir" >"$dir/vg.log" 2>&1 &
+    "${REDIS:-redis-server}" --port "$port" --save "" --appendonly no --dir "$dir" >"$dir/vg.log" 2>&1 &
   i=0
   until redis-cli -p "$port" ping >/dev/null 2>&1; do
     i=$((i + 1)); [ "$i" -lt 100 ] || { echo "redis-server did not start" >&2; exit 1; }; sleep 0.2
@@ -30,5 +33,6 @@ busy=$(count load)
 # EVALSHA's own instructions do not count the event loop's, which move a
 # little with the machine's speed.
 script=$(callgrind_annotate --inclusive=yes "$dir/cg.out" | awk '/:evalShaCommand / { gsub(",", "", $1); print $1; exit }')
+[ -z "${SCRIPT_COST_OUT:-}" ] || cp "$dir/cg.out" "$SCRIPT_COST_OUT"
 echo "redis-server instructions: $busy with the load, $idle idle, $script in EVALSHA"
 echo "per decision: $(( (busy - idle) / 9600 )), of which the script call $(( script / 9600 ))"
