@@ -84,12 +84,15 @@ KEYS[nb + 1] = record
 // tokenBucketsLua is tokenBuckets' source; acquireWithRate
 // (concurrency_lua.go) runs it as a function.
 const tokenBucketsLua = `
-local ceil, floor, find, sub, format = math.ceil, math.floor, string.find, string.sub, string.format
+local ceil, floor, match, format = math.ceil, math.floor, string.match, string.format
 local nk = #KEYS
 local vals = mget(KEYS)
 if vals[nk] then return vals[nk] end
+-- Numbers come as strings: arithmetic converts one (x + 0) at half
+-- tonumber's cost, which converts twice, where it cannot fail (a reply of
+-- TIME, our own arguments, digits a match has checked).
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = t[1] * 1000000 + t[2]
 -- A lone take under one policy comes as three arguments: the record's
 -- expiry, the policy and the cost. Of a bucket in that policy (or none)
 -- stamped no later than now, it is decided here in a straight line, by
@@ -98,29 +101,24 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local ARGV = ARGV
 if #ARGV == 3 then
   local desc, v = ARGV[2], vals[1]
-  local a = find(desc, ':', 1, true)
-  local b = a and find(desc, ':', a + 1, true)
-  local c = b and find(desc, ':', b + 1, true)
-  local cap, rate, unit, tick
-  if c then
-    cap, rate, unit, tick = tonumber(sub(desc, 1, a - 1)), tonumber(sub(desc, a + 1, b - 1)), tonumber(sub(desc, b + 1, c - 1)), tonumber(sub(desc, c + 1))
-  end
+  local cap, rate, unit, tick = match(desc, '^(%d+):(%d+):(%d+):(%d+)$')
   -- el: ticks since the bucket's stamp; -1: not this line's to decide
   local tok, el, at = cap, -1, 0
-  if cap and rate and unit and tick and rate > 0 and unit > 0 and tick > 0 then
+  if cap then
+    cap, rate, unit, tick = cap + 0, rate + 0, unit + 0, tick + 0
+    tok = cap
+  end
+  if cap and rate > 0 and unit > 0 and tick > 0 then
     at, el = floor(now / tick), 0
     if v then
-      local s1 = find(v, ':', 1, true)
-      local s2 = s1 and find(v, ':', s1 + 1, true)
-      local units, ts
-      if s2 and sub(v, s2 + 1) == desc then units, ts = tonumber(sub(v, 1, s1 - 1)), tonumber(sub(v, s1 + 1, s2 - 1)) end
-      if units and ts then tok, el = units, at - ts else el = -1 end
+      local units, ts, d = match(v, '^(%d+):(%d+):(.*)')
+      if d == desc then tok, el = units + 0, at - ts else el = -1 end
     end
   end
   if el >= 0 then
     local phase = now - at * tick
     if tok >= cap or el >= ceil((cap - tok) / rate) then tok = cap else tok = tok + el * rate end
-    local need = tonumber(ARGV[3]) * unit
+    local need = ARGV[3] * unit
     if tok < need then
       local reset = 0
       if tok < cap then reset = ceil((cap - tok) / rate) * tick - phase end
@@ -136,11 +134,11 @@ if #ARGV == 3 then
   ARGV = {ARGV[1], '1', '1', desc, '1', ARGV[3], '1', '1', '1'}
 end
 -- Small numbers (counts, operations, costs, indexes) repeat: each distinct
--- one is parsed once (tonumber is C's strtod, dear for "1").
+-- one is parsed once (C's strtod, dear even for "1").
 local ints = {}
 local function int(x)
   local v = ints[x]
-  if v == nil then v = tonumber(x); ints[x] = v end
+  if v == nil then v = x + 0; ints[x] = v end
   return v
 end
 local D, P = int(ARGV[2]), int(ARGV[3])
@@ -149,15 +147,12 @@ local function policy(desc)
   local p = byDesc[desc]
   if p == nil then
     p = false
-    local a = find(desc, ':', 1, true)
-    local b = a and find(desc, ':', a + 1, true)
-    local c = b and find(desc, ':', b + 1, true)
-    if c then
-      local tick = tonumber(sub(desc, c + 1))
-      if tick and tick > 0 then
+    local cap, rate, unit, tick = match(desc, '^(%d+):(%d+):(%d+):(%d+)$')
+    if cap then
+      cap, rate, unit, tick = cap + 0, rate + 0, unit + 0, tick + 0
+      if rate > 0 and unit > 0 and tick > 0 then
         local at = floor(now / tick)
-        p = {tonumber(sub(desc, 1, a - 1)), tonumber(sub(desc, a + 1, b - 1)), tonumber(sub(desc, b + 1, c - 1)), tick, at, desc, now - at * tick, false}
-        if not (p[1] and p[2] and p[3]) or p[2] <= 0 or p[3] <= 0 then p = false end
+        p = {cap, rate, unit, tick, at, desc, now - at * tick, false}
       end
     end
     byDesc[desc] = p
@@ -173,12 +168,8 @@ for i = 1, nk - 1 do
   if state[key] == nil then
     local st, v = false, vals[i]
     if v then
-      local s1 = find(v, ':', 1, true)
-      local s2 = s1 and find(v, ':', s1 + 1, true)
-      if s2 then
-        local units, ts = tonumber(sub(v, 1, s1 - 1)), tonumber(sub(v, s1 + 1, s2 - 1))
-        if units and ts then st = {units, ts, policy(sub(v, s2 + 1)), false} end
-      end
+      local units, ts, desc = match(v, '^(%d+):(%d+):(.*)')
+      if units then st = {units + 0, ts + 0, policy(desc), false} end
     end
     state[key] = st
   end
