@@ -452,7 +452,7 @@ func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) 
 	var idxBuf [16]int
 	pols, idx := polBuf[:0], idxBuf[:0]
 	// Room for the policies and one run: a batch's requests are alike.
-	args := make([]any, 3, 8+2*len(batch[0].policies))
+	args := make([]any, 4, 9+2*len(batch[0].policies))
 	for _, r := range batch {
 		for i := range r.policies {
 			p := &r.policies[i]
@@ -468,8 +468,10 @@ func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) 
 			idx = append(idx, j+1)
 		}
 	}
+	var again int
+	args, again = repeats(keys, args)
 	keys = append(keys, s.recordKey(batch[0].subj, call))
-	args[0], args[1], args[2] = recordTTL(ctx), len(batch), len(pols)
+	args[0], args[1], args[2], args[3] = recordTTL(ctx), len(batch), len(pols), again
 	// Requests in a row that share their operation, cost and policies go
 	// as one run: the shape once, then how many.
 	for len(batch) > 0 {
@@ -487,6 +489,34 @@ func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) 
 		batch, idx = batch[run:], idx[run*m:]
 	}
 	return keys, args
+}
+
+// repeats appends to args, for each of keys that an earlier one repeats
+// (requests of one subject), its position and its previous one's, from
+// 1, and returns how many keys repeat.
+func repeats(keys []string, args []any) ([]any, int) {
+	n := 0
+	if len(keys) <= 16 {
+		for i := 1; i < len(keys); i++ {
+			for j := i - 1; j >= 0; j-- {
+				if keys[j] == keys[i] {
+					args = append(args, i+1, j+1)
+					n++
+					break
+				}
+			}
+		}
+		return args, n
+	}
+	last := make(map[string]int, len(keys))
+	for i, k := range keys {
+		if j, ok := last[k]; ok {
+			args = append(args, i+1, j+1)
+			n++
+		}
+		last[k] = i
+	}
+	return args, n
 }
 
 // encodeShort is encode for tokenBuckets, whose lone take under one

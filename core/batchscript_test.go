@@ -41,12 +41,22 @@ func scriptServers(t *testing.T) map[string]*redis.Client {
 // returns each one's answer.
 func sendBatch(t *testing.T, s *RedisStore, reqs []batchReq) []batchAns {
 	t.Helper()
+	return sendOps(t, s, reqs, nil)
+}
+
+// sendOps is sendBatch with request i's operation ops[i] (nil: takes).
+func sendOps(t *testing.T, s *RedisStore, reqs []batchReq, ops []int) []batchAns {
+	t.Helper()
 	batch := make([]*request, len(reqs))
 	for i, r := range reqs {
 		if err := checkTake(r.subj, r.n, r.ps); err != nil {
 			t.Fatal(err)
 		}
-		batch[i] = &request{ctx: context.Background(), subj: hashSubject(r.subj), op: opTake, n: r.n, policies: r.ps}
+		op := opTake
+		if ops != nil {
+			op = ops[i]
+		}
+		batch[i] = &request{ctx: context.Background(), subj: hashSubject(r.subj), op: op, n: r.n, policies: r.ps}
 	}
 	s.send(context.Background(), batch)
 	out := make([]batchAns, len(reqs))
@@ -248,6 +258,82 @@ func TestBatchScriptMatchesSingle(t *testing.T) {
 			}
 			if allowed < 20 || denied < 20 {
 				t.Fatalf("allowed %d, denied %d: the batches did not exercise both", allowed, denied)
+			}
+		})
+	}
+}
+
+// TestBatchScriptRepeatsMatchSingle: a batch that asks buckets again —
+// takes, peeks and refunds of a few subjects, under limits that differ
+// for one name, up to 45 buckets (past the 16 whose repeats encode finds
+// by comparison) — answers as the same requests one at a time, and
+// leaves the buckets as they do.
+func TestBatchScriptRepeatsMatchSingle(t *testing.T) {
+	for name, c := range scriptServers(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			prefix := redistest.Prefix(t)
+			batched := NewRedisStore(c, WithPrefix(prefix+"b:"))
+			single := NewRedisStore(c, WithPrefix(prefix+"s:"))
+			sets := [][]Policy{
+				mustPolicies(t, NamedLimit{Name: "x", Limit: slow}),
+				mustPolicies(t, NamedLimit{Name: "x", Limit: Limit{Rate: 2, Period: time.Hour, Burst: 9}}),
+				mustPolicies(t, NamedLimit{Name: "x", Limit: slow}, NamedLimit{Name: "z", Limit: Limit{Rate: 1, Period: time.Hour, Burst: 3}}),
+				mustPolicies(t, NamedLimit{Name: "z", Limit: Limit{Rate: 1, Period: time.Hour, Burst: 3}}, NamedLimit{Name: "y", Limit: Limit{Rate: 3, Period: time.Hour, Burst: 4}}, NamedLimit{Name: "x", Limit: slow}),
+			}
+			ops := []int{opTake, opTake, opTake, opPeek, opRefund}
+			rng := rand.New(rand.NewPCG(3, 4))
+			seen := map[int]int{}
+			for round := range 80 {
+				reqs, rops := make([]batchReq, 1+rng.IntN(20)), make([]int, 0, 20)
+				for i := range reqs {
+					reqs[i] = batchReq{fmt.Sprint("s", rng.IntN(3)), 1 + rng.IntN(2), sets[rng.IntN(len(sets))]}
+					rops = append(rops, ops[rng.IntN(len(ops))])
+				}
+				got := sendOps(t, batched, reqs, rops)
+				for i, r := range reqs {
+					each := make([]Outcome, len(r.ps))
+					var want Outcome
+					var err error
+					switch rops[i] {
+					case opTake:
+						want, err = single.Take(ctx, r.subj, r.n, r.ps, each)
+					case opPeek:
+						want, err = single.Peek(ctx, r.subj, r.n, r.ps, each)
+					case opRefund:
+						want, err = single.Refund(ctx, r.subj, r.n, r.ps, each)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					g := got[i]
+					// (Which policy binds may differ: waits a few µs apart.)
+					if g.err != nil || g.o.Allowed != want.Allowed {
+						t.Fatalf("round %d request %d %+v: batched %+v %v, single %+v", round, i, r, g.o, g.err, want)
+					}
+					for j := range each {
+						b, w := g.each[j], each[j]
+						if b.Remaining != w.Remaining || (b.RetryAfter == 0) != (w.RetryAfter == 0) ||
+							(b.RetryAfter-w.RetryAfter).Abs() > time.Second || (b.ResetAfter-w.ResetAfter).Abs() > time.Second {
+							t.Fatalf("round %d request %d %+v policy %d: batched %+v, single %+v", round, i, r, j, b, w)
+						}
+					}
+					seen[rops[i]]++
+				}
+				// Whole tokens left in every bucket, and their expiry,
+				// agree: a peek reads them.
+				for subj := range 3 {
+					for _, n := range []string{"x", "y", "z"} {
+						bk, sk := batched.key(hashSubject(fmt.Sprint("s", subj)), n), single.key(hashSubject(fmt.Sprint("s", subj)), n)
+						bt, st := c.TTL(ctx, bk).Val(), c.TTL(ctx, sk).Val()
+						if (bt - st).Abs() > time.Second {
+							t.Fatalf("round %d: %s expires in %v, %s in %v", round, bk, bt, sk, st)
+						}
+					}
+				}
+			}
+			if seen[opTake] < 100 || seen[opPeek] < 30 || seen[opRefund] < 30 {
+				t.Fatalf("operations decided: %v", seen)
 			}
 		})
 	}

@@ -81,7 +81,7 @@ end
 local bk, ba = {}, {}
 for i = 2, #KEYS do bk[i - 1] = KEYS[i] end
 for i = 4, #ARGV do ba[i - 3] = ARGV[i] end
-local opAt = 4 + tonumber(ba[3])
+local opAt = 5 + tonumber(ba[3])
 local reply
 local function decide(op)
   ba[opAt] = op

@@ -59,7 +59,7 @@ func (s *RedisStore) acquireWithRate(ctx context.Context, name, subj, id string,
 	keys := make([]string, 0, len(policies)+2)
 	keys = append(keys, s.leaseKey(subj, name))
 	args := make([]any, 0, 9+2*len(policies))
-	args = append(args, id, limit, lease.Microseconds(), recordTTL(ctx), 1, len(policies))
+	args = append(args, id, limit, lease.Microseconds(), recordTTL(ctx), 1, len(policies), 0)
 	for i := range policies {
 		keys = append(keys, s.key(subj, policies[i].Name))
 		args = append(args, policies[i].scriptArg())

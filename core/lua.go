@@ -8,15 +8,16 @@ import "github.com/redis/go-redis/v9"
 // lone decision is a batch of one. It is the only script RedisStore sends.
 //
 // ARGV: the replay record's expiry (s), the number of requests D, the
-// number of distinct policies P; then each policy as
-// "capacity:refill:unit:tick" (units, units per tick, units per token, µs
-// per tick); then the requests in runs of alike ones: a run's operation,
-// cost n, number of policies m and the index (1..P) of each, then how
-// many requests in a row ask that. KEYS are every request's buckets, in
-// the same order, then the call's replay record (named by the call's
-// id); a lone take under one policy sends only the record's expiry, the
-// policy and n. The operations: 1 takes n tokens, all or nothing over the request's
-// policies; 2 peeks (whether n would be taken, taking nothing); 3 refunds
+// number of distinct policies P, the number R of buckets asked again;
+// then each policy as "capacity:refill:unit:tick" (units, units per tick,
+// units per token, µs per tick); then, for each bucket asked again, its
+// position in KEYS and that of its previous one; then the requests in
+// runs of alike ones: a run's operation, cost n, number of policies m and
+// the index (1..P) of each, then how many requests in a row ask that.
+// KEYS are every request's buckets, in the same order, then the call's
+// replay record (named by the call's id); a lone take under one policy
+// sends only the record's expiry, the policy and n. The operations: 1
+// takes n tokens, all or nothing over the request's policies; 2 peeks (whether n would be taken, taking nothing); 3 refunds
 // n tokens to every policy, each capped at its capacity. The reply is one
 // string of integers separated by ",": per request, allowed (1 or 0; a
 // refund is always 1), then per policy whole tokens left, µs until n
@@ -32,12 +33,14 @@ import "github.com/redis/go-redis/v9"
 // writes nothing (a denial, a peek) leaves a bucket in its own policy,
 // refilling at its rate: its waits are counted so.
 //
-// Only an allowed take and a refund write, each bucket once at the end,
-// stamped with the current tick, expiring one to two seconds after it
-// would be full again (whole seconds, each formatted once per call). A bucket stamped ahead of the clock (a failover or an NTP
-// step moved it back) is read as of its stamp, and any take re-stamps it
-// at the current tick, so that no refusal outlasts the RetryAfter it
-// announced. Commands: TIME, MGET, one SETEX per bucket written, and one
+// Only an allowed take and a refund write, each bucket once, where its
+// last request is decided (a bucket asked again passes what it holds from
+// one request to the next), stamped with the current tick, expiring one
+// to two seconds after it would be full again (whole seconds, each
+// formatted once per call). A bucket stamped ahead of the clock (a
+// failover or an NTP step moved it back) is read as of its stamp, and any
+// take re-stamps it at the current tick, so that no refusal outlasts the
+// RetryAfter it announced. Commands: TIME, MGET, one SETEX per bucket written, and one
 // SETEX of the replay record when anything was written.
 //
 // Exactly once: go-redis re-sends a script whose reply was lost on a
@@ -131,7 +134,7 @@ if #ARGV == 3 then
     redis.call('SETEX', KEYS[2], ARGV[1], reply)
     return reply
   end
-  ARGV = {ARGV[1], '1', '1', desc, '1', ARGV[3], '1', '1', '1'}
+  ARGV = {ARGV[1], '1', '1', '0', desc, '1', ARGV[3], '1', '1', '1'}
 end
 -- Small numbers (counts, operations, costs, indexes) repeat: each distinct
 -- one is parsed once (C's strtod, dear even for "1").
@@ -141,7 +144,7 @@ local function int(x)
   if v == nil then v = x + 0; ints[x] = v end
   return v
 end
-local D, P = int(ARGV[2]), int(ARGV[3])
+local D, P, R = int(ARGV[2]), int(ARGV[3]), int(ARGV[4])
 local pols, byDesc = {}, {}
 local function policy(desc)
   local p = byDesc[desc]
@@ -159,31 +162,38 @@ local function policy(desc)
   end
   return p
 end
-for j = 1, P do pols[j] = policy(ARGV[3 + j]) end
--- state[key]: {units, stamp, policy} as read, then as written (and when
--- written, its expiry in s); false: full
-local state = {}
-for i = 1, nk - 1 do
-  local key = KEYS[i]
-  if state[key] == nil then
-    local st, v = false, vals[i]
-    if v then
-      local units, ts, desc = match(v, '^(%d+):(%d+):(.*)')
-      if units then st = {units + 0, ts + 0, policy(desc), false} end
-    end
-    state[key] = st
+for j = 1, P do pols[j] = policy(ARGV[4 + j]) end
+-- A bucket is read where it is first asked and written where it is last
+-- asked. A bucket asked again (R pairs: its position in KEYS, that of its
+-- previous one) passes its state on: U, T and Q hold units (false: full),
+-- stamp and policy (false: not one), as read or as written, and W its
+-- expiry if written.
+local from, later, U, T, Q, W = false, false, nil, nil, nil, nil
+if R > 0 then
+  from, later, U, T, Q, W = {}, {}, {}, {}, {}, {}
+  for j = 5 + P, 3 + P + 2 * R, 2 do
+    local i, e = ARGV[j] + 0, ARGV[j + 1] + 0
+    from[i], later[e] = e, true
   end
 end
 -- Numbers go out as integers formatted by string.format: Lua's own
 -- conversion ("%.14g") costs more, and would print 1e+15. Each format
 -- costs about as much as deciding a bucket: a request's part of the reply
 -- is one per policy, a bucket's value one per write.
-local out, order = {}, {}
+local wrote, exs = false, {}
+local function put(key, ex, units, p)
+  local e = exs[ex]
+  if e == nil then e = format('%d', ex); exs[ex] = e end
+  if not p[8] then p[8] = format(':%d:%s', p[5], p[6]) end
+  redis.call('SETEX', key, e, format('%d', units) .. p[8])
+  wrote = true
+end
 -- per policy of the run's requests: its policy; per policy of the
 -- request being decided: tokens, whether stamped ahead, units in its own
--- policy, and that policy
+-- policy, and that policy. A request's part of the reply goes where its
+-- buckets' values were, in vals.
 local rp, toks, aheads, owns, kept = {}, {}, {}, {}, {}
-local o, k, a, d = 0, 0, 4 + P, 0
+local k, a, d = 0, 5 + P + 2 * R, 0
 while d < D do
   local op, n, m = int(ARGV[a]), int(ARGV[a+1]), int(ARGV[a+2])
   for i = 1, m do rp[i] = pols[int(ARGV[a+2+i])] end
@@ -195,12 +205,24 @@ while d < D do
       -- The units the bucket holds now in policy p's units, whether it is
       -- stamped ahead of the clock, and the units it holds in its own
       -- policy q.
-      local p, st = rp[i], state[KEYS[k+i]]
+      local p, b = rp[i], k + i
+      local units, ts, rq = false, 0, false
+      local e = from and from[b]
+      if e then
+        units, ts, rq = U[e], T[e], Q[e]
+      else
+        local v = vals[b]
+        if v then
+          local u, x, desc = match(v, '^(%d+):(%d+):(.*)')
+          if u then units, ts, rq = u + 0, x + 0, policy(desc) end
+        end
+      end
+      if later and later[b] then U[b], T[b], Q[b], W[b] = units, ts, rq, e and W[e] end
       local tok, ahead, own, q = p[1], false, nil, nil
-      if st then
-        q = st[3] or p
-        local el = q[5] - st[2]
-        tok, ahead = st[1], el < 0
+      if units then
+        q = rq or p
+        local el = q[5] - ts
+        tok, ahead = units, el < 0
         if ahead then el = 0 end
         if tok >= q[1] or el >= ceil((q[1] - tok) / q[2]) then tok = q[1] else tok = tok + el * q[2] end
         own = tok
@@ -221,7 +243,7 @@ while d < D do
       allowed, write = 1, 1
     end
     for i = 1, m do
-      local p = rp[i]
+      local p, b = rp[i], k + i
       local cap, rate, unit, tick, phase = p[1], p[2], p[3], p[4], p[7]
       local need = n * unit
       local left = toks[i]
@@ -251,36 +273,23 @@ while d < D do
       -- The request's first policy leads with whether it is allowed; an
       -- allowed request has nothing to wait for.
       if allowed == 1 then
-        out[o+i] = format(i == 1 and '1,%d,0,%d' or '%d,0,%d', floor(left / unit), reset)
+        vals[b] = format(i == 1 and '1,%d,0,%d' or '%d,0,%d', floor(left / unit), reset)
       else
-        out[o+i] = format(i == 1 and '0,%d,%d,%d' or '%d,%d,%d', floor(left / unit), retry, reset)
+        vals[b] = format(i == 1 and '0,%d,%d,%d' or '%d,%d,%d', floor(left / unit), retry, reset)
       end
+      local again = later and later[b]
       if write ~= 0 or (op == 1 and aheads[i]) then
-        local key = KEYS[k+i]
-        local st = state[key]
-        if not (st and st[4]) then order[#order+1] = key end
-        if st then
-          st[1], st[2], st[3], st[4] = left, p[5], p, ceil(reset / 1000000) + 1
-        else
-          state[key] = {left, p[5], p, ceil(reset / 1000000) + 1}
-        end
+        local ex = ceil(reset / 1000000) + 1
+        if again then U[b], T[b], Q[b], W[b] = left, p[5], p, ex else put(KEYS[b], ex, left, p) end
+      elseif from and not again then
+        local e = from[b]
+        if e and W[e] then put(KEYS[b], W[e], U[e], Q[e]) end
       end
     end
-    o = o + m
     k = k + m
   end
 end
-local reply = table.concat(out, ',')
-local wrote, exs = false, {}
-for i = 1, #order do
-  local key = order[i]
-  local st = state[key]
-  local p, e = st[3], exs[st[4]]
-  if e == nil then e = format('%d', st[4]); exs[st[4]] = e end
-  if not p[8] then p[8] = format(':%d:%s', p[5], p[6]) end
-  redis.call('SETEX', key, e, format('%d', st[1]) .. p[8])
-  wrote = true
-end
+local reply = table.concat(vals, ',', 1, nk - 1)
 if wrote then redis.call('SETEX', KEYS[nk], ARGV[1], reply) end
 return reply
 `
