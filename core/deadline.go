@@ -43,8 +43,12 @@ func (c *deadlineCtx) Err() error {
 
 // context returns a context with parent's values and deadline d, done at
 // d or when stop is called, whichever comes first. parent's cancellation
-// is ignored: the store's callers never cancel their calls.
+// is ignored, its cause included (context.Cause reads it through Value,
+// which WithoutCancel hides): the store's callers never cancel their calls.
 func (k *deadlineClock) context(parent context.Context, d time.Time) *deadlineCtx {
+	if parent.Done() != nil {
+		parent = context.WithoutCancel(parent)
+	}
 	c := &deadlineCtx{Context: parent, deadline: d, done: make(chan struct{}), clock: k, i: -1}
 	wait := time.Until(d)
 	k.mu.Lock()

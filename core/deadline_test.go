@@ -65,3 +65,44 @@ func TestDeadlineClock(t *testing.T) {
 		t.Fatal("context made after the clock went idle not done after 5s")
 	}
 }
+
+// TestDeadlineClockContextPackage: what the context package builds on a
+// deadlineCtx sees its deadline and its error, never its parent's
+// cancellation: context.Cause, WithCancel on top, AfterFunc.
+func TestDeadlineClockContextPackage(t *testing.T) {
+	var k deadlineClock
+	cause := errors.New("the caller left")
+	parent, cancel := context.WithCancelCause(context.Background())
+	cancel(cause)
+	c := k.context(parent, time.Now().Add(20*time.Millisecond))
+	if err := context.Cause(c); err != nil {
+		t.Errorf("running: Cause = %v, want nil", err)
+	}
+	child, cancelChild := context.WithCancel(c)
+	defer cancelChild()
+	ran := make(chan struct{})
+	context.AfterFunc(c, func() { close(ran) })
+	select {
+	case <-child.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("WithCancel on top: not done after 5s")
+	}
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("AfterFunc: not run after 5s")
+	}
+	for name, ctx := range map[string]context.Context{"ctx": c, "WithCancel on top": child} {
+		if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: Err() = %v, want DeadlineExceeded", name, err)
+		}
+		if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: Cause = %v, want DeadlineExceeded", name, err)
+		}
+	}
+	stopped := k.context(parent, time.Now().Add(time.Hour))
+	stopped.stop()
+	if err := context.Cause(stopped); !errors.Is(err, context.Canceled) {
+		t.Errorf("stopped: Cause = %v, want Canceled", err)
+	}
+}
