@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -66,6 +67,34 @@ func TestDeadlineClock(t *testing.T) {
 	}
 }
 
+// TestDeadlineClockTimer: the timer is set for the earliest deadline,
+// whatever order the contexts come in, and when the earliest one stops
+// early the timer still wakes for the next.
+func TestDeadlineClockTimer(t *testing.T) {
+	var k deadlineClock
+	start := time.Now()
+	late := k.context(context.Background(), start.Add(60*time.Millisecond))
+	mid := k.context(context.Background(), start.Add(40*time.Millisecond))
+	first := k.context(context.Background(), start.Add(20*time.Millisecond))
+	k.mu.Lock()
+	armed := k.armed
+	k.mu.Unlock()
+	if want := start.Add(20 * time.Millisecond); !armed.Equal(want) {
+		t.Errorf("timer set for %v after start, want %v (the earliest deadline)", armed.Sub(start), want.Sub(start))
+	}
+	first.stop()
+	for _, c := range []*deadlineCtx{mid, late} {
+		select {
+		case <-c.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("the earliest context stopped: a later one not done after 5s")
+		}
+		if err := c.Err(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Err() = %v, want DeadlineExceeded", err)
+		}
+	}
+}
+
 // TestDeadlineClockContextPackage: what the context package builds on a
 // deadlineCtx sees its deadline and its error, never its parent's
 // cancellation: context.Cause, WithCancel on top, AfterFunc.
@@ -104,5 +133,33 @@ func TestDeadlineClockContextPackage(t *testing.T) {
 	stopped.stop()
 	if err := context.Cause(stopped); !errors.Is(err, context.Canceled) {
 		t.Errorf("stopped: Cause = %v, want Canceled", err)
+	}
+}
+
+// TestDeadlineClockStopRacesFire: stops racing the timer (run with
+// -race) each end their context once, with Canceled or DeadlineExceeded,
+// and leave nothing in the clock.
+func TestDeadlineClockStopRacesFire(t *testing.T) {
+	var k deadlineClock
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				c := k.context(context.Background(), time.Now().Add(time.Duration((g+i)%5)*100*time.Microsecond))
+				time.Sleep(time.Duration(i%3) * 100 * time.Microsecond)
+				c.stop()
+				<-c.Done()
+				if err := c.Err(); !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("Err() = %v after stop", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if n := len(k.ctxs); n != 0 {
+		t.Errorf("%d contexts left in the clock", n)
 	}
 }
