@@ -88,6 +88,7 @@ KEYS[nb + 1] = record
 // (concurrency_lua.go) runs it as a function.
 const tokenBucketsLua = `
 local ceil, floor, match, format = math.ceil, math.floor, string.match, string.format
+local KEYS = KEYS
 local nk = #KEYS
 local vals = mget(KEYS)
 if vals[nk] then return vals[nk] end
@@ -138,14 +139,14 @@ if #ARGV == 3 then
 end
 -- Small numbers (counts, operations, costs, indexes) repeat: each distinct
 -- one is parsed once (C's strtod, dear even for "1").
-local ints = {}
+local ints = {['0'] = 0, ['1'] = 1}
 local function int(x)
   local v = ints[x]
   if v == nil then v = x + 0; ints[x] = v end
   return v
 end
 local D, P, R = int(ARGV[2]), int(ARGV[3]), int(ARGV[4])
-local pols, byDesc = {}, {}
+local pols, byDesc = {false}, {}
 local function policy(desc)
   local p = byDesc[desc]
   if p == nil then
@@ -184,7 +185,7 @@ local wrote, exs = false, {}
 local function put(key, ex, units, p)
   local e = exs[ex]
   if e == nil then e = format('%d', ex); exs[ex] = e end
-  if not p[8] then p[8] = format(':%d:%s', p[5], p[6]) end
+  if not p[8] then p[8] = format(':%d:', p[5]) .. p[6] end
   redis.call('SETEX', key, e, format('%d', units) .. p[8])
   wrote = true
 end
@@ -192,7 +193,7 @@ end
 -- request being decided: tokens, whether stamped ahead, units in its own
 -- policy, and that policy. A request's part of the reply goes where its
 -- buckets' values were, in vals.
-local rp, toks, aheads, owns, kept = {}, {}, {}, {}, {}
+local rp, toks, aheads, owns, kept = {false}, {false}, {false}, {false}, {false}
 local k, a, d = 0, 5 + P + 2 * R, 0
 while d < D do
   local op, n, m = int(ARGV[a]), int(ARGV[a+1]), int(ARGV[a+2])
@@ -214,7 +215,10 @@ while d < D do
         local v = vals[b]
         if v then
           local u, x, desc = match(v, '^(%d+):(%d+):(.*)')
-          if u then units, ts, rq = u + 0, x + 0, policy(desc) end
+          if u then
+            units, ts, rq = u + 0, x + 0, byDesc[desc]
+            if rq == nil then rq = policy(desc) end
+          end
         end
       end
       if later and later[b] then U[b], T[b], Q[b], W[b] = units, ts, rq, e and W[e] end
