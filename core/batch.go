@@ -161,9 +161,10 @@ func (s *RedisStore) startCarrier(dest string, q *queue) {
 }
 
 // alone reports that r may go on its caller's goroutine, paying no
-// hand-off to a carrier: nothing else is queued or in a call (on any
-// node of a Cluster or Ring: send's call for one request goes through
-// the client, which follows redirections under r's deadline), the client
+// hand-off to a carrier: nothing else is queued or in a call, the store
+// is not split over nodes (its lastCall and lastErr are not per node: a
+// slow node would then time out lone calls, and dial again, after fast
+// calls to the others), the client
 // bounds calls by their context's deadline (ContextTimeoutEnabled), r's
 // caller can never cancel it before its deadline, and the last call
 // succeeded in under a quarter of the time r has. A call that outlives
@@ -171,7 +172,7 @@ func (s *RedisStore) startCarrier(dest string, q *queue) {
 // under minSend, until one is fast again: Redis nearly Timeout away never
 // makes lone calls dial again and again.
 func (s *RedisStore) alone(r *request) bool {
-	return s.deadlines && !r.deadline.IsZero() && r.ctx.Done() == nil &&
+	return s.deadlines && !s.split && !r.deadline.IsZero() && r.ctx.Done() == nil &&
 		s.running.Load() == 1 && s.lastErr.Load() == nil &&
 		4*time.Duration(s.lastCall.Load()) < time.Until(r.deadline)
 }

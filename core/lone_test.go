@@ -3,9 +3,6 @@ package core_test
 import (
 	"context"
 	"net"
-	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,70 +75,5 @@ func TestLoneCallsNearTimeoutKeepConnections(t *testing.T) {
 				t.Errorf("%d connections opened for %d lone decisions; want at most 4", n, decisions)
 			}
 		})
-	}
-}
-
-// deadlineHook records, for each script call, how long its context had
-// left when it was sent.
-type deadlineHook struct {
-	mu   sync.Mutex
-	left []time.Duration
-}
-
-func (*deadlineHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *deadlineHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if d, ok := ctx.Deadline(); ok && strings.HasPrefix(cmd.Name(), "eval") {
-			h.mu.Lock()
-			h.left = append(h.left, time.Until(d))
-			h.mu.Unlock()
-		}
-		return next(ctx, cmd)
-	}
-}
-func (*deadlineHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-// TestLoneClusterDecisionsGoInline: on a Redis Cluster whose client has
-// ContextTimeoutEnabled, a lone caller's decisions are sent on its own
-// goroutine under its own deadline (Timeout), as on one Redis, not by a
-// carrier under a call's longer one.
-func TestLoneClusterDecisionsGoInline(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
-	opts := redistest.StartCluster(t, 3, 0).Options()
-	opts.ContextTimeoutEnabled = true
-	c := redis.NewClusterClient(opts)
-	defer c.Close()
-	hook := &deadlineHook{}
-	c.AddHook(hook)
-	const timeout = 500 * time.Millisecond
-	l := limitertest.New(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(1000),
-		FailMode: core.FailClosed, Timeout: timeout, DenyCacheSize: -1})
-	ctx := context.Background()
-	waitFor(t, 10*time.Second, "a decision from Redis", func() bool {
-		res, err := l.Allow(ctx, "warm")
-		return err == nil && !res.Degraded
-	})
-	hook.mu.Lock()
-	hook.left = nil
-	hook.mu.Unlock()
-	for i := range 50 {
-		if res, err := l.Allow(ctx, "k"+strconv.Itoa(i)); err != nil || res.Degraded || !res.Allowed {
-			t.Fatalf("decision %d: %+v, %v", i, res, err)
-		}
-	}
-	hook.mu.Lock()
-	defer hook.mu.Unlock()
-	inline := 0
-	for _, left := range hook.left {
-		if left <= timeout {
-			inline++
-		}
-	}
-	if len(hook.left) < 50 || inline < 45 {
-		t.Errorf("%d of %d script calls sent under the caller's Timeout (%v); want at least 45 of 50", inline, len(hook.left), timeout)
 	}
 }
