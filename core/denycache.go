@@ -144,8 +144,8 @@ func remainingAt(l Limit, remaining int, resetAfter time.Duration) int {
 // record learns from the store's answer r, arrived at now, to a request
 // of cost n under lim sent at sent, caching a deadline when cost n cannot
 // be served before it. A deadline already passed when its answer arrives
-// (the bucket refills faster than the store answers) is not cached: a
-// probe could never deny anything with it, and callers waiting on probes
+// (the bucket refills faster than the store answers) is not cached: the
+// entry could never deny anything, and callers waiting on probes
 // would each wait for two round trips. probe says whether this caller was
 // the probe; its waiters are released.
 func (c *denyCache) record(subject string, n int, lim Limit, sent, now int64, r Result, probe bool) {
