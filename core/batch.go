@@ -160,31 +160,51 @@ func (s *RedisStore) startCarrier(dest string, q *queue) {
 	}
 }
 
-// alone reports that r may go on its caller's goroutine, paying no
-// hand-off to a carrier: nothing else is queued or in a call, the store
-// is not split over nodes (its lastCall and lastErr are not per node: a
-// slow node would then time out lone calls, and dial again, after fast
-// calls to the others), the client
-// bounds calls by their context's deadline (ContextTimeoutEnabled), r's
-// caller can never cancel it before its deadline, and the last call
-// succeeded in under a quarter of the time r has. A call that outlives
-// its deadline costs its connection, and sends the next calls by carrier,
-// under minSend, until one is fast again: Redis nearly Timeout away never
-// makes lone calls dial again and again.
-func (s *RedisStore) alone(r *request) bool {
-	return s.deadlines && !s.split && !r.deadline.IsZero() && r.ctx.Done() == nil &&
-		s.running.Load() == 1 && s.lastErr.Load() == nil &&
-		4*time.Duration(s.lastCall.Load()) < time.Until(r.deadline)
+// lastCall is what alone knows of the last call to one destination.
+type lastCall struct {
+	took   atomic.Int64 // ns
+	failed atomic.Bool  // a decision in it got an error
+}
+
+// lastTo returns the last call to dest (see RedisStore.queues): a
+// Cluster's or Ring's nodes each keep their own, so one slow node never
+// has its lone calls timed by the others' fast ones.
+func (s *RedisStore) lastTo(dest string) *lastCall {
+	if dest == "" {
+		return &s.last
+	}
+	if v, ok := s.nodeLast.Load(dest); ok {
+		return v.(*lastCall)
+	}
+	v, _ := s.nodeLast.LoadOrStore(dest, new(lastCall))
+	return v.(*lastCall)
+}
+
+// alone reports that r, for dest, may go on its caller's goroutine,
+// paying no hand-off to a carrier: nothing else is queued or in a call
+// on any node, the client bounds calls by their context's deadline
+// (ContextTimeoutEnabled; a Cluster or Ring client follows redirections
+// under it too), r's caller can never cancel it before its deadline, and
+// the last call to dest succeeded in under a quarter of the time r has.
+// A call that outlives its deadline costs its connection, and sends the
+// next calls to dest by carrier, under minSend, until one is fast again:
+// Redis nearly Timeout away never makes lone calls dial again and again.
+func (s *RedisStore) alone(r *request, dest string) bool {
+	if !s.deadlines || r.deadline.IsZero() || r.ctx.Done() != nil || s.running.Load() != 1 {
+		return false
+	}
+	last := s.lastTo(dest)
+	return !last.failed.Load() && 4*time.Duration(last.took.Load()) < time.Until(r.deadline)
 }
 
 // sendAlone sends r, which alone let go on its caller's goroutine, under
 // r's own deadline. A call cut short by that deadline was slow, not
 // failing, as a carrier's would have been had its caller left then: it
-// is not the store's last error (the breaker does not count it), and
-// lastCall sends the next calls by carrier.
-func (s *RedisStore) sendAlone(r *request) {
+// is not the store's last error (the breaker does not count it), but it
+// sends the next calls to dest by carrier.
+func (s *RedisStore) sendAlone(r *request, dest string) {
 	ctx := s.clock.context(r.ctx, r.deadline)
-	s.send(ctx, []*request{r})
+	s.send(ctx, dest, []*request{r})
 	ctx.stop()
 	if p := s.lastErr.Load(); p != nil && isTimeout(r.err) && errors.Is(r.err, *p) && !time.Now().Before(r.deadline) {
 		s.lastErr.CompareAndSwap(p, nil)
@@ -219,7 +239,7 @@ func (s *RedisStore) carry(dest string, q *queue) {
 			s.startCarrier(dest, q) // more than one call's worth is waiting
 			s.mu.Unlock()
 			ctx := s.batchContext(batch)
-			s.send(ctx, batch)
+			s.send(ctx, dest, batch)
 			if c, ok := ctx.(*deadlineCtx); ok {
 				c.stop()
 			}
@@ -307,14 +327,21 @@ func (s *RedisStore) next(q *queue, buf []*request) []*request {
 // error) in it: one script call for the batch — of tokenBuckets on a
 // standalone Redis or a Ring shard, of tokenBucketsAcross on a Cluster
 // node — or, where a node refuses that (Redis before 7, a slot on the
-// move), a pipeline of one call per subject. It keeps how long that took
-// in lastCall, whoever sent it (a carrier, or a lone caller).
-func (s *RedisStore) send(ctx context.Context, batch []*request) {
+// move), a pipeline of one call per subject. It keeps how that went in
+// dest's lastCall, whoever sent it (a carrier, or a lone caller).
+func (s *RedisStore) send(ctx context.Context, dest string, batch []*request) {
 	call, start := s.idSeq.Add(1), time.Now()
 	defer func() {
-		s.lastCall.Store(int64(time.Since(start)))
 		if p := recover(); p != nil {
 			s.fail(batch, call, fmt.Errorf("core: the Redis client panicked: %v", p))
+		}
+		last, failed := s.lastTo(dest), false
+		for _, r := range batch {
+			failed = failed || r.err != nil
+		}
+		last.took.Store(int64(time.Since(start)))
+		if last.failed.Load() != failed {
+			last.failed.Store(failed)
 		}
 	}()
 	if !s.split || len(batch) == 1 {

@@ -58,7 +58,7 @@ func sendOps(t *testing.T, s *RedisStore, reqs []batchReq, ops []int) []batchAns
 		}
 		batch[i] = &request{ctx: context.Background(), subj: hashSubject(r.subj), op: op, n: r.n, policies: r.ps}
 	}
-	s.send(context.Background(), batch)
+	s.send(context.Background(), "", batch)
 	out := make([]batchAns, len(reqs))
 	for i, r := range batch {
 		out[i].each = make([]Outcome, len(reqs[i].ps))

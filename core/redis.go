@@ -60,7 +60,8 @@ type RedisStore struct {
 	ready     atomic.Bool       // a call succeeded: a Cluster client has its slot map
 
 	lastErr  atomic.Pointer[error]       // the last call's error; nil after a success
-	lastCall atomic.Int64                // how long the last call took, ns (see send)
+	last     lastCall                    // the last call (a Cluster's or Ring's: before the slot map)
+	nodeLast sync.Map                    // Cluster, Ring: node address → *lastCall, its last call
 	running  atomic.Int64                // decisions queued or in a call (see runBounded)
 	clock    deadlineClock               // the deadlines of calls (see batchContext)
 	dials    atomic.Pointer[dialFailure] // the client's last dial error (see dialWatch)
@@ -211,13 +212,13 @@ func (s *RedisStore) do(ctx context.Context, deadline time.Time, op int, subj st
 		return Outcome{}, ErrOverloaded
 	}
 	r := newRequest(ctx, deadline, op, subj, n, policies)
-	if s.alone(r) {
-		s.sendAlone(r)
+	var dest string
+	if s.split {
+		dest = s.node(subj)
+	}
+	if s.alone(r, dest) {
+		s.sendAlone(r, dest)
 	} else {
-		var dest string
-		if s.split {
-			dest = s.node(subj)
-		}
 		s.enqueue(r, dest)
 		if err := wait(ctx, deadline, r); err != nil {
 			return Outcome{}, err // r may still be in a call: not reused

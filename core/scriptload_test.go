@@ -42,7 +42,7 @@ func TestScriptLoad(t *testing.T) {
 			batch[j] = &request{ctx: ctx, subj: "k" + strconv.Itoa(k%2000), op: opTake, n: 1, policies: policies}
 			k++
 		}
-		s.send(ctx, batch)
+		s.send(ctx, "", batch)
 		for _, r := range batch {
 			if r.err != nil {
 				t.Fatal(r.err)
