@@ -13,6 +13,32 @@ import (
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
+// BenchmarkClusterLone: one caller at a time on 10k keys through a Redis
+// Cluster of 3 primaries of the test's own, the default configuration,
+// the client with ContextTimeoutEnabled.
+func BenchmarkClusterLone(b *testing.B) {
+	opts := redistest.StartCluster(b, 3, 0).Options()
+	opts.ContextTimeoutEnabled = true
+	c := redis.NewClusterClient(opts)
+	defer c.Close()
+	l := limitertest.New(b, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(1 << 30),
+		FailMode: core.FailClosed})
+	ks := keys(10000)
+	ctx := context.Background()
+	for range 100 { // the slot map
+		l.Allow(ctx, "warm")
+	}
+	b.ReportAllocs()
+	defer reportCPU(b)()
+	i := 0
+	for b.Loop() {
+		if _, err := l.Allow(ctx, ks[i%len(ks)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
 // BenchmarkRedisLone: one caller at a time on 10k keys, the default
 // configuration, with both client settings, reporting the process's CPU
 // time per decision too. "script" is a bare EVALSHA of a one-command
