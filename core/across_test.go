@@ -109,3 +109,44 @@ func TestClusterBatchBeforeRedis7(t *testing.T) {
 		t.Fatalf("the refused batch was answered: %q, %v", batch[0].reply, batch[0].err)
 	}
 }
+
+// TestNodeOfSubject: the node a subject's decisions go to, and whose
+// breaker and timing they count on, is the node of its keys, braces in
+// the subject or not.
+func TestNodeOfSubject(t *testing.T) {
+	ctx := context.Background()
+	subjects := []string{"a", "s1", "10.0.0.1", "x{y}z", "}a", "{", "a}b{c", "{a}", "}{"}
+	for i := range 200 {
+		subjects = append(subjects, "k"+strconv.Itoa(i))
+	}
+	for i, subj := range subjects {
+		subjects[i] = hashSubject(subj)
+	}
+	c := redistest.StartCluster(t, 3, 0).Client()
+	s := NewRedisStore(c)
+	c.ReloadState(ctx)
+	s.ready.Store(true)
+	for _, subj := range subjects {
+		want, err := c.MasterForKey(ctx, s.key(subj, "policy"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.nodeClient(subj); got == nil || got.Options().Addr != want.Options().Addr {
+			t.Errorf("Cluster, subject %q: node %v, its keys' %s", subj, got, want.Options().Addr)
+		}
+	}
+	addr := redistest.Addr(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr, "b": addr, "c": addr}})
+	defer ring.Close()
+	rs := NewRedisStore(ring)
+	rs.ready.Store(true)
+	for _, subj := range subjects {
+		want, err := ring.GetShardClientForKey(rs.key(subj, "policy"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rs.nodeClient(subj); got != want {
+			t.Errorf("Ring, subject %q: another shard than its keys'", subj)
+		}
+	}
+}

@@ -441,7 +441,12 @@ func (s *RedisStore) nodeClient(subj string) *redis.Client {
 	if !s.ready.Load() {
 		return nil
 	}
-	tag := "{" + subj + "}"
+	// The node of the keys' hash tag, {subj}: subj hashes as {subj} does,
+	// having no braces (hashSubject), and costs no allocation.
+	tag := subj
+	if subj == "" { // hashes to a random slot; "{}" does not
+		tag = "{}"
+	}
 	var c *redis.Client
 	var err error
 	switch cl := s.client.(type) {
