@@ -17,22 +17,29 @@ func redisThroughput(ctx context.Context, out io.Writer, c config, r *bench.Runn
 		{name: "hot key, denied", keys: bench.Keys(1), limit: tight, prefix: "tpdeny:", drain: true},
 		{name: "10k keys, 1 goroutine", keys: bench.Keys(10_000), limit: roomy, prefix: "tp1:", conc: 1},
 	}
-	res, err := matrix(ctx, c, r, bench.RedisPeers, scs)
+	// The README's client first, then the plain one, then the peers.
+	plain := ratelimitPeer("ratelimit (plain redis.NewClient)", func(e *bench.Env) { e.PlainClient = true })
+	peers := append([]bench.Peer{bench.RedisPeers[0], plain}, bench.RedisPeers[1:]...)
+	res, err := matrix(ctx, c, r, peers, scs)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "\n### Through one Redis (%d goroutines unless said otherwise)\n", c.conc)
 	fmt.Fprintf(out, "\nLimits: 1e9 per minute (all allowed), except _hot key, denied_: 100 per 10 s, burst 100 (≈all denied after the first 100). _1 goroutine_: one caller at a time, on 10k keys.\n")
-	fmt.Fprintf(out, "Round trips are counted by a go-redis hook (a pipeline or MULTI/EXEC is one); Redis commands and CPU come from `INFO commandstats`/`INFO cpu` deltas and include the commands scripts run; script µs/call is the server's time per `EVALSHA`/`EVAL` (commandstats `usec`, the script's own commands included). Allocations and client CPU are the whole process's (go-redis included) per decision. p99 is a bucket's upper end (≤ 12.5 %% above); ≥50ms counts decisions that took 50 ms or more exactly, over all rounds.\n")
+	fmt.Fprintf(out, "Round trips are counted by a go-redis hook (a pipeline or MULTI/EXEC is one); Redis commands and CPU come from `INFO commandstats`/`INFO cpu` deltas and include the commands scripts run; script µs/call is the server's time per `EVALSHA`/`EVAL` (commandstats `usec`, the script's own commands included). _ratelimit_ is on the README's client (`ContextTimeoutEnabled`), _plain_ on a `redis.NewClient` without it; the plain row's ratio is its own to redis_rate. Allocations and client CPU are the whole process's (go-redis included) per decision. p99 is a bucket's upper end (≤ 12.5 %% above); ≥50ms counts decisions that took 50 ms or more exactly, over all rounds.\n")
 	for _, sc := range scs {
 		fmt.Fprintf(out, "\n#### %s\n\n", sc.name)
 		fmt.Fprintln(out, "| library | decisions/s | ratelimit vs it | ns/op | allocs/op | round trips/decision | Redis cmds/decision | script µs/call | Redis CPU µs/decision | client CPU µs/decision | p99 | ≥50ms | allowed | errors |")
 		fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 		ours := res[sc.name][bench.RedisPeers[0].Name]
-		for _, p := range bench.RedisPeers {
+		for _, p := range peers {
 			cl := res[sc.name][p.Name]
 			vs := "—"
-			if p.Name != bench.RedisPeers[0].Name {
+			switch p.Name {
+			case bench.RedisPeers[0].Name:
+			case plain.Name:
+				vs = fmt.Sprintf("%.2f× redis_rate", ratio(cl, res[sc.name][bench.RedisPeers[1].Name]))
+			default:
 				vs = fmt.Sprintf("%.2f×", ratio(ours, cl))
 			}
 			dec, allowed, errs, first := totals(cl)
