@@ -15,28 +15,45 @@ import (
 
 // BenchmarkClusterLone: one caller at a time on 10k keys through a Redis
 // Cluster of 3 primaries of the test's own, the default configuration,
-// the client with ContextTimeoutEnabled.
+// the client with ContextTimeoutEnabled. "script" is a bare EVALSHA of a
+// one-command script through the same client: go-redis's own cost.
 func BenchmarkClusterLone(b *testing.B) {
 	opts := redistest.StartCluster(b, 3, 0).Options()
 	opts.ContextTimeoutEnabled = true
 	c := redis.NewClusterClient(opts)
 	defer c.Close()
-	l := limitertest.New(b, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(1 << 30),
-		FailMode: core.FailClosed})
 	ks := keys(10000)
 	ctx := context.Background()
-	for range 100 { // the slot map
-		l.Allow(ctx, "warm")
-	}
-	b.ReportAllocs()
-	defer reportCPU(b)()
-	i := 0
-	for b.Loop() {
-		if _, err := l.Allow(ctx, ks[i%len(ks)]); err != nil {
-			b.Fatal(err)
+	b.Run("ctxtimeout", func(b *testing.B) {
+		l := limitertest.New(b, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(1 << 30),
+			FailMode: core.FailClosed})
+		for range 100 { // the slot map
+			l.Allow(ctx, "warm")
 		}
-		i++
-	}
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		i := 0
+		for b.Loop() {
+			if _, err := l.Allow(ctx, ks[i%len(ks)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("script", func(b *testing.B) {
+		s := redis.NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'EX', 10)`)
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		i := 0
+		for b.Loop() {
+			ctx, cancel := context.WithTimeout(ctx, 1e9)
+			if err := s.Run(ctx, c, []string{"{" + ks[i%len(ks)] + "}"}, 1, 2, 3).Err(); err != nil {
+				b.Fatal(err)
+			}
+			cancel()
+			i++
+		}
+	})
 }
 
 // BenchmarkRedisLone: one caller at a time on 10k keys, the default
