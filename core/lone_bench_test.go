@@ -41,18 +41,7 @@ func BenchmarkClusterLone(b *testing.B) {
 		}
 	})
 	b.Run("script", func(b *testing.B) {
-		s := redis.NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'EX', 10)`)
-		b.ReportAllocs()
-		defer reportCPU(b)()
-		i := 0
-		for b.Loop() {
-			ctx, cancel := context.WithTimeout(ctx, 1e9)
-			if err := s.Run(ctx, c, []string{"{" + ks[i%len(ks)] + "}"}, 1, 2, 3).Err(); err != nil {
-				b.Fatal(err)
-			}
-			cancel()
-			i++
-		}
+		bareScript(b, c, ks, func(k string) string { return "{" + k + "}" })
 	})
 }
 
@@ -92,21 +81,28 @@ func BenchmarkRedisLone(b *testing.B) {
 	b.Run("script", func(b *testing.B) {
 		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		defer c.Close()
-		// A write that expires, so that runs leave nothing in a shared Redis.
-		s := redis.NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'EX', 10)`)
 		p := redistest.Prefix(b)
-		b.ReportAllocs()
-		defer reportCPU(b)()
-		i := 0
-		for b.Loop() {
-			ctx, cancel := context.WithTimeout(ctx, 1e9)
-			if err := s.Run(ctx, c, []string{p + ks[i%len(ks)]}, 1, 2, 3).Err(); err != nil {
-				b.Fatal(err)
-			}
-			cancel()
-			i++
-		}
+		bareScript(b, c, ks, func(k string) string { return p + k })
 	})
+}
+
+// bareScript is the "script" floor of the lone benchmarks: one EVALSHA of
+// a one-command script per op through c, on ks in turn, each keyed by key.
+func bareScript(b *testing.B, c redis.Scripter, ks []string, key func(string) string) {
+	// A write that expires, so that runs leave nothing in a shared Redis.
+	s := redis.NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'EX', 10)`)
+	ctx := context.Background()
+	b.ReportAllocs()
+	defer reportCPU(b)()
+	i := 0
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(ctx, 1e9)
+		if err := s.Run(ctx, c, []string{key(ks[i%len(ks)])}, 1, 2, 3).Err(); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+		i++
+	}
 }
 
 // reportCPU reports the process's CPU time (user and system) per op.
