@@ -29,7 +29,7 @@ func main() {
 	flag.Parse()
 	client := redisClient()
 	defer client.Close()
-	app, err := newApp(core.NewRedisStore(client, core.WithPrefix("concurrency-example:")), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	app, err := newApp(core.NewRedisStore(client, core.WithPrefix("concurrency-example:")), 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(*took): // the export's work
 		case <-r.Context().Done():
