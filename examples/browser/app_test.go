@@ -222,9 +222,16 @@ func serve(t *testing.T, build build) *site {
 		reports:   make(chan []call, 1),
 		decisions: new(decisionCount),
 	}
-	// A second for each store decision, not the default 50ms: under -race
-	// on a busy machine miniredis can be slower than that.
-	h, err := build(core.Config{Store: core.NewRedisStore(client), Timeout: time.Second, Observer: s.decisions}, s.page)
+	// A second for each store decision, not the default 50ms, and the
+	// scripts loaded and a connection open before the page's first call:
+	// under -race on a busy machine miniredis can be slower than that.
+	store := core.NewRedisStore(client)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := store.Preload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h, err := build(core.Config{Store: store, Timeout: time.Second, Observer: s.decisions}, s.page)
 	if err != nil {
 		t.Fatal(err)
 	}
