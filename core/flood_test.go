@@ -56,59 +56,88 @@ func TestFloodAtLatency(t *testing.T) {
 				if err := store.Preload(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				obs := &breakerCounter{}
 				var timeout time.Duration // the default 50 ms
 				if raceDetector {
 					timeout = 80 * time.Millisecond // the race detector slows the Go side
 				}
 				limit := core.PerSecond(50)
-				l := limitertest.New(t, core.Config{Store: store, Limit: limit, FailMode: mode, Observer: obs, Timeout: timeout})
-				ctx := context.Background()
-				// An app that has been running has connections open: a new
-				// one costs a round trip more (go-redis's HELLO).
-				var warm sync.WaitGroup
-				for i := range 16 {
-					warm.Go(func() { l.Allow(ctx, "warm-"+strconv.Itoa(i)) })
-				}
-				warm.Wait()
-				p.SetLatency(30 * time.Millisecond)
-				const window = 1500 * time.Millisecond
-				start := time.Now()
-				var admitted, decisions, lost atomic.Int64
-				var wg sync.WaitGroup
-				for range 64 {
-					wg.Go(func() {
-						for time.Since(start) < window {
-							res, _ := l.Allow(ctx, "attacker")
-							if res.Allowed {
-								admitted.Add(1)
-							}
-							if decisions.Add(1); res.Degraded {
-								lost.Add(1)
-							}
-							time.Sleep(100 * time.Microsecond) // a spinning loop would starve the netpoller
-						}
-					})
-				}
-				var sent, degraded int
-				for time.Since(start) < window {
-					res, _ := l.Allow(ctx, "victim")
-					sent++
-					if res.Degraded {
-						degraded++
+				// The breaker and FailClosed's bound hold however slow this
+				// machine is. The degraded shares measure time: another
+				// process taking the CPU delays every wake-up on the way to
+				// a reply, so an attempt over them is run again, at most
+				// three times. Waiting on another call's round trip costs
+				// the victim every attempt.
+				for attempt := 1; ; attempt++ {
+					obs := &breakerCounter{}
+					l := limitertest.New(t, core.Config{Store: store, Limit: limit, FailMode: mode, Observer: obs, Timeout: timeout})
+					f := flood(l, p, "attempt-"+strconv.Itoa(attempt)+"-")
+					bound := int64(limit.Capacity()) + int64(f.elapsed.Seconds()*float64(limit.Rate)) + 1
+					t.Logf("flood at +30ms: victim %d of %d degraded; breaker opened %d times; attacker admitted %d (bound %d), %d of its %d decisions degraded",
+						f.degraded, f.sent, obs.opened.Load(), f.admitted, bound, f.lost, f.decisions)
+					if obs.opened.Load() != 0 || (mode == core.FailClosed && f.admitted > bound) {
+						t.Fatalf("breaker opened %d times, attacker admitted %d of a bound of %d", obs.opened.Load(), f.admitted, bound)
 					}
-					time.Sleep(25 * time.Millisecond)
-				}
-				wg.Wait()
-				elapsed := time.Since(start)
-				bound := int64(limit.Capacity()) + int64(elapsed.Seconds()*float64(limit.Rate)) + 1
-				t.Logf("flood at +30ms: victim %d of %d degraded; breaker opened %d times; attacker admitted %d (bound %d), %d of its %d decisions degraded",
-					degraded, sent, obs.opened.Load(), admitted.Load(), bound, lost.Load(), decisions.Load())
-				if obs.opened.Load() != 0 || degraded*3 > sent || (mode == core.FailClosed && admitted.Load() > bound) || lost.Load()*4 > decisions.Load() {
-					t.Errorf("victim degraded %d of %d, breaker opened %d times, attacker admitted %d of a bound of %d, %d of its %d decisions degraded",
-						degraded, sent, obs.opened.Load(), admitted.Load(), bound, lost.Load(), decisions.Load())
+					if f.degraded*3 <= f.sent && f.lost*4 <= f.decisions {
+						break
+					}
+					if attempt == 3 {
+						t.Fatalf("victim degraded %d of %d, attacker %d of its %d decisions, in each of 3 attempts", f.degraded, f.sent, f.lost, f.decisions)
+					}
 				}
 			})
 		}
 	}
+}
+
+// floodStats is what one flood measured.
+type floodStats struct {
+	sent, degraded            int   // the victim's requests
+	admitted, decisions, lost int64 // the attacker's
+	elapsed                   time.Duration
+}
+
+// flood runs 64 goroutines on one key of l for 1.5 s, p 30 ms away, while a
+// victim makes a request every 25 ms on another; keys begin with prefix.
+func flood(l *core.Limiter, p *faultproxy.Proxy, prefix string) floodStats {
+	ctx := context.Background()
+	// An app that has been running has connections open: a new one costs
+	// a round trip more (go-redis's HELLO).
+	p.SetLatency(0)
+	var warm sync.WaitGroup
+	for i := range 16 {
+		warm.Go(func() { l.Allow(ctx, prefix+"warm-"+strconv.Itoa(i)) })
+	}
+	warm.Wait()
+	p.SetLatency(30 * time.Millisecond)
+	const window = 1500 * time.Millisecond
+	start := time.Now()
+	var admitted, decisions, lost atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for time.Since(start) < window {
+				res, _ := l.Allow(ctx, prefix+"attacker")
+				if res.Allowed {
+					admitted.Add(1)
+				}
+				if decisions.Add(1); res.Degraded {
+					lost.Add(1)
+				}
+				time.Sleep(100 * time.Microsecond) // a spinning loop would starve the netpoller
+			}
+		})
+	}
+	var f floodStats
+	for time.Since(start) < window {
+		res, _ := l.Allow(ctx, prefix+"victim")
+		f.sent++
+		if res.Degraded {
+			f.degraded++
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	wg.Wait()
+	f.elapsed = time.Since(start)
+	f.admitted, f.decisions, f.lost = admitted.Load(), decisions.Load(), lost.Load()
+	return f
 }
