@@ -2,9 +2,9 @@
 GO       ?= go
 PKGS     ?= ./...
 FUZZTIME ?= 10s
-# Modules of their own that test and lint cover too (grpc/, otel/: so that
-# other users never download gRPC or OpenTelemetry).
-MODULES  ?= grpc otel
+# Modules of their own that test and lint cover too (grpc/, otel/, envoy/: so that
+# other users never download gRPC, OpenTelemetry or go-control-plane).
+MODULES  ?= grpc otel envoy
 # Tests and scripts use REDIS_ADDR when set, else 127.0.0.1:6379; the demo
 # uses an embedded Redis unless REDIS_ADDR is set.
 

@@ -1,0 +1,23 @@
+module github.com/sluicehq/ratelimit/envoy
+
+go 1.26.0
+
+require (
+	github.com/sluicehq/ratelimit v0.1.0
+	gopkg.in/yaml.v3 v3.0.1
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/kr/pretty v0.3.1 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	github.com/rogpeppe/go-internal v1.12.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	gopkg.in/check.v1 v1.0.0-20201130134442-10cb98267c6c // indirect
+)
+
+// For development in this repository only: Go ignores a dependency's
+// replace directives, so a user's build gets the ratelimit version that
+// their module graph selects, at least the one required above.
+replace github.com/sluicehq/ratelimit => ../
