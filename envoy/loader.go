@@ -60,8 +60,9 @@ func (l *Loader) Load() (cfg *Config, changed bool, err error) {
 
 // Watch calls Load every interval until ctx ends and passes each changed
 // config to apply. A set of files that does not load is logged once per
-// distinct error, and the config last applied keeps serving.
-func (l *Loader) Watch(ctx context.Context, interval time.Duration, logger *slog.Logger, apply func(*Config)) {
+// distinct error and passed to refused (if not nil), and the config last
+// applied keeps serving.
+func (l *Loader) Watch(ctx context.Context, interval time.Duration, logger *slog.Logger, apply func(*Config), refused func(error)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	lastErr := ""
@@ -76,6 +77,9 @@ func (l *Loader) Watch(ctx context.Context, interval time.Duration, logger *slog
 			if msg := err.Error(); msg != lastErr {
 				logger.Error("config reload refused; the last good config keeps serving", "dir", l.Dir, "err", err)
 				lastErr = msg
+				if refused != nil {
+					refused(err)
+				}
 			}
 			continue
 		}

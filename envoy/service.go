@@ -45,7 +45,9 @@ type DescriptorEvent struct {
 	Hits   uint64 // the descriptor's hits
 	Over   bool   // refused by this rule (enforced or not)
 	Shadow bool   // refused, but shadow mode let the request through
-	Near   bool   // allowed with less than a fifth of the limit left
+	// Limit and Remaining are the status's requests_per_unit and
+	// limit_remaining (the reference's near_limit compares them).
+	Limit, Remaining uint32
 }
 
 // ServiceConfig configures a Service. Store is required; every other field
@@ -240,12 +242,11 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	for i := range plans {
 		p := &plans[i]
 		resp.Statuses[i] = p.status
-		if s.cfg.OnDescriptor != nil && p.rule != nil && !p.rule.Unlimited {
-			over := p.status.Code == rlspb.RateLimitResponse_OVER_LIMIT || (p.shadow && p.status.LimitRemaining == 0 && i == refused)
+		if s.cfg.OnDescriptor != nil && p.rule != nil {
 			s.cfg.OnDescriptor(DescriptorEvent{
-				Domain: req.Domain, Key: p.metric, Hits: p.hits, Over: over,
-				Shadow: over && (p.shadow || s.cfg.ShadowMode),
-				Near:   !over && p.current != nil && uint64(p.status.LimitRemaining)*5 < uint64(p.current.RequestsPerUnit),
+				Domain: req.Domain, Key: p.metric, Hits: p.hits, Over: p.over,
+				Shadow: p.over && (p.shadow || s.cfg.ShadowMode),
+				Limit:  p.current.GetRequestsPerUnit(), Remaining: p.status.LimitRemaining,
 			})
 		}
 	}
