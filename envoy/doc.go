@@ -14,8 +14,9 @@
 // hits_addend (per request, or per descriptor, which wins) is the cost; a
 // descriptor's hits_addend of 0 is a check that takes nothing and is
 // OVER_LIMIT when not one hit would pass; is_negative_hits gives hits back.
-// A descriptor's own limit decides it in the same bucket as the rule it
-// matches (what was spent carries over). requests_per_unit: 0 refuses and
+// Hits given back and usage (below) are accounted after the fact, whatever
+// the answer. A descriptor's own limit decides it in the same bucket as the
+// rule it matches (what was spent carries over). requests_per_unit: 0 refuses and
 // unlimited: true allows, without asking the store.
 //
 // Statuses come in descriptor order. limit_remaining is the whole tokens
@@ -25,6 +26,15 @@
 // its remaining. Shadow mode (SHADOW_MODE, or shadow_mode on a rule) decides
 // exactly as usual and reports the statuses, but never refuses a request
 // for it.
+//
+// # Usage limits (our extension)
+//
+// A rule with usage: true under rate_limit counts usage reported after the
+// response (an AI gateway sends the tokens a stream used when it ends): its
+// hits are charged as debt and never refused, and a check against it
+// (hits_addend 0, as a request starts) is refused while the bucket owes.
+// It needs ServiceConfig.Charge; without one a config holding such a rule
+// is refused with ErrUsageUnsupported. The reference refuses the key.
 //
 // # Buckets
 //

@@ -209,8 +209,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	refused := -1
 	for i := range plans {
 		p := &plans[i]
-		if p.rule == nil && p.l == nil || p.give || (p.usage && !p.check) {
-			continue // decided below, once the request is allowed
+		if p.rule == nil || p.afterTheFact() {
+			continue
 		}
 		over, err := s.decide(ctx, p)
 		if err != nil {
@@ -224,14 +224,19 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	}
 	if refused >= 0 {
 		s.giveBack(ctx, plans, false)
+		// The descriptors after the refused one are only looked at, all
+		// at once: a slow node delays the answer once, not once each.
+		var wg sync.WaitGroup
 		for i := refused + 1; i < len(plans); i++ {
-			s.report(ctx, &plans[i])
-		}
-	} else {
-		for i := range plans {
-			if err := s.after(ctx, &plans[i]); err != nil {
-				return nil, err
+			if p := &plans[i]; !p.afterTheFact() {
+				wg.Go(func() { s.report(ctx, p) })
 			}
+		}
+		wg.Wait()
+	}
+	for i := range plans {
+		if err := s.after(ctx, &plans[i]); err != nil {
+			return nil, err
 		}
 	}
 
@@ -417,10 +422,14 @@ func (s *Service) decide(ctx context.Context, p *plan) (over bool, err error) {
 	return !res.Allowed, nil
 }
 
-// after applies what waits for the request to be allowed: hits given back
-// (is_negative_hits) and usage charged.
+// afterTheFact reports whether p is accounting after the fact, never refused:
+// hits given back (is_negative_hits) or usage charged.
+func (p *plan) afterTheFact() bool { return p.give || (p.usage && !p.check) }
+
+// after applies the accounting after the fact, whatever the answer to the
+// request: usage that happened is charged, hits given back are given back.
 func (s *Service) after(ctx context.Context, p *plan) error {
-	if p.l == nil || !(p.give || (p.usage && !p.check)) {
+	if p.l == nil || !p.afterTheFact() {
 		return nil
 	}
 	var res core.Result

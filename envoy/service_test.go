@@ -326,10 +326,17 @@ func TestUsageCharge(t *testing.T) {
 		return core.Result{Allowed: true, Limit: l.Limit(), Remaining: 1000 - n}, nil
 	}
 	s := newTestService(t, ServiceConfig{Charge: charge},
-		"domain: api\ndescriptors:\n  - key: model\n    rate_limit: {usage: true, unit: minute, requests_per_unit: 1000}\n")
+		"domain: api\ndescriptors:\n  - key: model\n    rate_limit: {usage: true, unit: minute, requests_per_unit: 1000}\n"+
+			"  - key: tight\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
 	used := d("model", "m")
 	used.HitsAddend = wrapperspb.UInt64(1500)
 	if a := ask(t, s, req(used)); a.code != ok || len(got) != 1 || got[0] != 1500 {
 		t.Errorf("usage: %v, charged %v", a.code, got)
+	}
+	// Usage that happened is charged even when another descriptor refuses.
+	ask(t, s, req(d("tight", "m")))
+	used.HitsAddend = wrapperspb.UInt64(7)
+	if a := ask(t, s, req(d("tight", "m"), used)); a.code != over || len(got) != 2 || got[1] != 7 {
+		t.Errorf("usage beside a refusal: %v, charged %v", a.code, got)
 	}
 }
