@@ -239,3 +239,36 @@ func TestLoaderAllOrNothing(t *testing.T) {
 		t.Errorf("IgnoreDotFiles: %v", err)
 	}
 }
+
+// A root that is a symbolic link swapped to another directory (the
+// reference's RUNTIME_ROOT=/srv/runtime_data/current) is followed.
+func TestLoaderFollowsSwappedRoot(t *testing.T) {
+	base := t.TempDir()
+	for _, v := range []string{"v1", "v2"} {
+		if err := os.MkdirAll(filepath.Join(base, v), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		data := "domain: " + v + "\n"
+		if err := os.WriteFile(filepath.Join(base, v, "a.yaml"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	current := filepath.Join(base, "current")
+	if err := os.Symlink(filepath.Join(base, "v1"), current); err != nil {
+		t.Fatal(err)
+	}
+	l := &Loader{Dir: current}
+	if cfg, _, err := l.Load(); err != nil || cfg.Domains()[0] != "v1" {
+		t.Fatalf("v1: %v %v", cfg, err)
+	}
+	tmp := filepath.Join(base, "next")
+	if err := os.Symlink(filepath.Join(base, "v2"), tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, current); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, changed, err := l.Load(); err != nil || !changed || cfg.Domains()[0] != "v2" {
+		t.Fatalf("after the swap: %v %v %v", cfg, changed, err)
+	}
+}

@@ -92,12 +92,18 @@ func (l *Loader) Watch(ctx context.Context, interval time.Duration, logger *slog
 }
 
 func (l *Loader) read() ([]File, error) {
+	// Resolved at each read: a root that is a symbolic link swapped to a
+	// new directory (RUNTIME_ROOT's usual "current") is followed.
+	dir, err := filepath.EvalSymlinks(l.Dir)
+	if err != nil {
+		return nil, err
+	}
 	var files []File
-	err := filepath.WalkDir(l.Dir, func(path string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if path != l.Dir && l.IgnoreDotFiles && strings.HasPrefix(d.Name(), ".") {
+		if path != dir && l.IgnoreDotFiles && strings.HasPrefix(d.Name(), ".") {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
@@ -118,7 +124,7 @@ func (l *Loader) read() ([]File, error) {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(l.Dir, path)
+		rel, _ := filepath.Rel(dir, path)
 		files = append(files, File{Name: rel, Data: data})
 		return nil
 	})
