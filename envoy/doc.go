@@ -59,8 +59,12 @@
 //
 // # Failures
 //
-// Every answer is bounded by ServiceConfig.Timeout (default 50ms) through
-// core's bound and breakers. When the store cannot decide, ShouldRateLimit
+// Every store decision is bounded by ServiceConfig.Timeout (default 50ms)
+// through core's bound and breakers, and the first decision of a request
+// that the store cannot make decides the rest by the FailMode without
+// asking again (FailLocal asks, for its in-process buckets), so a stalled
+// store costs an answer one Timeout. Usage and hits given back in such a
+// request are not accounted. When the store cannot decide, ShouldRateLimit
 // returns a gRPC Unavailable error (Envoy's failure_mode_deny then decides,
 // as with the reference) unless ServiceConfig.FailMode chose an answer.
 package envoy

@@ -96,7 +96,7 @@ type Service struct {
 	cfg    ServiceConfig
 	config atomic.Pointer[Config]
 
-	mu       sync.Mutex
+	mu       sync.RWMutex
 	limiters map[limiterKey]*core.Limiter
 }
 
@@ -143,6 +143,12 @@ func (s *Service) limiter(name string, lim core.Limit, usage bool) (*core.Limite
 	k := limiterKey{name: name}
 	if usage {
 		k.usage = lim
+	}
+	s.mu.RLock()
+	l := s.limiters[k]
+	s.mu.RUnlock()
+	if l != nil {
+		return l, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -206,38 +212,59 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		return nil, err
 	}
 
-	refused := -1
+	// degraded: a decision of this request found the store failing. The
+	// store is then not asked again for this request where the FailMode
+	// answers without it, so a stall costs an answer one Timeout, not one
+	// per descriptor.
+	refused, degraded := -1, false
 	for i := range plans {
 		p := &plans[i]
 		if p.rule == nil || p.afterTheFact() {
 			continue
 		}
-		over, err := s.decide(ctx, p)
+		if degraded && !p.refuse && s.cfg.FailMode == core.FailOpen {
+			p.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, CurrentLimit: p.current}
+			continue
+		}
+		over, deg, err := s.decide(ctx, p)
 		if err != nil {
 			s.giveBack(ctx, plans, true)
 			return nil, err
 		}
+		degraded = degraded || deg
 		if over && !p.shadow {
 			refused = i
 			break
 		}
 	}
 	if refused >= 0 {
-		s.giveBack(ctx, plans, false)
+		s.giveBack(ctx, plans, degraded)
 		// The descriptors after the refused one are only looked at, all
 		// at once: a slow node delays the answer once, not once each.
 		var wg sync.WaitGroup
-		for i := refused + 1; i < len(plans); i++ {
+		for i := refused + 1; i < len(plans) && !degraded; i++ {
 			if p := &plans[i]; !p.afterTheFact() {
 				wg.Go(func() { s.report(ctx, p) })
 			}
 		}
 		wg.Wait()
 	}
+	// Accounting after the fact, all at once; skipped while the store
+	// fails (what it would have charged is lost, never refused).
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
 	for i := range plans {
-		if err := s.after(ctx, &plans[i]); err != nil {
-			return nil, err
+		if p := &plans[i]; p.l != nil && p.afterTheFact() && !degraded {
+			wg.Go(func() {
+				if err := s.after(ctx, p); err != nil {
+					failed.Store(&err)
+				}
+			})
 		}
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		return nil, *err
 	}
 
 	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(plans))}
@@ -382,9 +409,9 @@ func descriptorKey(domain string, entries []Entry) string {
 }
 
 // decide takes or checks a descriptor's hits and sets its status; over
-// says it was refused. An error means the store could not decide and no
-// FailMode was chosen.
-func (s *Service) decide(ctx context.Context, p *plan) (over bool, err error) {
+// says it was refused, degraded that the FailMode decided. An error means
+// the store could not decide and no FailMode was chosen.
+func (s *Service) decide(ctx context.Context, p *plan) (over, degraded bool, err error) {
 	defer func() {
 		p.over = over
 		if over && p.shadow {
@@ -394,7 +421,7 @@ func (s *Service) decide(ctx context.Context, p *plan) (over bool, err error) {
 	}()
 	if p.refuse {
 		p.status = s.status(p, rlspb.RateLimitResponse_OVER_LIMIT, core.Result{})
-		return true, nil
+		return true, false, nil
 	}
 	var res core.Result
 	if p.check {
@@ -403,23 +430,23 @@ func (s *Service) decide(ctx context.Context, p *plan) (over bool, err error) {
 		if p.hits > uint64(p.lim.Capacity()) {
 			// More than the bucket holds: never allowed, nothing asked.
 			p.status = s.status(p, rlspb.RateLimitResponse_OVER_LIMIT, core.Result{})
-			return true, nil
+			return true, false, nil
 		}
 		res, err = p.l.AllowLimit(ctx, p.subject, int(p.hits), p.lim)
 		p.taken = err == nil && res.Allowed && !res.Degraded
 	}
 	if err != nil {
-		return false, status.Errorf(codes.Internal, "rate limit %s: %v", p.name, err)
+		return false, false, status.Errorf(codes.Internal, "rate limit %s: %v", p.name, err)
 	}
 	if res.Degraded && s.cfg.FailMode == 0 {
-		return false, errStore
+		return false, true, errStore
 	}
 	code := rlspb.RateLimitResponse_OK
 	if !res.Allowed {
 		code = rlspb.RateLimitResponse_OVER_LIMIT
 	}
 	p.status = s.status(p, code, res)
-	return !res.Allowed, nil
+	return !res.Allowed, res.Degraded, nil
 }
 
 // afterTheFact reports whether p is accounting after the fact, never refused:

@@ -340,3 +340,51 @@ func TestUsageCharge(t *testing.T) {
 		t.Errorf("usage beside a refusal: %v, charged %v", a.code, got)
 	}
 }
+
+// stalledStore answers nothing until the decision's deadline, counting calls.
+type stalledStore struct{ calls *atomic.Int64 }
+
+func (s stalledStore) wait(ctx context.Context) (core.Outcome, error) {
+	s.calls.Add(1)
+	<-ctx.Done()
+	return core.Outcome{}, ctx.Err()
+}
+
+func (s stalledStore) Take(ctx context.Context, _ string, _ int, _ []core.Policy, _ []core.Outcome) (core.Outcome, error) {
+	return s.wait(ctx)
+}
+
+func (s stalledStore) Peek(ctx context.Context, _ string, _ int, _ []core.Policy, _ []core.Outcome) (core.Outcome, error) {
+	return s.wait(ctx)
+}
+
+func (s stalledStore) Refund(ctx context.Context, _ string, _ int, _ []core.Policy, _ []core.Outcome) (core.Outcome, error) {
+	return s.wait(ctx)
+}
+
+// With the store stalled, a request of three descriptors asks it once:
+// the first decision that times out decides the rest by the FailMode, so
+// the answer waits one Timeout, not three.
+func TestStalledStoreAskedOnce(t *testing.T) {
+	for _, tt := range []struct {
+		fm   core.FailMode
+		want rlspb.RateLimitResponse_Code
+		code codes.Code
+	}{
+		{0, 0, codes.Unavailable},
+		{core.FailOpen, ok, codes.OK},
+		{core.FailClosed, over, codes.OK},
+	} {
+		t.Run(tt.fm.String(), func(t *testing.T) {
+			var calls atomic.Int64
+			s := newTestService(t, ServiceConfig{Store: stalledStore{&calls}, FailMode: tt.fm, Timeout: 20 * time.Millisecond}, serviceYAML)
+			resp, err := s.ShouldRateLimit(t.Context(), req(d("user", "x"), d("tight", "x"), d("six", "x")))
+			if status.Code(err) != tt.code || (err == nil && resp.OverallCode != tt.want) {
+				t.Errorf("got %v %v, want %v %v", resp.GetOverallCode(), err, tt.want, tt.code)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Errorf("store asked %d times, want once", n)
+			}
+		})
+	}
+}
