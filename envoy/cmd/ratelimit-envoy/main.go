@@ -29,6 +29,7 @@ import (
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/envoy"
@@ -97,7 +98,7 @@ func run(lookup func(string) (string, bool), logOut io.Writer) error {
 	}
 	if s.UsePrometheus {
 		ours := metrics.New()
-		reg.MustRegister(ours, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		reg.MustRegister(ours, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		ref = newRefMetrics(reg, s.NearLimitRatio)
 		cfg.Observer = ours
 		cfg.OnDescriptor = ref.descriptor
