@@ -423,6 +423,10 @@ func (s *Service) decide(ctx context.Context, p *plan) (over, degraded bool, err
 		p.status = s.status(p, rlspb.RateLimitResponse_OVER_LIMIT, core.Result{})
 		return true, false, nil
 	}
+	if p.shadow || s.cfg.ShadowMode {
+		// Observers count a refusal that is let through as would_deny.
+		ctx = core.WithDryRun(ctx)
+	}
 	var res core.Result
 	if p.check {
 		res, err = p.l.PeekLimit(ctx, p.subject, 1, p.lim)

@@ -383,3 +383,60 @@ func TestUnsupportedNamed(t *testing.T) {
 		t.Errorf("statsd not said unsupported:\n%s", log)
 	}
 }
+
+// The reference's HTTP endpoint, response headers, shadow mode and
+// Prometheus series, as an operator switches them on.
+func TestHeadersShadowJSONMetrics(t *testing.T) {
+	t.Parallel()
+	promPort := freePort(t)
+	p := start(t, runtimeDir(t, map[string]string{"edge.yaml": operatorYAML}),
+		"BACKEND_TYPE=memory", "SHADOW_MODE=true", "LIMIT_RESPONSE_HEADERS_ENABLED=true", "LIMIT_REMAINING_HEADER=X-Left",
+		"USE_PROMETHEUS=true", "PROMETHEUS_ADDR=127.0.0.1:"+strconv.Itoa(promPort))
+	resp, err := p.ask(t, desc("tight", "h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := map[string]string{}
+	for _, v := range resp.ResponseHeadersToAdd {
+		h[v.Key] = v.Value
+	}
+	if h["RateLimit-Limit"] != "1" || h["X-Left"] != "0" || h["RateLimit-Reset"] != "60" {
+		t.Errorf("headers %v", h)
+	}
+	// Shadow mode: over the limit, reported, but OK overall.
+	resp, err = p.ask(t, desc("tight", "h"))
+	if err != nil || resp.OverallCode != ok || resp.Statuses[0].Code != over {
+		t.Errorf("shadow: %v %v, want OK overall with OVER_LIMIT reported", resp, err)
+	}
+	post := func(body string) int {
+		r, err := http.Post("http://"+p.http+"/json", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		return r.StatusCode
+	}
+	if c := post(`{"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"json"}]}]}`); c != http.StatusOK {
+		t.Errorf("/json: %d", c)
+	}
+	if c := post(`{"domain":`); c != http.StatusBadRequest {
+		t.Errorf("/json with a broken body: %d, want 400", c)
+	}
+	r, err := http.Get("http://127.0.0.1:" + strconv.Itoa(promPort) + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body bytes.Buffer
+	body.ReadFrom(r.Body)
+	r.Body.Close()
+	for _, series := range []string{
+		`ratelimit_service_rate_limit_total_hits{domain="edge",key1="tight",key2=""} 2`,
+		`ratelimit_service_rate_limit_shadow_mode{domain="edge",key1="tight",key2=""} 1`,
+		`ratelimit_service_config_load_success 1`,
+		`ratelimit_decisions_total{outcome="would_deny",policy="edge.tight"} 1`,
+	} {
+		if !strings.Contains(body.String(), series) {
+			t.Errorf("no %s in the metrics", series)
+		}
+	}
+}
