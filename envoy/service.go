@@ -336,6 +336,9 @@ func (s *Service) plan(cfg *Config, req *rlspb.RateLimitRequest) ([]plan, error)
 		if rule == nil {
 			continue
 		}
+		if rule.Usage && s.cfg.Charge == nil {
+			return nil, status.Errorf(codes.Internal, "usage limit %s in a config given to a Service without Charge", rule.FullKey)
+		}
 		p.rule, p.name, p.subject = rule, rule.Name, subject
 		p.usage, p.shadow = rule.Usage, rule.ShadowMode
 		p.metric = rule.FullKey
