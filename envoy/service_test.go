@@ -3,6 +3,7 @@ package envoy
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -386,5 +387,35 @@ func TestStalledStoreAskedOnce(t *testing.T) {
 				t.Errorf("store asked %d times, want once", n)
 			}
 		})
+	}
+}
+
+// Concurrent two-descriptor requests: at most the tighter limit admitted,
+// and once all are answered the wider bucket holds exactly what the
+// admitted ones took — the refused ones charged nothing.
+func TestAllOrNothingConcurrent(t *testing.T) {
+	s := newTestService(t, ServiceConfig{}, serviceYAML)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			resp, err := s.ShouldRateLimit(context.Background(), req(d("user", "c"), d("tight", "c")))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if resp.OverallCode == ok {
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := admitted.Load(); n != 1 {
+		t.Fatalf("admitted %d, want 1 (tight: 1 per minute)", n)
+	}
+	check := d("user", "c")
+	check.HitsAddend = wrapperspb.UInt64(0)
+	if a := ask(t, s, req(check)); a.remaining[0] != 4 {
+		t.Errorf("user bucket holds %d, want 4: only the admitted request took a token", a.remaining[0])
 	}
 }
