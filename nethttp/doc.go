@@ -32,10 +32,12 @@
 //
 // WithSkip exempts requests (health checks); WithDryRun decides and sends
 // the fields but refuses nothing; WithObserver sees every decision.
-// A CORS preflight (OPTIONS with Access-Control-Request-Method) is never
-// counted or refused; ExposedHeaders lists the fields a CORS
-// configuration, which must run before the limiter, exposes to
-// JavaScript.
+// ExposedHeaders lists the fields a CORS configuration, which must run
+// before the limiter, exposes to JavaScript. A CORS preflight (OPTIONS with
+// Origin and Access-Control-Request-Method) goes through uncounted only
+// where the router says no route serves OPTIONS at its path (see
+// Chain.NoOptionsRoute): any client can send those fields, so one that
+// would reach a handler is decided like any request.
 //
 // # Header fields
 //

@@ -70,9 +70,6 @@ func (rt Router) NewGate(l *core.Limiter, opts ...Option) *Gate {
 		panic(err.Error())
 	}
 	g.table = newRouteTable(g.routes)
-	if g.table == nil {
-		g.mux = nil
-	}
 	g.headers = map[*core.Limiter]*policyHeaders{l: limiterHeaders(l)}
 	for _, rl := range g.routes {
 		if g.headers[rl] == nil {
@@ -132,6 +129,17 @@ type Chain struct {
 	// checked.
 	Routes func() (routes []string, misplaced string, ok bool)
 
+	// NoOptionsRoute, if not nil, reports that no route of the router
+	// serves r's path for OPTIONS: a CORS preflight (OPTIONS with Origin
+	// and Access-Control-Request-Method) is then answered by what stands
+	// before the routes (a CORS middleware) or by the router itself (404,
+	// 405, an automatic OPTIONS answer), never by a handler of the app,
+	// and the Gate lets it through uncounted. The Gate calls it only for a
+	// preflight. nil: the router cannot tell, and a preflight is decided
+	// like any request, so that no client reaches a handler uncounted by
+	// sending a preflight's header fields.
+	NoOptionsRoute func() bool
+
 	// Key, if not nil, gives the request's key instead of the Gate's
 	// KeyFunc: a router-native key (a user that an authentication
 	// middleware stored in the router's context). It runs only for a
@@ -161,7 +169,7 @@ type Chain struct {
 // request's cost with the status of the response Next wrote (see
 // WithCountIf).
 func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, ch Chain) bool {
-	if g.exempt(r) {
+	if g.exempt(r) || ch.NoOptionsRoute != nil && isPreflight(r) && ch.NoOptionsRoute() {
 		ch.Next(w)
 		return true
 	}
@@ -210,19 +218,22 @@ func (g *Gate) ServeKey(w http.ResponseWriter, r *http.Request, key string, next
 }
 
 // exempt reports whether r goes through without a key or a decision:
-// WithSkip's requests and CORS preflights.
+// WithSkip's requests. (A CORS preflight goes through uncounted only where
+// the router says no route serves it: Chain.NoOptionsRoute.)
 func (g *Gate) exempt(r *http.Request) bool {
-	return isPreflight(r) || g.skip != nil && g.skip(r)
+	return g.skip != nil && g.skip(r)
 }
 
-// isPreflight reports whether r is a CORS preflight: an OPTIONS request
-// with Access-Control-Request-Method. A browser sends one before a
-// cross-origin request it may not send unasked; counting it would charge
-// the client twice per call, and refusing it (a 429 without CORS headers)
-// would show the page a network error instead of the 429 its real request
-// would get.
+// isPreflight reports whether r is shaped as a CORS preflight: an OPTIONS
+// request with Origin and Access-Control-Request-Method. A browser sends
+// one before a cross-origin request it may not send unasked; counting it
+// would charge the client twice per call, and refusing it (a 429 without
+// CORS headers) would show the page a network error instead of the 429
+// its real request would get. Any client can send these fields, so the
+// shape alone exempts nothing: see Chain.NoOptionsRoute.
 func isPreflight(r *http.Request) bool {
-	return r.Method == http.MethodOptions && len(r.Header["Access-Control-Request-Method"]) > 0
+	return r.Method == http.MethodOptions && len(r.Header["Origin"]) > 0 &&
+		len(r.Header["Access-Control-Request-Method"]) > 0
 }
 
 // decide decides for key (or reports err) and writes the refusal; it

@@ -189,7 +189,8 @@ func WithRoutes(routes map[string]*core.Limiter) Option {
 // Middleware wrapping mux itself needs no WithServeMux; give it when other
 // middleware stands between (Middleware(…)(logging(mux))). That is one
 // more route match per request; wrapping each handler instead costs
-// nothing. Only used with WithRoutes.
+// nothing. Used with WithRoutes, and for CORS preflights: one that mux
+// routes nowhere goes through uncounted (see Middleware).
 func WithServeMux(mux *http.ServeMux) Option {
 	mustNotBeNil(mux == nil, "WithServeMux")
 	return func(c *config) { c.mux = mux }
