@@ -56,7 +56,9 @@
 // route or group; WithRoutes, overrides by route pattern ("GET
 // /users/{id}", never the raw path, which would make a bucket per id);
 // and WithLimiterFunc, a limiter chosen per request (plan tiers). A route
-// override comes first, then the function, then the default limiter.
+// override comes first, then the function, then the default limiter; a
+// route override keeps its own limit even with WithLimitFunc, which sets
+// the limit of the others.
 // A pattern is "[METHOD ]path" in the router's own syntax ("POST /login",
 // "/users/{id}" for every method), the same in every adapter. Wrapped
 // around a ServeMux, the middleware asks the mux where the request goes;

@@ -245,7 +245,7 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	if key == "" {
 		return g.fail(w, r, errEmptyKey), charge{}
 	}
-	lim := g.limiterFor(r, route)
+	lim, routed := g.limiterFor(r, route)
 	n := 1
 	if g.cost != nil {
 		n = g.cost(r)
@@ -256,10 +256,11 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	}
 	var res core.Result
 	var limit core.Limit
-	if g.limitOf == nil {
-		res, err = lim.AllowN(ctx, key, n)
-	} else {
+	perRequest := g.limitOf != nil && !routed // a route's own limit is never replaced
+	if perRequest {
 		limit, res, err = g.allowLimit(ctx, r, lim, key, n)
+	} else {
+		res, err = lim.AllowN(ctx, key, n)
 	}
 	if err != nil {
 		return g.fail(w, r, err), charge{}
@@ -273,7 +274,7 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	}
 	if res.Allowed || g.dryRun {
 		if g.countIf != nil && res.Allowed && !res.Degraded && !g.dryRun {
-			return true, charge{lim: lim, key: key, n: n, limit: limit, perRequest: g.limitOf != nil}
+			return true, charge{lim: lim, key: key, n: n, limit: limit, perRequest: perRequest}
 		}
 		return true, charge{}
 	}
@@ -308,21 +309,21 @@ func (g *Gate) fail(w http.ResponseWriter, r *http.Request, err error) bool {
 	return false
 }
 
-// limiterFor picks the limiter: the route's, then WithLimiterFunc's, then
-// the default. Routes are matched by pattern only, so no request can make
-// the set of limiters grow.
-func (g *Gate) limiterFor(r *http.Request, route string) *core.Limiter {
+// limiterFor picks the limiter: the route's (routed), then
+// WithLimiterFunc's, then the default. Routes are matched by pattern only,
+// so no request can make the set of limiters grow.
+func (g *Gate) limiterFor(r *http.Request, route string) (lim *core.Limiter, routed bool) {
 	if g.table != nil && route != "" {
 		if l := g.table.lookup(r.Method, route); l != nil {
-			return l
+			return l, true
 		}
 	}
 	if g.pick != nil {
 		if l := g.pick(r); l != nil {
-			return l
+			return l, false
 		}
 	}
-	return g.def
+	return g.def, false
 }
 
 // headersFor returns the header values of lim, formatted at construction

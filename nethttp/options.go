@@ -123,8 +123,8 @@ func WithLimiterFunc(f func(*http.Request) *core.Limiter) Option {
 
 // WithLimitFunc sets the limit of each request, read per request (a
 // tenant's own quota from a database, say): the request is decided under
-// f's limit by the limiter chosen for it (WithRoutes, WithLimiterFunc or
-// the default), in that limiter's buckets (its Name, so what a key has
+// f's limit by the limiter chosen for it (WithLimiterFunc's or the
+// default), in that limiter's buckets (its Name, so what a key has
 // spent carries over when its limit changes; see
 // core.Limiter.AllowLimit), and the header fields show that limit. An
 // error from f, or a limit core.Limiter.AllowLimit refuses (a zero Rate,
@@ -132,6 +132,10 @@ func WithLimiterFunc(f func(*http.Request) *core.Limiter) Option {
 // never to a default limit. f runs for each request WithSkip does not
 // exempt, after the key: keep it fast (cache what it reads). Default:
 // the limiter's own limit.
+//
+// A route with its own limiter (WithRoutes) keeps its own limit: f is not
+// asked for its requests, so a stricter route ("POST /v1/export" at 5 a
+// minute) is never replaced by a tenant's larger quota.
 func WithLimitFunc(f func(r *http.Request) (core.Limit, error)) Option {
 	mustNotBeNil(f == nil, "WithLimitFunc")
 	return func(c *config) { c.limitOf = f }
@@ -143,7 +147,8 @@ func WithLimitFunc(f func(r *http.Request) (core.Limit, error)) Option {
 // echo and gin; a sub-router's or group's routes with its prefix). Without
 // a method, the limit applies to every method of the route; "GET" covers
 // HEAD too. /users/1 and /users/2 share one limit instead of making one
-// bucket per id. Requests whose route has no entry (or none, a 404) use
+// bucket per id. A route's limiter decides under its own limit, never
+// WithLimitFunc's. Requests whose route has no entry (or none, a 404) use
 // WithLimiterFunc, then the default limiter. The map is copied. Calling
 // WithRoutes again adds to the routes.
 //
