@@ -86,8 +86,11 @@ func NewConcurrencyGate(c *core.Concurrency, opts ...Option) *ConcurrencyGate {
 			panic("nethttp: Concurrency: " + name + " does not apply to an in-flight limit")
 		}
 	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
 	if cfg.key == nil {
-		cfg.key = keyfuncs.IP()
+		cfg.key = keyfuncs.IP(keyfuncs.Logger(cfg.logger))
 	}
 	if cfg.deny == nil {
 		cfg.deny, g.denySlots = DefaultDenyHandler, true
@@ -97,9 +100,6 @@ func NewConcurrencyGate(c *core.Concurrency, opts ...Option) *ConcurrencyGate {
 	}
 	if cfg.now == nil {
 		cfg.now = time.Now
-	}
-	if cfg.logger == nil {
-		cfg.logger = slog.Default()
 	}
 	g.fields = NewConcurrencyFields(c, cfg.style)
 	return g
@@ -128,10 +128,10 @@ func (g *ConcurrencyGate) Acquire(w http.ResponseWriter, r *http.Request) (*core
 	}
 	key, err := cfg.key(r)
 	if err != nil {
-		return nil, g.gate.fail(w, r, &keyError{err})
+		return nil, g.gate.fail(w, r, g.policy(), &keyError{err})
 	}
 	if key == "" {
-		return nil, g.gate.fail(w, r, errEmptyKey)
+		return nil, g.gate.fail(w, r, g.policy(), errEmptyKey)
 	}
 	ctx := r.Context()
 	if cfg.dryRun {
@@ -139,7 +139,7 @@ func (g *ConcurrencyGate) Acquire(w http.ResponseWriter, r *http.Request) (*core
 	}
 	lease, res, err := g.c.Acquire(ctx, key)
 	if err != nil {
-		return nil, g.gate.fail(w, r, err)
+		return nil, g.gate.fail(w, r, g.policy(), err)
 	}
 	if cfg.observe != nil {
 		cfg.observe(r, res, nil, cfg.dryRun)
@@ -163,6 +163,12 @@ func (g *ConcurrencyGate) Acquire(w http.ResponseWriter, r *http.Request) (*core
 		cfg.deny(w, r, res)
 	}
 	return nil, false
+}
+
+// policy is the Result an observer gets with an error: the slots'
+// policy name and limit, nothing decided.
+func (g *ConcurrencyGate) policy() core.Result {
+	return core.Result{Limit: g.c.Limit(), Name: g.c.Name()}
 }
 
 // rateOnly returns the Rate's part of an acquire's Result (res.Policies

@@ -89,8 +89,11 @@ func newConfig(opts []Option) config {
 		}
 		o(&c)
 	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
 	if c.key == nil {
-		c.key = keyfuncs.IP()
+		c.key = keyfuncs.IP(keyfuncs.Logger(c.logger))
 	}
 	if c.deny == nil {
 		c.deny = DefaultDenyHandler
@@ -100,9 +103,6 @@ func newConfig(opts []Option) config {
 	}
 	if c.now == nil {
 		c.now = time.Now
-	}
-	if c.logger == nil {
-		c.logger = slog.Default()
 	}
 	return c
 }
@@ -240,10 +240,10 @@ func isPreflight(r *http.Request) bool {
 // returns whether the request goes on, and what WithCountIf may give back.
 func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string, err error) (bool, charge) {
 	if err != nil {
-		return g.fail(w, r, &keyError{err}), charge{}
+		return g.fail(w, r, policyOf(g.def), &keyError{err}), charge{}
 	}
 	if key == "" {
-		return g.fail(w, r, errEmptyKey), charge{}
+		return g.fail(w, r, policyOf(g.def), errEmptyKey), charge{}
 	}
 	lim, routed := g.limiterFor(r, route)
 	n := 1
@@ -263,7 +263,7 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 		res, err = lim.AllowN(ctx, key, n)
 	}
 	if err != nil {
-		return g.fail(w, r, err), charge{}
+		return g.fail(w, r, policyOf(lim), err), charge{}
 	}
 	if g.observe != nil {
 		g.observe(r, res, nil, g.dryRun)
@@ -296,10 +296,11 @@ func (g *Gate) allowLimit(ctx context.Context, r *http.Request, lim *core.Limite
 	return limit, res, nil
 }
 
-// fail handles a request that could not be decided.
-func (g *Gate) fail(w http.ResponseWriter, r *http.Request, err error) bool {
+// fail handles a request that could not be decided; policy names the
+// limiter it went to, for the observer.
+func (g *Gate) fail(w http.ResponseWriter, r *http.Request, policy core.Result, err error) bool {
 	if g.observe != nil {
-		g.observe(r, core.Result{}, err, g.dryRun)
+		g.observe(r, policy, err, g.dryRun)
 	}
 	g.logFailure(err)
 	if g.dryRun {
@@ -308,6 +309,10 @@ func (g *Gate) fail(w http.ResponseWriter, r *http.Request, err error) bool {
 	g.onError(w, r, err)
 	return false
 }
+
+// policyOf is the Result an observer gets with an error: l's policy
+// name and limit, nothing decided.
+func policyOf(l *core.Limiter) core.Result { return core.Result{Limit: l.Limit(), Name: l.Name()} }
 
 // limiterFor picks the limiter: the route's (routed), then
 // WithLimiterFunc's, then the default. Routes are matched by pattern only,
@@ -371,3 +376,4 @@ func (g *Gate) logFailure(err error) {
 	g.logger.Warn("ratelimit: requests could not be rate limited",
 		"kind", kind, "count", n, "error", err.Error())
 }
+

@@ -57,3 +57,33 @@ func TestKeyErrorsAreLoggedOnce(t *testing.T) {
 		t.Errorf("log line %q: want kind=key and no client input", out)
 	}
 }
+
+// TestRealIPReportGoesToLogger: the default key's report of a RemoteAddr
+// rewritten from request headers (no port) goes to WithLogger, in the
+// rate-limit and the in-flight middleware, not to slog.Default (issue 36
+// item 11).
+func TestRealIPReportGoesToLogger(t *testing.T) {
+	t.Parallel()
+	l, err := core.New(core.Config{Store: core.NewMemoryStore(), Limit: core.PerMinute(10), FailMode: core.FailOpen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := core.NewConcurrency(core.ConcurrencyConfig{Store: core.NewMemoryStore(), Name: "realip", Max: 1, FailMode: core.FailOpen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	for name, mw := range map[string]func(Option) func(http.Handler) http.Handler{
+		"Middleware":  func(o Option) func(http.Handler) http.Handler { return Middleware(l, o) },
+		"Concurrency": func(o Option) func(http.Handler) http.Handler { return Concurrency(c, o) },
+	} {
+		var buf syncBuffer
+		h := mw(WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))(ok)
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "198.51.100.7" // as chi's middleware.RealIP writes it
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		if out := buf.String(); !strings.Contains(out, "RemoteAddr has no port") {
+			t.Errorf("%s: WithLogger got %q, want the RealIP report", name, out)
+		}
+	}
+}

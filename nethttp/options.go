@@ -40,7 +40,8 @@ type config struct {
 }
 
 // WithKey sets how a request is turned into the key of its bucket. Default
-// keyfuncs.IP(): the client address from RemoteAddr. A key error, or an
+// keyfuncs.IP(keyfuncs.Logger(l)), l being WithLogger's: the client
+// address from RemoteAddr. A key error, or an
 // empty key, goes to the ErrorHandler (400 by default), never to a shared
 // bucket.
 func WithKey(k keyfuncs.KeyFunc) Option {
@@ -83,7 +84,9 @@ func WithErrorHandler(h ErrorHandler) Option {
 
 // WithObserver calls f once for every request that is not skipped, before
 // any response is written: with the decision, or with the error the
-// ErrorHandler is about to receive (res is then zero). dryRun reports
+// ErrorHandler is about to receive (res then holds only the Name and
+// Limit of the limiter the request went to: the middleware's default
+// one for a key error, which comes before any limiter is chosen). dryRun reports
 // WithDryRun: a refusal (!res.Allowed) or an error did not stop the
 // request, so one observer counts both modes right (metrics.Collector's
 // HTTPObserver does). It serves metrics and logging, and shows what
