@@ -3,8 +3,10 @@ package nethttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -355,9 +357,8 @@ var gateEpoch = time.Now()
 const logInterval = 10 * time.Second
 
 // logFailure logs at most one line per logInterval about requests that
-// could not be rate limited. The error's kind is logged, never its text
-// when it could carry client input: keyfuncs errors name what was missing
-// (header names, reasons), not what the client sent.
+// could not be rate limited: the error's kind, and its text only where it
+// cannot carry client input (see loggable).
 func (g *Gate) logFailure(err error) {
 	n, due := g.failures.Count(int64(time.Since(gateEpoch)), int64(logInterval))
 	if !due {
@@ -374,6 +375,42 @@ func (g *Gate) logFailure(err error) {
 		kind = "empty key"
 	}
 	g.logger.Warn("ratelimit: requests could not be rate limited",
-		"kind", kind, "count", n, "error", err.Error())
+		"kind", kind, "count", n, "error", loggable(err))
 }
 
+// keyfuncsErrors are the errors of package keyfuncs, whose text carries
+// no client input (at most a header name the server configured).
+var keyfuncsErrors = []error{
+	keyfuncs.ErrMissingHeader, keyfuncs.ErrRepeatedHeader, keyfuncs.ErrValueTooLong, keyfuncs.ErrInvalidAddr,
+	keyfuncs.ErrInvalidForwarding, keyfuncs.ErrUnidentifiedClient, keyfuncs.ErrNoUser, keyfuncs.ErrEmptyKey,
+}
+
+// loggable is the text logged for err, which holds no client input: a
+// key function's error is named by the keyfuncs error it matches (and
+// the header it names), else by its type only, since a KeyFunc of the
+// user's may put what the client sent in its text; likewise a
+// WithLimitFunc function's error, unless it is core's. The cost errors
+// and the empty key are core's and this package's own text.
+func loggable(err error) string {
+	var ke *keyError
+	if errors.As(err, &ke) {
+		for _, s := range keyfuncsErrors {
+			if errors.Is(ke.err, s) {
+				var h interface{ Header() string }
+				if errors.As(ke.err, &h) {
+					return ErrKey.Error() + ": " + s.Error() + " " + strconv.Quote(h.Header())
+				}
+				return ErrKey.Error() + ": " + s.Error()
+			}
+		}
+		return ErrKey.Error() + ": the key function failed (" + typeName(ke.err) + "; its text is not logged: it may carry what the client sent)"
+	}
+	var le *limitError
+	if errors.As(err, &le) && !errors.Is(le.err, core.ErrInvalidLimit) && !errors.Is(le.err, core.ErrCostTooHigh) {
+		return "nethttp: WithLimitFunc: the function failed (" + typeName(le.err) + "; its text is not logged: it may carry what the client sent)"
+	}
+	return err.Error()
+}
+
+// typeName is the dynamic type of err, as %T prints it.
+func typeName(err error) string { return fmt.Sprintf("%T", err) }

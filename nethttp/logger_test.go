@@ -2,6 +2,7 @@ package nethttp
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -55,6 +56,36 @@ func TestKeyErrorsAreLoggedOnce(t *testing.T) {
 	}
 	if !strings.Contains(out, "kind=key") || strings.Contains(out, "attacker-text") {
 		t.Errorf("log line %q: want kind=key and no client input", out)
+	}
+}
+
+// TestLoggerNeverLogsClientText: WithLogger's promise holds for a key
+// function and a WithLimitFunc function of the user's whose error text
+// quotes the request (issue 36 item 12: it was logged as it was).
+func TestLoggerNeverLogsClientText(t *testing.T) {
+	t.Parallel()
+	l, err := core.New(core.Config{Store: core.NewMemoryStore(), Limit: core.PerMinute(10), FailMode: core.FailOpen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	for name, opt := range map[string]Option{
+		"key": WithKey(func(r *http.Request) (string, error) {
+			return "", fmt.Errorf("no account for token %q", r.Header.Get("X-Token"))
+		}),
+		"limit": WithLimitFunc(func(r *http.Request) (core.Limit, error) {
+			return core.Limit{}, fmt.Errorf("no plan for token %q", r.Header.Get("X-Token"))
+		}),
+	} {
+		var buf syncBuffer
+		h := Middleware(l, opt, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))(ok)
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-Token", "attacker-text")
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		out := buf.String()
+		if !strings.Contains(out, "could not be rate limited") || strings.Contains(out, "attacker-text") {
+			t.Errorf("%s: logged %q: want the line, without the client's text", name, out)
+		}
 	}
 }
 
