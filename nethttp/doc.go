@@ -75,7 +75,8 @@
 // JSON body, an account found in the database), build a Gate once with
 // NewGate and serve the rest of the handler with Gate.ServeKey: the same
 // decision, header fields, 429 and problem document as the middleware's,
-// and every option, WithCountIf's settlement included.
+// and every option but WithKey (the key given replaces it), WithCountIf's
+// settlement included.
 //
 //	attempts := ratelimit.NewGate(loginLimiter, ratelimit.WithCountIf(failed)) // at startup
 //	…
@@ -124,8 +125,12 @@
 //
 // Header values that depend only on the limit are formatted once, small
 // integers come from a table, and header slices are assigned directly
-// under canonical keys: with the memory store and a key function that
-// does not allocate, the allowed path allocates nothing (see
+// under canonical keys. With the memory store and a key function that
+// does not allocate, the allowed path costs one allocation in the default
+// style: the array the response's header values live in, so that no
+// response shares them with another; none with HeadersNone, two with
+// HeadersDraft11 (its RateLimit value is formatted per response) and
+// HeadersLegacy; keyfuncs.IP adds one for the key (see
 // BenchmarkMiddlewareAllowed and TestAllowedAllocs).
 package nethttp
 

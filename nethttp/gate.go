@@ -23,8 +23,10 @@ import (
 // sends the same status codes, header fields and bodies; and a handler
 // that works out the key itself limits with Gate.ServeKey.
 //
-// A Gate has two entry points, and every option applies to both:
-// Serve for adapters, ServeKey for handlers. It is safe for concurrent
+// A Gate has two entry points, and every option applies to both but
+// WithKey, which ServeKey's key replaces (a Gate given WithKey says so,
+// once, at error level, at its first ServeKey): Serve for adapters,
+// ServeKey for handlers. It is safe for concurrent
 // use. Build it once (at startup) and share it: construction validates
 // the options and formats the header values of every limiter it knows.
 type Gate struct {
@@ -33,6 +35,9 @@ type Gate struct {
 	def     *core.Limiter
 	headers map[*core.Limiter]*policyHeaders // the default's and WithRoutes'; read-only
 	table   routeTable                       // WithRoutes; nil without
+
+	// keyLogged: ServeKey reported that it ignores WithKey.
+	keyLogged atomic.Bool
 
 	// Whether the WithRoutes patterns were checked against the router.
 	routesChecked atomic.Bool
@@ -203,10 +208,17 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, ch Chain) bool {
 // database): it decides for key and, when the request may go on, serves
 // next with w, as Middleware would have; else it writes the refusal (429
 // with the header fields, Retry-After and a problem document, or 503, or
-// 500 for an empty key, the handler's bug) and next does not run. Every option of g applies
-// but WithKey, WithCountIf's settlement included; WithRoutes looks up
-// r.Pattern. Build g once, at startup, with NewGate.
+// 500 for an empty key, the handler's bug) and next does not run. Every
+// option of g applies, WithCountIf's settlement included, but WithKey:
+// key replaces it, and a Gate given WithKey logs so, once, at error
+// level, at its first ServeKey. WithRoutes looks up r.Pattern. It runs in
+// a handler, so a CORS preflight is decided like any request. Build g
+// once, at startup, with NewGate.
 func (g *Gate) ServeKey(w http.ResponseWriter, r *http.Request, key string, next http.Handler) {
+	if g.keySet && !g.keyLogged.Load() && g.keyLogged.CompareAndSwap(false, true) {
+		g.logger.Error("ratelimit: Gate.ServeKey ignores the Gate's WithKey: the key it is given replaces it; build the Gate without WithKey",
+			"router", g.router.Name)
+	}
 	if g.exempt(r) {
 		next.ServeHTTP(w, r)
 		return

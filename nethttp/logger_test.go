@@ -118,3 +118,28 @@ func TestRealIPReportGoesToLogger(t *testing.T) {
 		}
 	}
 }
+
+// TestServeKeyReportsWithKey: ServeKey ignores a WithKey given to its
+// Gate, and says so once, at error level, rather than silently (issue 36
+// item 12: the Gate's comment said every option applies to both entry
+// points).
+func TestServeKeyReportsWithKey(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	l, err := core.New(core.Config{Store: core.NewMemoryStore(), Limit: core.PerMinute(10), FailMode: core.FailOpen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := NewGate(l, WithKey(keyfuncs.Header("X-API-Key")), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	for range 3 {
+		w := httptest.NewRecorder()
+		g.ServeKey(w, httptest.NewRequest("GET", "/", nil), "user:alice", ok)
+		if w.Code != http.StatusOK {
+			t.Fatalf("ServeKey: %d, want 200 (keyed by its key, not the missing header)", w.Code)
+		}
+	}
+	if out := buf.String(); strings.Count(out, "ServeKey ignores the Gate's WithKey") != 1 || !strings.Contains(out, "level=ERROR") {
+		t.Errorf("logged %q: want one error line", out)
+	}
+}

@@ -23,6 +23,7 @@ type Option func(*config)
 
 type config struct {
 	key     keyfuncs.KeyFunc
+	keySet  bool // by WithKey, not the default
 	cost    func(*http.Request) int
 	skip    func(*http.Request) bool
 	deny    DenyHandler
@@ -46,7 +47,7 @@ type config struct {
 // bucket.
 func WithKey(k keyfuncs.KeyFunc) Option {
 	mustNotBeNil(k == nil, "WithKey")
-	return func(c *config) { c.key = k }
+	return func(c *config) { c.key, c.keySet = k, true }
 }
 
 // WithCost sets how many tokens a request spends. Default 1 for every
