@@ -104,6 +104,7 @@ func TestLimitFuncKeepsRouteLimit(t *testing.T) {
 			if len(limits) != 1 || limits["5"] != 20 {
 				t.Errorf("exports: RateLimit-Limit %v, want the route's 5 on all 20", limits)
 			}
+			t.Logf("%d of 20 exports passed; RateLimit-Limit %v", passed, limits)
 			if passed != 5 {
 				t.Errorf("%d of 20 exports passed; the route's limit is 5 a minute", passed)
 			}
