@@ -297,3 +297,27 @@ func TestConcurrencyFieldsSaySlots(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrencyWithRateBothRefuse: when the slots are full and the
+// Rate's tokens gone too, the refusal is the Rate's, with the Rate's own
+// wait (1 s here), not the 30 s until the earliest lease ends.
+func TestConcurrencyWithRateBothRefuse(t *testing.T) {
+	t.Parallel()
+	store := core.NewMemoryStore(core.WithClock(limitertest.NewClock().Now))
+	rate, err := core.New(core.Config{Store: store, Limit: core.PerSecond(1), Name: "exports-rate", FailMode: core.FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := core.NewConcurrency(core.ConcurrencyConfig{Store: store, Name: "exports", Max: 1, Lease: 30 * time.Second, FailMode: core.FailClosed, Rate: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw := Concurrency(c)
+	finish := holding(t, mw) // the slot and the token
+	w := limitertest.Get(mw(okHandler), "/")
+	finish()
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "1" || w.Header().Get("Ratelimit-Policy") != "1;w=1" ||
+		!strings.Contains(w.Body.String(), "rate limit exceeded; retry in 1 second") {
+		t.Fatalf("both refused: %d %v %s; want the rate's 429, Retry-After 1", w.Code, w.Header(), w.Body)
+	}
+}

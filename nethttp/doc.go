@@ -92,7 +92,8 @@
 // Gate.Serve per request with the router's response writer and request,
 // and a Chain: Next runs the rest of the router's chain on the writer it
 // is given, Route gives the route pattern, Routes lists the routes for a
-// check at the first request, Key a router-native key. When Serve returns
+// check at the first request, NoOptionsRoute says that no route serves a
+// CORS preflight (else it is counted), Key a router-native key. When Serve returns
 // false the response is written and the adapter stops the chain. It
 // declares `type Option = nethttp.Option` and so offers every option of
 // this package. For a router whose middleware is func(http.Handler)
