@@ -131,7 +131,7 @@ func New(opts ...Option) *Collector {
 		}, []string{"policy"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "http_requests_total",
-			Help: "HTTP requests seen by the middleware, by policy and outcome (allowed, denied, dry_run, key_error, error).",
+			Help: "HTTP requests seen by the middleware, by policy and outcome (allowed, denied, unavailable, dry_run, key_error, error).",
 		}, []string{"policy", "outcome"}),
 	}
 	c.leases = newLeaseVecs(ns)

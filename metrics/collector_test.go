@@ -292,11 +292,19 @@ func TestHTTPObservers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	down, err := core.New(core.Config{Store: &limitertest.DownStore{}, Limit: core.PerHour(1), FailMode: core.FailClosed, Name: "closed", Instances: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	key := nethttp.WithKey(keyfuncs.Header("X-API-Key"))
-	enforced := nethttp.Middleware(lim, key, nethttp.WithObserver(c.HTTPObserver()))(ok)
-	trial := nethttp.Middleware(dry, key, nethttp.WithDryRun(), nethttp.WithObserver(c.HTTPObserver()))(ok)
-	for _, h := range []http.Handler{enforced, trial} {
+	key, quiet := nethttp.WithKey(keyfuncs.Header("X-API-Key")), nethttp.WithLogger(slog.New(slog.DiscardHandler))
+	enforced := nethttp.Middleware(lim, key, quiet, nethttp.WithObserver(c.HTTPObserver()))(ok)
+	trial := nethttp.Middleware(dry, key, quiet, nethttp.WithDryRun(), nethttp.WithObserver(c.HTTPObserver()))(ok)
+	// FailClosed while the store is down: 503s, not the limit's 429s
+	// (issue 36 item 11: both were "denied"); a key error is labelled
+	// with the middleware's policy, not "".
+	closed := nethttp.Middleware(down, key, quiet, nethttp.WithObserver(c.HTTPObserver()))(ok)
+	for _, h := range []http.Handler{enforced, trial, closed} {
 		for _, apiKey := range []string{"a", "a", "a", ""} {
 			r := httptest.NewRequest("GET", "/", nil)
 			if apiKey != "" {
@@ -306,16 +314,26 @@ func TestHTTPObservers(t *testing.T) {
 		}
 	}
 	want := `
-# HELP ratelimit_http_requests_total HTTP requests seen by the middleware, by policy and outcome (allowed, denied, dry_run, key_error, error).
+# HELP ratelimit_http_requests_total HTTP requests seen by the middleware, by policy and outcome (allowed, denied, unavailable, dry_run, key_error, error).
 # TYPE ratelimit_http_requests_total counter
+ratelimit_http_requests_total{outcome="allowed",policy="closed"} 0
 ratelimit_http_requests_total{outcome="allowed",policy="trial"} 1
 ratelimit_http_requests_total{outcome="allowed",policy="web"} 1
+ratelimit_http_requests_total{outcome="denied",policy="closed"} 0
 ratelimit_http_requests_total{outcome="denied",policy="trial"} 0
 ratelimit_http_requests_total{outcome="denied",policy="web"} 2
+ratelimit_http_requests_total{outcome="dry_run",policy="closed"} 0
 ratelimit_http_requests_total{outcome="dry_run",policy="trial"} 2
 ratelimit_http_requests_total{outcome="dry_run",policy="web"} 0
-ratelimit_http_requests_total{outcome="error",policy=""} 0
-ratelimit_http_requests_total{outcome="key_error",policy=""} 2
+ratelimit_http_requests_total{outcome="error",policy="closed"} 0
+ratelimit_http_requests_total{outcome="error",policy="trial"} 0
+ratelimit_http_requests_total{outcome="error",policy="web"} 0
+ratelimit_http_requests_total{outcome="key_error",policy="closed"} 1
+ratelimit_http_requests_total{outcome="key_error",policy="trial"} 1
+ratelimit_http_requests_total{outcome="key_error",policy="web"} 1
+ratelimit_http_requests_total{outcome="unavailable",policy="closed"} 3
+ratelimit_http_requests_total{outcome="unavailable",policy="trial"} 0
+ratelimit_http_requests_total{outcome="unavailable",policy="web"} 0
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "ratelimit_http_requests_total"); err != nil {
 		t.Error(err)
