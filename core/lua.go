@@ -26,12 +26,15 @@ import "github.com/redis/go-redis/v9"
 // A bucket's value is "<units>:<tick>:<policy>": the tokens (in units) it
 // held at that tick of the server's clock, counted in the policy that
 // wrote it; a missing key is a full bucket. So any limit reads what any
-// other wrote: the bucket is refilled to now in its own policy, and what
-// it has spent carries over (capacity − spent in the reader's units,
-// rounded toward fewer tokens, clamped to [0, capacity]); a bucket in the
-// reader's own policy is read with no rounding at all. A decision that
-// writes nothing (a denial, a peek) leaves a bucket in its own policy,
-// refilling at its rate: its waits are counted so.
+// other wrote: what it has spent carries over (capacity − spent in the
+// reader's units, rounded toward fewer tokens, clamped to [0, capacity];
+// a debt carries over as it is), and of two readings the larger holds:
+// the bucket refilled to now in its own policy, then carried; and the
+// bucket carried as of its stamp, then refilled at the reader's rate
+// since — the clamped state the reader refills from, though its denials
+// write nothing (DESIGN §3). A bucket in the reader's own policy is read
+// with no rounding at all. The waits of a decision that writes nothing
+// (a denial, a peek) are those of whichever reading gets there first.
 //
 // Only an allowed take and a refund write, each bucket once, where its
 // last request is decided (a bucket asked again passes what it holds from
@@ -193,7 +196,21 @@ end
 -- request being decided: tokens, whether stamped ahead, units in its own
 -- policy, and that policy. A request's part of the reply goes where its
 -- buckets' values were, in vals.
-local rp, toks, aheads, owns, kept = {false}, {false}, {false}, {false}, {false}
+local rp, toks, aheads, owns, kept, stamped = {false}, {false}, {false}, {false}, {false}, {false}
+-- carry returns the units under policy p of a bucket holding x units
+-- under policy q: a debt as it is (rounded toward more of it), else p's
+-- capacity less what was spent (rounded toward fewer tokens), at least 0.
+local function carry(x, q, p)
+  if x < 0 then
+    local d = -x * p[3]
+    if d < 9007199254740992 then return -ceil(d / q[3]) end
+    return -ceil(-x / q[3] * p[3])
+  end
+  local spent = (q[1] - x) * p[3]
+  if spent < 9007199254740992 then spent = ceil(spent / q[3]) else spent = ceil((q[1] - x) / q[3] * p[3]) end
+  if spent >= p[1] then return 0 end
+  return p[1] - spent
+end
 local k, a, d = 0, 5 + P + 2 * R, 0
 while d < D do
   local op, n, m = int(ARGV[a]), int(ARGV[a+1]), int(ARGV[a+2])
@@ -214,7 +231,7 @@ while d < D do
       else
         local v = vals[b]
         if v then
-          local u, x, desc = match(v, '^(%d+):(%d+):(.*)')
+          local u, x, desc = match(v, '^(-?%d+):(%d+):(.*)')
           if u then
             units, ts, rq = u + 0, x + 0, byDesc[desc]
             if rq == nil then rq = policy(desc) end
@@ -222,7 +239,7 @@ while d < D do
         end
       end
       if later and later[b] then U[b], T[b], Q[b], W[b] = units, ts, rq, e and W[e] end
-      local tok, ahead, own, q = p[1], false, nil, nil
+      local tok, ahead, own, q, st = p[1], false, nil, nil, nil
       if units then
         q = rq or p
         local el = q[5] - ts
@@ -231,13 +248,19 @@ while d < D do
         if tok >= q[1] or el >= ceil((q[1] - tok) / q[2]) then tok = q[1] else tok = tok + el * q[2] end
         own = tok
         if q ~= p then
-          local spent = (q[1] - tok) * p[3]
-          if spent < 9007199254740992 then spent = ceil(spent / q[3]) else spent = ceil((q[1] - tok) / q[3] * p[3]) end
-          tok = p[1] - spent
-          if tok < 0 then tok = 0 end
+          -- Two readings, the larger holds: the bucket refilled in q to
+          -- now, then carried; and the bucket as q left it at its stamp,
+          -- carried, then refilled at p's own rate since (the clamped
+          -- state p refills from, whatever p's decisions wrote).
+          tok, st = carry(own, q, p), carry(units, q, p)
+          local pel = p[5] - floor(ts * q[4] / p[4])
+          if pel > 0 and st < p[1] then
+            if pel >= ceil((p[1] - st) / p[2]) then st = p[1] else st = st + pel * p[2] end
+          end
+          if st > tok then tok = st end
         end
       end
-      toks[i], aheads[i], owns[i], kept[i] = tok, ahead, own, q
+      toks[i], aheads[i], owns[i], kept[i], stamped[i] = tok, ahead, own, q, st
       if tok < n * p[3] then allowed = 0 end
     end
     local write = 0
@@ -263,23 +286,32 @@ while d < D do
       if left < cap then reset = ceil((cap - left) / rate) * tick - phase end
       local q = kept[i]
       if q and q ~= p and write == 0 and not (op == 1 and aheads[i]) then
-        -- Nothing is written: the bucket goes on refilling in its own
-        -- policy q, so the waits are q's, up to the units that p reads
-        -- as n tokens (then full).
-        local qphase, own = q[7], owns[i]
+        -- Nothing is written: the bucket stays in its own policy q, and
+        -- either reading may reach n tokens (or full) first: the one
+        -- refilling in q, up to the units that p reads as n tokens, or
+        -- the one refilling at p's rate from the stamp.
+        local qphase, own, st = q[7], owns[i], stamped[i]
         if allowed == 0 and left < need then
           local x = (cap - need) * q[3]
           if x < 9007199254740992 then x = floor(x / unit) else x = floor((cap - need) / unit * q[3]) end
           retry = ceil((q[1] - x - own) / q[2]) * q[4] - qphase
+          local rs = ceil((need - st) / rate) * tick - phase
+          if rs < retry then retry = rs end
         end
-        if left < cap then reset = ceil((q[1] - own) / q[2]) * q[4] - qphase end
+        if left < cap then
+          reset = ceil((q[1] - own) / q[2]) * q[4] - qphase
+          local rs = ceil((cap - st) / rate) * tick - phase
+          if rs < reset then reset = rs end
+        end
       end
       -- The request's first policy leads with whether it is allowed; an
       -- allowed request has nothing to wait for.
+      local rem = 0
+      if left > 0 then rem = floor(left / unit) end
       if allowed == 1 then
-        vals[b] = format(i == 1 and '1,%d,0,%d' or '%d,0,%d', floor(left / unit), reset)
+        vals[b] = format(i == 1 and '1,%d,0,%d' or '%d,0,%d', rem, reset)
       else
-        vals[b] = format(i == 1 and '0,%d,%d,%d' or '%d,%d,%d', floor(left / unit), retry, reset)
+        vals[b] = format(i == 1 and '0,%d,%d,%d' or '%d,%d,%d', rem, retry, reset)
       end
       local again = later and later[b]
       if write ~= 0 or (op == 1 and aheads[i]) then

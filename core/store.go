@@ -141,7 +141,7 @@ func (p *Policy) decide(tokens int64, n int, allowed bool, now int64) (d decisio
 		d.retryAfter = time.Duration(ceilDiv(need-tokens, p.Refill)*p.Tick-phase) * time.Microsecond
 	}
 	d.allowed = allowed
-	d.remaining = left / p.Unit
+	d.remaining = max(0, left/p.Unit) // none while the bucket owes tokens
 	if left < p.Capacity {
 		d.resetAfter = time.Duration(ceilDiv(p.Capacity-left, p.Refill)*p.Tick-phase) * time.Microsecond
 	}
