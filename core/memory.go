@@ -433,6 +433,9 @@ type memRead struct {
 // for every policy of subject at once, with the script's arithmetic. The
 // shard is locked.
 func (sh *memShard) applyMany(s *MemoryStore, hs uint64, subject string, op, n int, policies []Policy, each []Outcome, now int64) Outcome {
+	if kind, x := splitOp(op); kind > opRefund {
+		return sh.applyWait(s, hs, subject, kind, x, n, policies, each, now)
+	}
 	var small [4]memRead
 	reads := small[:0]
 	if len(policies) > len(small) {

@@ -71,6 +71,8 @@ type Outcome struct {
 	Remaining  int64         // whole tokens left after the decision
 	RetryAfter time.Duration // when denied: until n tokens exist; else 0
 	ResetAfter time.Duration // until the bucket is full
+
+	extra int64 // a waiting operation's (see waitops.go): a reservation's time on the store's clock (µs), a charge's tokens forgiven
 }
 
 // checkTake rejects what no store may decide: an empty subject (one bucket
