@@ -314,9 +314,10 @@ while d < D do
             if pel >= ceil((p[1] - st) / p[2]) then st = p[1] else st = st + pel * p[2] end
           end
           if st > tok then tok = st end
+          stamped[i] = st
         end
       end
-      toks[i], aheads[i], owns[i], kept[i], stamped[i] = tok, ahead, own, q, st
+      toks[i], aheads[i], owns[i], kept[i] = tok, ahead, own, q
       if tok < n * p[3] then allowed = 0 end
     end
     local write, extra = 0, 0
@@ -382,12 +383,12 @@ while d < D do
       end
       -- The request's first policy leads with whether it is allowed; an
       -- allowed request has nothing to wait for.
-      local rem = 0
-      if left > 0 then rem = floor(left / unit) end
-      if write == 2 then
-        vals[b] = format(i == 1 and '1,%d,%d,%d' or '%d,%d,%d', rem, retry, reset)
-      elseif allowed == 1 then
+      local rem = floor(left / unit)
+      if rem < 0 then rem = 0 end
+      if allowed == 1 and write ~= 2 then
         vals[b] = format(i == 1 and '1,%d,0,%d' or '%d,0,%d', rem, reset)
+      elseif allowed == 1 then
+        vals[b] = format(i == 1 and '1,%d,%d,%d' or '%d,%d,%d', rem, retry, reset)
       else
         vals[b] = format(i == 1 and '0,%d,%d,%d' or '%d,%d,%d', rem, retry, reset)
       end
