@@ -12,6 +12,11 @@ func init() {
 	corehook.Pause = func(l any, ctx context.Context, key string, d time.Duration) {
 		l.(*Limiter).pause(ctx, key, d)
 	}
+	corehook.ReserveWithin = func(l any, ctx context.Context, key string, n int, most time.Duration) (any, error) {
+		v := l.(*Limiter)
+		return v.base.reserve(ctx, key, n, v.set, min(most, v.base.maxWait))
+	}
+	corehook.MaxWait = func(l any) time.Duration { return l.(*Limiter).base.maxWait }
 }
 
 // Charge takes n tokens from key's bucket after the fact — usage counted

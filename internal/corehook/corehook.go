@@ -13,3 +13,11 @@ import (
 // that every instance sharing it waits d: an upstream's Retry-After, for
 // nethttp's Transport. Store trouble is decided as for a charge.
 var Pause func(l any, ctx context.Context, key string, d time.Duration)
+
+// ReserveWithin is core's ReserveN for limiter l (a *core.Limiter),
+// booking at most most ahead (at most l's Config.MaxWait): it returns the
+// *core.Reservation, for nethttp's WithDelay.
+var ReserveWithin func(l any, ctx context.Context, key string, n int, most time.Duration) (any, error)
+
+// MaxWait returns the Config.MaxWait of limiter l (a *core.Limiter).
+var MaxWait func(l any) time.Duration
