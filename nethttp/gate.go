@@ -73,8 +73,10 @@ func (rt Router) NewGate(l *core.Limiter, opts ...Option) *Gate {
 	if g.table == nil {
 		g.mux = nil
 	}
+	g.checkDelay(l)
 	g.headers = map[*core.Limiter]*policyHeaders{l: limiterHeaders(l)}
 	for _, rl := range g.routes {
+		g.checkDelay(rl)
 		if g.headers[rl] == nil {
 			g.headers[rl] = limiterHeaders(rl)
 		}
@@ -252,6 +254,9 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	}
 	if err != nil {
 		return g.fail(w, r, err), charge{}
+	}
+	if g.delay > 0 && !res.Allowed && !res.Degraded && res.RetryAfter <= g.delay {
+		res = g.shape(ctx, r, lim, limit, key, n, res) // WithDelay: delay.go
 	}
 	if g.observe != nil {
 		g.observe(r, res, nil, g.dryRun)
