@@ -338,3 +338,27 @@ func TestWaitingResentOnce(t *testing.T) {
 		})
 	}
 }
+
+// A denial under a changed limit still writes nothing (DESIGN §3): the
+// clamp it refills from is read from the stored bucket, not written.
+func TestLoweredLimitDenialWritesNothing(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer c.Close()
+	s := core.NewRedisStore(c)
+	ctx := context.Background()
+	p100 := []core.Policy{policyOf(t, "conf", core.PerMinute(100))}
+	p60 := []core.Policy{policyOf(t, "conf", core.PerMinute(60))}
+	if o, err := s.Take(ctx, "k", 100, p100, nil); err != nil || !o.Allowed {
+		t.Fatal(o, err)
+	}
+	before, _ := c.Get(ctx, s.Key("conf", "k")).Result()
+	keys := len(m.Keys())
+	o, err := s.Take(ctx, "k", 1, p60, nil)
+	if err != nil || o.Allowed || o.RetryAfter > time.Second {
+		t.Fatalf("lowered: %+v %v, want denied for at most 1s", o, err)
+	}
+	if after, _ := c.Get(ctx, s.Key("conf", "k")).Result(); after != before || len(m.Keys()) != keys {
+		t.Fatalf("the denial wrote: %q → %q, %d → %d keys", before, after, keys, len(m.Keys()))
+	}
+}
