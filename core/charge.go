@@ -54,7 +54,7 @@ func (l *Limiter) Charge(ctx context.Context, key string, n int) (Result, error)
 	r := base.book(ctx, withArg(opCharge, base.maxWait.Microseconds()), key, n, set)
 	r.Allowed = true
 	if base.observer != nil {
-		base.observeWait(WaitEvent{Charge: true, Booked: true, Forgiven: int(r.extra), Degraded: r.Degraded})
+		base.observeWait(WaitEvent{Charge: true, Booked: true, N: n, Forgiven: int(r.extra), Degraded: r.Degraded})
 	}
 	return r, nil
 }

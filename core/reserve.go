@@ -128,7 +128,7 @@ func (l *Limiter) reserve(ctx context.Context, key string, n int, set *policySet
 		}
 	}
 	if l.observer != nil {
-		l.observeWait(WaitEvent{Booked: r.Allowed, Delay: res.delay, Degraded: r.Degraded})
+		l.observeWait(WaitEvent{Booked: r.Allowed, N: n, Delay: res.delay, Degraded: r.Degraded})
 	}
 	return res, nil
 }

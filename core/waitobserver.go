@@ -16,6 +16,7 @@ type WaitEvent struct {
 	Policy   string        // the limiter's policy name (Config.Name)
 	Charge   bool          // a Charge; else a reservation
 	Booked   bool          // a reservation was booked (OK); false: refused, nothing booked
+	N        int           // the tokens booked or charged
 	Delay    time.Duration // how long the booked reservation waits; 0 when it acts now
 	Forgiven int           // a charge's tokens beyond the debt bound, forgiven
 	Degraded bool          // the store could not decide; FailMode did
