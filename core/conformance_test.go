@@ -186,31 +186,39 @@ var conformance = []struct {
 	}},
 	// A bucket keeps the limit that wrote it: read under another limit of
 	// the same name, what was spent carries over (new capacity - spent,
-	// clamped to [0, capacity]). A decision that writes nothing (a denied
-	// take, a peek) leaves the bucket under the limit that wrote it: its
-	// waits are those of that bucket as it refills, so a RetryAfter stays
-	// true under a lowered limit.
+	// clamped to [0, capacity]), and the new limit refills it at its own
+	// rate from the bucket's stamp, though a decision that writes nothing
+	// (a denied take, a peek) leaves it under the limit that wrote it; the
+	// bucket refilled by that limit to now, then carried, holds when it is
+	// the fuller. Either way a RetryAfter is the true one.
+	// DESIGN §3, issue 36 item 7: the clamped state is what the new limit
+	// refills from, at its own rate, though its denials write nothing.
+	{"a lowered limit refills from its clamp", core.PerMinute(100), []step{
+		{n: 100, allow: true, rem: 0, reset: time.Minute},
+		{lim: core.PerMinute(60), allow: false, rem: 0, retry: time.Second, reset: time.Minute},
+		{wait: 500 * time.Millisecond, lim: core.PerMinute(60), allow: false, rem: 0, retry: 500 * time.Millisecond, reset: 59500 * time.Millisecond},
+		{wait: 500 * time.Millisecond, lim: core.PerMinute(60), allow: true, rem: 0, reset: time.Minute},
+		{lim: core.PerMinute(60), allow: false, rem: 0, retry: time.Second, reset: time.Minute},
+	}},
 	{"a raised limit: what was spent carries over", core.PerMinute(60), []step{
 		{n: 40, allow: true, rem: 20, reset: 40 * time.Second},
-		{lim: core.PerMinute(100), peek: true, allow: true, rem: 60, reset: 40 * time.Second},
+		{lim: core.PerMinute(100), peek: true, allow: true, rem: 60, reset: 24 * time.Second},
 		{lim: core.PerMinute(100), n: 60, allow: true, rem: 0, reset: time.Minute},
 		{lim: core.PerMinute(100), allow: false, rem: 0, retry: 600 * time.Millisecond, reset: time.Minute},
-		// Back to 60: 100 spent, clamped at 0, until 41 have refilled at
-		// 100 a minute.
-		{allow: false, rem: 0, retry: 24600 * time.Millisecond, reset: time.Minute},
-		{wait: 24600 * time.Millisecond, allow: true, rem: 0, reset: time.Minute},
+		// Back to 60: 100 spent, clamped at 0, refilled at 60 a minute.
+		{allow: false, rem: 0, retry: time.Second, reset: time.Minute},
+		{wait: time.Second, allow: true, rem: 0, reset: time.Minute},
 	}},
 	// 100000 a day counts in µs, 123457 a day in ms.
 	{"a day's quota raised, then lowered", core.PerDay(100000), []step{
 		{n: 50000, allow: true, rem: 50000, reset: 12 * time.Hour},
-		{lim: core.PerDay(123457), peek: true, allow: true, rem: 73457, reset: 12 * time.Hour},
+		{lim: core.PerDay(123457), peek: true, allow: true, rem: 73457, reset: 34991941 * time.Millisecond},
 		{lim: core.PerDay(123457), n: 73457, allow: true, rem: 0, reset: 24 * time.Hour},
 		{lim: core.PerDay(123457), allow: false, rem: 0, retry: 700 * time.Millisecond, reset: 24 * time.Hour},
 		{wait: 700 * time.Millisecond, lim: core.PerDay(123457), allow: true, rem: 0, reset: 24 * time.Hour},
-		// Lowered: 123457 spent, less 700 ms of refill, clamps at 0 until
-		// the spending is under 99999 at 123457 a day.
-		{allow: false, rem: 0, retry: 16416819 * time.Millisecond, reset: 24 * time.Hour},
-		{wait: 16416819 * time.Millisecond, allow: true, rem: 0, reset: 86399999569 * time.Microsecond},
+		// Lowered: 123457 spent clamps at 0, which refills at 100000 a day.
+		{allow: false, rem: 0, retry: 864 * time.Millisecond, reset: 24 * time.Hour},
+		{wait: 864 * time.Millisecond, allow: true, rem: 0, reset: 24 * time.Hour},
 	}},
 	// 3 a second counts 10^6 units a token, 2 a second 5×10^5: a fraction
 	// of a unit spent rounds up, once, where the scale changes; an
@@ -222,8 +230,9 @@ var conformance = []struct {
 		{wait: time.Microsecond, lim: core.PerSecond(2), peek: true, allow: true, rem: 1, reset: 333333 * time.Microsecond},
 		{lim: core.PerSecond(3), peek: true, allow: true, rem: 2, reset: 333333 * time.Microsecond},
 		{lim: core.PerSecond(2), allow: true, rem: 0, reset: 999999 * time.Microsecond},
-		// 999999 spent of 10^6 is 1999998 of 3×10^6: 1000002 left.
-		{lim: core.PerSecond(3), peek: true, allow: true, rem: 1, reset: 999999 * time.Microsecond},
+		// 999999 spent of 10^6 is 1999998 of 3×10^6: 1000002 left, which
+		// fills at 3 a second.
+		{lim: core.PerSecond(3), peek: true, allow: true, rem: 1, reset: 666666 * time.Microsecond},
 	}},
 	// Limits whose numbers do not fit below 2^53 in µs count in ms.
 	{"a day, counted in ms", core.PerDay(123457), []step{

@@ -30,7 +30,7 @@ func newFallback(cfg *Config) fallback {
 func (f *fallback) decide(br *breaker, now int64, op int, key string, n int, set *policySet) Result {
 	name := set.policies[0].Name
 	switch {
-	case f.mode == FailOpen || (op == opRefund && f.mode == FailClosed):
+	case f.mode == FailOpen || (!admits(op) && f.mode == FailClosed):
 		return Result{Allowed: true, Limit: set.limits[0], Name: name, Degraded: true}
 	case f.mode == FailClosed:
 		retry := br.retryIn(now)
@@ -44,7 +44,7 @@ func (f *fallback) decide(br *breaker, now int64, op int, key string, n int, set
 		// More than an instance's share could ever hold: deny, take
 		// nothing; a refund of it is capped at the share anyway.
 		n = local.minCap
-		if op != opRefund {
+		if admits(op) {
 			return Result{Limit: local.limits[0], Name: name, RetryAfter: local.limits[0].Window(), Degraded: true, Fallback: true}
 		}
 	}

@@ -84,6 +84,12 @@ type Config struct {
 	// LogInterval is the least time between two degraded-decision log lines.
 	// Default 10s.
 	LogInterval time.Duration
+	// MaxWait is how far ahead a key's bucket may be booked: a reservation
+	// (ReserveN, WaitN) waits at most MaxWait, so the bucket owes at most
+	// the tokens that refill in MaxWait; Charge may leave it owing
+	// max(Burst, that). Default 0: nothing is booked ahead (ReserveN takes
+	// only tokens that are there). See docs/waiting.md.
+	MaxWait time.Duration
 }
 
 // Limiter decides whether requests keyed by a subject (an IP, an API key, a
@@ -102,6 +108,11 @@ type Limiter struct {
 	fallback fallback   // what FailMode decides when the store cannot
 	observer Observer
 	report   reporter
+	maxWait  time.Duration // Config.MaxWait
+
+	// base is the limiter whose state this one uses: itself, or for a
+	// view (With) the limiter it was made from, deciding under set.
+	base *Limiter
 }
 
 // Defaults for Config's zero values.
@@ -147,7 +158,9 @@ func New(cfg Config) (*Limiter, error) {
 		fallback: newFallback(&cfg),
 		observer: cfg.Observer,
 		report:   newReporter(&cfg),
+		maxWait:  cfg.MaxWait,
 	}
+	l.base = l
 	l.mem, _ = store.(*MemoryStore)
 	if store.remote() && cfg.DenyCacheSize != -1 {
 		l.denials = newDenyCache(orDefault(cfg.DenyCacheSize, defaultDenyCacheSize))
@@ -184,6 +197,8 @@ func (cfg *Config) check() error {
 		return fmt.Errorf("%w: DenyCacheSize %d; use -1 to disable", ErrInvalidConfig, cfg.DenyCacheSize)
 	case cfg.LocalMaxKeys < 0:
 		return fmt.Errorf("%w: LocalMaxKeys %d is negative", ErrInvalidConfig, cfg.LocalMaxKeys)
+	case cfg.MaxWait < 0 || cfg.MaxWait > maxMaxWait:
+		return fmt.Errorf("%w: MaxWait %v is outside [0, %v]", ErrInvalidConfig, cfg.MaxWait, maxMaxWait)
 	}
 	return nil
 }
@@ -227,7 +242,7 @@ func (l *Limiter) Limits() []NamedLimit {
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
-	return l.take(ctx, key, 1, l.set) // AllowN's body: small enough to inline
+	return l.base.take(ctx, key, 1, l.set) // AllowN's body: small enough to inline
 }
 
 // AllowN decides whether key may spend n tokens now, and takes them if so.
@@ -238,11 +253,12 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // (ErrCostTooHigh). When the store cannot decide within Config.Timeout, the
 // FailMode does, and the Result says Degraded.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
-	return l.take(ctx, key, n, l.set)
+	return l.base.take(ctx, key, n, l.set)
 }
 
 // AllowLimit is AllowN under lim instead of Config.Limit, in the same
-// buckets (the same Name): for a limit known only per request, such as a
+// buckets (the same Name) — shorthand for With(lim) then AllowN: for a
+// limit known only per request, such as a
 // tenant's own quota read from a database. What key has spent carries
 // over between limits (see the README, "Limits per tenant"). Config.Extra
 // still applies: lim takes Config.Limit's place and is decided together
@@ -257,14 +273,14 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 // (as New would refuse it as Config.Limit), and n above lim's burst
 // ErrCostTooHigh.
 func (l *Limiter) AllowLimit(ctx context.Context, key string, n int, lim Limit) (Result, error) {
-	set, err := l.setFor(lim)
+	set, err := l.base.setFor(lim)
 	if err != nil {
 		return Result{}, err
 	}
-	return l.take(ctx, key, n, set)
+	return l.base.take(ctx, key, n, set)
 }
 
-// setFor returns the policy set deciding under lim.
+// setFor returns the policy set deciding under lim; l is a base.
 func (l *Limiter) setFor(lim Limit) (*policySet, error) {
 	if lim == l.set.limits[0] {
 		return l.set, nil
@@ -280,7 +296,7 @@ func (l *Limiter) setFor(lim Limit) (*policySet, error) {
 // trouble is decided as for AllowN (FailOpen answers allowed), taking
 // nothing. The store must implement Peeker, as both of this package's do.
 func (l *Limiter) Peek(ctx context.Context, key string, n int) (Result, error) {
-	return l.decide(ctx, opPeek, key, n, l.set)
+	return l.base.decide(ctx, opPeek, key, n, l.set)
 }
 
 // Refund gives n tokens back to key's bucket under every limit, each
@@ -295,27 +311,29 @@ func (l *Limiter) Peek(ctx context.Context, key string, n int) (Result, error) {
 // made. A refund forgets this instance's cached denial of key; other
 // instances' cached denials run to their end (they only ever deny).
 func (l *Limiter) Refund(ctx context.Context, key string, n int) (Result, error) {
-	return l.decide(ctx, opRefund, key, n, l.set)
+	return l.base.decide(ctx, opRefund, key, n, l.set)
 }
 
 // PeekLimit is Peek under lim instead of Config.Limit, as AllowLimit is
-// AllowN: what AllowLimit(ctx, key, n, lim) would answer now.
+// AllowN: what AllowLimit(ctx, key, n, lim) would answer now. It is
+// shorthand for With(lim) then Peek, the way to prefer.
 func (l *Limiter) PeekLimit(ctx context.Context, key string, n int, lim Limit) (Result, error) {
-	set, err := l.setFor(lim)
+	set, err := l.base.setFor(lim)
 	if err != nil {
 		return Result{}, err
 	}
-	return l.decide(ctx, opPeek, key, n, set)
+	return l.base.decide(ctx, opPeek, key, n, set)
 }
 
 // RefundLimit is Refund under lim instead of Config.Limit: it gives back
-// what AllowLimit(ctx, key, n, lim) took, capped at lim's burst.
+// what AllowLimit(ctx, key, n, lim) took, capped at lim's burst. It is
+// shorthand for With(lim) then Refund, the way to prefer.
 func (l *Limiter) RefundLimit(ctx context.Context, key string, n int, lim Limit) (Result, error) {
-	set, err := l.setFor(lim)
+	set, err := l.base.setFor(lim)
 	if err != nil {
 		return Result{}, err
 	}
-	return l.decide(ctx, opRefund, key, n, set)
+	return l.base.decide(ctx, opRefund, key, n, set)
 }
 
 // take is AllowN under set. Allow and AllowN inline into their callers,
@@ -392,6 +410,7 @@ func checkCall(key string, n int, set *policySet) error {
 // login). It needs a store implementing Resetter, as both of this
 // package's stores do.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
+	l = l.base
 	if key == "" {
 		return ErrEmptyKey
 	}
@@ -417,6 +436,7 @@ func resultOf(o Outcome, each []Outcome, set *policySet) Result {
 		Remaining:  int(o.Remaining),
 		RetryAfter: o.RetryAfter,
 		ResetAfter: o.ResetAfter,
+		extra:      o.extra,
 	}
 	if each != nil {
 		r.Policies = make([]PolicyResult, len(each))

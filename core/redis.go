@@ -205,7 +205,7 @@ func (s *RedisStore) Refund(ctx context.Context, subject string, n int, policies
 // more than bound decisions running in the store: queued, or in a call,
 // including calls that outlive their callers' deadlines.
 func (s *RedisStore) do(ctx context.Context, deadline time.Time, op int, subj string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error) {
-	if err := checkTake(subj, n, policies); err != nil {
+	if err := checkOp(op, subj, n, policies); err != nil {
 		return Outcome{}, err
 	}
 	if !admit(&s.running, bound) {
@@ -299,8 +299,9 @@ func (s *RedisStore) node(subj string) string {
 
 // parseReply reads one request's part of the script's reply: allowed,
 // then per policy whole tokens left, µs until n tokens exist and µs until
-// the bucket is full, separated by commas. It returns the binding outcome
-// and fills each (when not nil) with every policy's.
+// the bucket is full, separated by commas, and for a waiting operation
+// one more field (Outcome.extra). It returns the binding outcome and fills
+// each (when not nil) with every policy's.
 func parseReply(reply string, each []Outcome) (Outcome, error) {
 	var v [3]int64
 	allowed, rest, ok := nextInt(reply)
@@ -312,6 +313,10 @@ func parseReply(reply string, each []Outcome) (Outcome, error) {
 		for j := range v {
 			if v[j], rest, ok = nextInt(rest); !ok {
 				return Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, truncate(reply))
+			}
+			if j == 0 && i > 0 && rest == "" {
+				best.extra = v[0]
+				return best, nil
 			}
 		}
 		o := Outcome{

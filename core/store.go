@@ -71,6 +71,8 @@ type Outcome struct {
 	Remaining  int64         // whole tokens left after the decision
 	RetryAfter time.Duration // when denied: until n tokens exist; else 0
 	ResetAfter time.Duration // until the bucket is full
+
+	extra int64 // a waiting operation's (see waitops.go): a reservation's time on the store's clock (µs), a charge's tokens forgiven
 }
 
 // checkTake rejects what no store may decide: an empty subject (one bucket
@@ -141,7 +143,7 @@ func (p *Policy) decide(tokens int64, n int, allowed bool, now int64) (d decisio
 		d.retryAfter = time.Duration(ceilDiv(need-tokens, p.Refill)*p.Tick-phase) * time.Microsecond
 	}
 	d.allowed = allowed
-	d.remaining = left / p.Unit
+	d.remaining = max(0, left/p.Unit) // none while the bucket owes tokens
 	if left < p.Capacity {
 		d.resetAfter = time.Duration(ceilDiv(p.Capacity-left, p.Refill)*p.Tick-phase) * time.Microsecond
 	}

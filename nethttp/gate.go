@@ -77,8 +77,10 @@ func (rt Router) NewGate(l *core.Limiter, opts ...Option) *Gate {
 		panic(err.Error())
 	}
 	g.table = newRouteTable(g.routes)
+	g.checkDelay(l)
 	g.headers = map[*core.Limiter]*policyHeaders{l: limiterHeaders(l)}
 	for _, rl := range g.routes {
+		g.checkDelay(rl)
 		if g.headers[rl] == nil {
 			g.headers[rl] = limiterHeaders(rl)
 		}
@@ -278,6 +280,9 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	}
 	if err != nil {
 		return g.fail(w, r, policyOf(lim), err), charge{}
+	}
+	if g.delay > 0 && !res.Allowed && !res.Degraded && res.RetryAfter <= g.delay {
+		res = g.shape(ctx, r, lim, limit, key, n, res) // WithDelay: delay.go
 	}
 	if g.observe != nil {
 		g.observe(r, res, nil, g.dryRun)

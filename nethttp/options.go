@@ -38,6 +38,7 @@ type config struct {
 	logger  *slog.Logger
 	countIf func(*http.Request, int) bool
 	limitOf func(*http.Request) (core.Limit, error)
+	delay   time.Duration // WithDelay
 }
 
 // WithKey sets how a request is turned into the key of its bucket. Default
