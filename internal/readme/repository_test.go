@@ -35,3 +35,18 @@ func TestNoLargeTrackedFiles(t *testing.T) {
 		}
 	}
 }
+
+// maxBenchmarks is BENCHMARKS.md's budget, the README's: one results table
+// per section from one run, the targets' verdicts, one line per trick.
+const maxBenchmarks = maxReadme
+
+func TestBenchmarksSize(t *testing.T) {
+	root, _ := readme(t)
+	text, err := os.ReadFile(filepath.Join(root, "BENCHMARKS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(text) > maxBenchmarks {
+		t.Errorf("BENCHMARKS.md is %d bytes, over its budget of %d: keep only the latest run's figures, one line per result", len(text), maxBenchmarks)
+	}
+}
