@@ -36,6 +36,7 @@ func stores(t *testing.T) map[string]func(t *testing.T) clockStore {
 			if testing.Short() {
 				sub.Skip("Redis Cluster: skipped with -short")
 			}
+			redistest.Installed(sub) // t's skip would fail sub
 			if cluster == nil {
 				cluster = redistest.StartCluster(t, 3, 0).Client()
 			}
@@ -50,6 +51,7 @@ func stores(t *testing.T) map[string]func(t *testing.T) clockStore {
 			if testing.Short() {
 				sub.Skip("Redis Sentinel: skipped with -short")
 			}
+			redistest.Installed(sub)
 			if sentinel == nil {
 				sentinel = redistest.StartSentinel(t).FailoverClient()
 			}

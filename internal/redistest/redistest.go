@@ -21,7 +21,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,32 +34,53 @@ import (
 // not skip, when Redis is missing.
 func Required() bool { return os.Getenv("RATELIMIT_REQUIRE_REDIS") == "1" }
 
-// Unavailable skips t, or fails it when Redis is required.
+// Unavailable skips t with one line saying what is missing and how to
+// have it (format's text), or fails it when Redis is required.
 func Unavailable(t testing.TB, format string, args ...any) {
 	t.Helper()
+	what := fmt.Sprintf(format, args...)
 	if Required() {
-		t.Fatalf("redistest: RATELIMIT_REQUIRE_REDIS=1 but "+format, args...)
+		t.Fatalf("redistest: RATELIMIT_REQUIRE_REDIS=1 but %s", what)
 	}
-	t.Skipf("redistest: "+format, args...)
+	t.Skipf("redistest: %s; RATELIMIT_REQUIRE_REDIS=1 makes this fail", what)
 }
+
+// sharedAddr is REDIS_ADDR, or 127.0.0.1:6379.
+func sharedAddr() string {
+	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
+		return addr
+	}
+	return "127.0.0.1:6379"
+}
+
+// ping asks the shared server once per test binary whether it answers:
+// without one, each test that needs it skips at once.
+var ping = sync.OnceValue(func() error {
+	c := redis.NewClient(&redis.Options{Addr: sharedAddr(), MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return c.Ping(ctx).Err()
+})
 
 // Addr returns the address of the shared Redis server, skipping (or
 // failing) t when nothing answers there. Never FLUSHALL, CLIENT PAUSE,
 // CONFIG SET or SHUTDOWN it: other packages' tests share it. Use Prefix.
 func Addr(t testing.TB) string {
 	t.Helper()
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
+	if err := ping(); err != nil {
+		Unavailable(t, "no Redis at %s (%v): run `make redis-up` or set REDIS_ADDR", sharedAddr(), err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		Unavailable(t, "no Redis at REDIS_ADDR=%s: %v", addr, err)
-	}
-	return addr
+	return sharedAddr()
+}
+
+// Installed skips (or fails) t unless redis-server and redis-cli are on
+// PATH. A test that starts one topology for its subtests calls it in each
+// subtest first: then the skip is the subtest's, not its parent's.
+func Installed(t testing.TB) {
+	t.Helper()
+	lookPath(t, "redis-server")
+	lookPath(t, "redis-cli")
 }
 
 // Client returns a new client of the shared Redis server, closed when t ends.
