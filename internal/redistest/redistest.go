@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,6 +72,7 @@ func Addr(t testing.TB) string {
 	if err := ping(); err != nil {
 		Unavailable(t, "no Redis at %s (%v): run `make redis-up` or set REDIS_ADDR", sharedAddr(), err)
 	}
+	shared.Store(true)
 	return sharedAddr()
 }
 
@@ -92,9 +94,47 @@ func Client(t testing.TB) *redis.Client {
 }
 
 // Prefix returns a key prefix unique to this test run, so tests sharing one
-// Redis never meet. It ends in ':'.
+// Redis never meet. It ends in ':'. When t ends, every key of the shared
+// server under it is deleted, so that the suite leaves nothing behind
+// (keys on a server of t's own go with the server).
 func Prefix(t testing.TB) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return "rltest:" + hex.EncodeToString(b[:]) + ":"
+	p := "rltest:" + hex.EncodeToString(b[:]) + ":"
+	t.Cleanup(func() {
+		if shared.Load() {
+			if err := deleteKeys(p); err != nil {
+				t.Logf("redistest: deleting the keys under %s at %s: %v", p, sharedAddr(), err)
+			}
+		}
+	})
+	return p
+}
+
+// shared is set once a test of this binary has had the shared server's
+// address: only then can a prefix have keys there.
+var shared atomic.Bool
+
+// deleteKeys deletes every key of the shared server that starts with
+// prefix, which holds no glob characters.
+func deleteKeys(prefix string) error {
+	c := redis.NewClient(&redis.Options{Addr: sharedAddr(), MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var cursor uint64
+	for {
+		keys, next, err := c.Scan(ctx, cursor, prefix+"*", 1000).Result()
+		if err != nil {
+			return err
+		}
+		if len(keys) > 0 {
+			if err := c.Unlink(ctx, keys...).Err(); err != nil {
+				return err
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
 }
