@@ -43,7 +43,7 @@ func TestAttackCancelledContext(t *testing.T) {
 			defer c.Close()
 			l := limitertest.New(t, core.Config{
 				Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(3),
-				FailMode: mode, Instances: 2, OnError: errs.onError,
+				FailMode: mode, Instances: 2, OnError: errs.onError, Timeout: 5 * time.Second, // no decision degraded by a loaded machine
 			})
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
@@ -107,7 +107,7 @@ func TestAttackShortDeadlineOpensBreaker(t *testing.T) {
 	defer c.Close()
 	l := limitertest.New(t, core.Config{
 		Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(1000),
-		FailMode: core.FailClosed, OnError: errs.onError,
+		FailMode: core.FailClosed, OnError: errs.onError, Timeout: 5 * time.Second,
 	})
 	for i := range 50 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Microsecond)
