@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -48,5 +49,32 @@ func TestBenchmarksSize(t *testing.T) {
 	}
 	if len(text) > maxBenchmarks {
 		t.Errorf("BENCHMARKS.md is %d bytes, over its budget of %d: keep only the latest run's figures, one line per result", len(text), maxBenchmarks)
+	}
+}
+
+// routerExamples serve the same routes with the same limits; each test
+// file holds the same table of cases, so that each folder can be copied
+// alone.
+var routerExamples = []string{"nethttp", "chi", "echo", "echov5", "gin"}
+
+func TestExampleTablesAlike(t *testing.T) {
+	root, _ := readme(t)
+	table := func(name string) string {
+		text, err := os.ReadFile(filepath.Join(root, "examples", name, "app_test.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(text)
+		i, j := strings.Index(s, "// step is one request"), strings.Index(s, "// TestApp runs")
+		if i < 0 || j < i {
+			t.Fatalf("examples/%s/app_test.go: no table of cases (from \"// step is one request\" to \"// TestApp runs\")", name)
+		}
+		return s[i:j]
+	}
+	want := table(routerExamples[0])
+	for _, name := range routerExamples[1:] {
+		if table(name) != want {
+			t.Errorf("examples/%s/app_test.go's table of cases differs from examples/%s's: the router examples answer alike", name, routerExamples[0])
+		}
 	}
 }
