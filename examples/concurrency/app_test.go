@@ -38,6 +38,7 @@ func realRedis(t *testing.T) core.Store {
 		t.Skip("REDIS_ADDR is not set: set it (e.g. 127.0.0.1:6379) to run this test against a real Redis")
 	}
 	c := client(t, addr)
+	reachable(t, c, addr)
 	prefix := "example-" + strconv.FormatUint(rand.Uint64(), 36) + ":"
 	t.Cleanup(func() {
 		ctx := context.Background()
@@ -47,6 +48,20 @@ func realRedis(t *testing.T) core.Store {
 		}
 	})
 	return core.NewRedisStore(c, core.WithPrefix(prefix))
+}
+
+// reachable skips t, or fails it under RATELIMIT_REQUIRE_REDIS=1, when
+// nothing answers at addr.
+func reachable(t *testing.T, c *redis.Client, addr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		if os.Getenv("RATELIMIT_REQUIRE_REDIS") == "1" {
+			t.Fatalf("RATELIMIT_REQUIRE_REDIS=1 but no Redis at REDIS_ADDR=%s: %v", addr, err)
+		}
+		t.Skipf("no Redis at REDIS_ADDR=%s (%v): start one, or unset REDIS_ADDR; RATELIMIT_REQUIRE_REDIS=1 makes this fail", addr, err)
+	}
 }
 
 func client(t *testing.T, addr string) *redis.Client {

@@ -20,17 +20,21 @@ import (
 )
 
 // newTestApp serves the app against the Redis at REDIS_ADDR, under a key
-// prefix of the test's own, or a miniredis of the test's own when
-// REDIS_ADDR is not set.
+// prefix of the test's own (skipped when nothing answers there), or a
+// miniredis of the test's own when REDIS_ADDR is not set.
 func newTestApp(t *testing.T) http.Handler {
 	t.Helper()
 	addr := os.Getenv("REDIS_ADDR")
 	prefix := "example-" + strconv.FormatUint(rand.Uint64(), 36) + ":"
-	if addr == "" {
+	onRedis := addr != ""
+	if !onRedis {
 		addr = miniredis.RunT(t).Addr()
 	}
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
+	if onRedis {
+		reachable(t, c, addr)
+	}
 	t.Cleanup(func() { // the test's keys, deleted
 		ctx := context.Background()
 		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
@@ -55,6 +59,20 @@ func newTestApp(t *testing.T) http.Handler {
 		t.Fatal(err)
 	}
 	return app
+}
+
+// reachable skips t, or fails it under RATELIMIT_REQUIRE_REDIS=1, when
+// nothing answers at addr.
+func reachable(t *testing.T, c *redis.Client, addr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		if os.Getenv("RATELIMIT_REQUIRE_REDIS") == "1" {
+			t.Fatalf("RATELIMIT_REQUIRE_REDIS=1 but no Redis at REDIS_ADDR=%s: %v", addr, err)
+		}
+		t.Skipf("no Redis at REDIS_ADDR=%s (%v): start one, or unset REDIS_ADDR; RATELIMIT_REQUIRE_REDIS=1 makes this fail", addr, err)
+	}
 }
 
 func login(app http.Handler, user, password, addr string) int {
