@@ -16,9 +16,12 @@ help: ## list the targets
 demo: ## run the demo: three instances sharing one limit (embedded Redis)
 	$(GO) run ./cmd/ratelimit-demo
 
+# test runs every module even when one fails, and fails after them.
 test: ## run every test with -race (real Redis at REDIS_ADDR; skipped when absent unless RATELIMIT_REQUIRE_REDIS=1)
-	$(GO) test -race -shuffle=on -count=1 -timeout 10m $(PKGS)
-	set -e; for m in $(MODULES); do (cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 10m ./...); done
+	failed=""; \
+	$(GO) test -race -shuffle=on -count=1 -timeout 10m $(PKGS) || failed="$$failed ."; \
+	for m in $(MODULES); do (cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 10m ./...) || failed="$$failed $$m"; done; \
+	if [ -n "$$failed" ]; then echo "make test: failed in:$$failed"; exit 1; fi
 
 test-short: ## fast tests only (memory store, miniredis)
 	$(GO) test -short -count=1 $(PKGS)

@@ -43,7 +43,7 @@ func TestAttackCancelledContext(t *testing.T) {
 			defer c.Close()
 			l := limitertest.New(t, core.Config{
 				Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(3),
-				FailMode: mode, Instances: 2, OnError: errs.onError,
+				FailMode: mode, Instances: 2, OnError: errs.onError, Timeout: 5 * time.Second, // no decision degraded by a loaded machine
 			})
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
@@ -107,7 +107,7 @@ func TestAttackShortDeadlineOpensBreaker(t *testing.T) {
 	defer c.Close()
 	l := limitertest.New(t, core.Config{
 		Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(1000),
-		FailMode: core.FailClosed, OnError: errs.onError,
+		FailMode: core.FailClosed, OnError: errs.onError, Timeout: 5 * time.Second,
 	})
 	for i := range 50 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Microsecond)
@@ -130,39 +130,28 @@ func TestAttackShortDeadlineOpensBreaker(t *testing.T) {
 }
 
 // TestAttackBurstOpensBreaker: 1 500 concurrent decisions on fresh keys
-// against a healthy Redis, default configuration. Before the redesign the
-// breaker stayed open for 47–75 % of such a flood and 98–100 % of its
-// decisions went through unchecked; now they travel in batches and none
-// is decided by FailMode. (The race detector makes each decision several
-// times slower on the Go side: there the Timeout is 1 s, not 50 ms.)
+// against a healthy Redis. Before the redesign the breaker stayed open for
+// 47–75 % of such a flood and 98–100 % of its decisions went through
+// unchecked; now they travel in batches and every one is Redis's. Timeout
+// is a generous 5 s, so a loaded -race run cannot degrade a decision: the
+// property is that none is decided by FailMode; how fast a burst is
+// decided is for benchmarks.
 func TestAttackBurstOpensBreaker(t *testing.T) {
 	var errs errorCounter
 	c := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
 	defer c.Close()
-	var timeout time.Duration // the default
-	if raceDetector {
-		timeout = time.Second
-	}
 	l := limitertest.New(t, core.Config{
 		Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(3),
-		FailMode: core.FailClosed, OnError: errs.onError, Timeout: timeout,
+		FailMode: core.FailClosed, OnError: errs.onError, Timeout: 5 * time.Second,
 	})
 	if res, _ := l.Allow(context.Background(), "warm-up"); res.Degraded {
 		t.Fatal("Redis not answering before the burst")
 	}
-	// A machine busy with other test packages can stall this process past
-	// a 50ms deadline: a burst counts as failed only if three in a row do.
-	for attempt := range 5 {
-		degraded := burst(l, 1500, "fresh-"+strconv.Itoa(attempt)+"-")
-		t.Logf("attack matrix: burst of 1500 concurrent decisions on fresh keys: %d degraded, %d with the breaker open", degraded, errs.open.Load())
-		if errs.open.Load() == 0 && degraded == 0 {
-			return
-		}
-		errs.open.Store(0)
-		time.Sleep(time.Second) // past the breaker's cooldown: one probe closes it
-		l.Allow(context.Background(), "probe")
+	degraded := burst(l, 1500, "fresh-")
+	t.Logf("attack matrix: burst of 1500 concurrent decisions on fresh keys: %d degraded, %d with the breaker open", degraded, errs.open.Load())
+	if degraded != 0 || errs.n.Load() != 0 {
+		t.Fatalf("%d of 1500 decisions degraded, %d store errors (%d with the breaker open); want 0", degraded, errs.n.Load(), errs.open.Load())
 	}
-	t.Fatal("every burst had decisions decided by FailMode")
 }
 
 // burst makes n decisions on fresh keys at once and returns how many

@@ -83,7 +83,7 @@ func TestHostileHeaders(t *testing.T) {
 	for name, kf := range keys {
 		t.Run(name, func(t *testing.T) {
 			rec := &subjectRecorder{Store: core.NewMemoryStore(), subjects: map[string]bool{}}
-			lim, err := core.New(core.Config{Store: rec, Limit: core.PerMinute(5), FailMode: core.FailClosed})
+			lim, err := core.New(core.Config{Store: rec, Limit: core.PerMinute(5), FailMode: core.FailClosed, Timeout: 5 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
