@@ -20,7 +20,7 @@ domain: api
 descriptors:
   - key: user
     rate_limit: {unit: minute, requests_per_unit: 2}
-`)}}, svc.ConfigOptions())
+`)}}, envoy.ConfigOptions{})
 	if err != nil {
 		panic(err)
 	}
