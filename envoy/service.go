@@ -93,8 +93,9 @@ type Service struct {
 	limiters map[string]*core.Limiter // by policy name
 }
 
-// maxLimiters bounds the limiters a Service keeps: rules and descriptors'
-// own limits. Beyond it, a limiter is made for each decision.
+// maxLimiters bounds the limiters a Service keeps, one per policy name
+// (rules, and descriptors' own limits without a rule). Beyond it, a
+// limiter is made for each decision.
 const maxLimiters = 1 << 14
 
 // NewService checks cfg and returns a Service with an empty config (every
