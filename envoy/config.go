@@ -33,10 +33,6 @@ type ConfigOptions struct {
 	// descriptors, as the reference's MERGE_DOMAIN_CONFIG=true; by default
 	// a domain in two files refuses the config.
 	MergeDomains bool
-	// AllowUsage accepts rate limits marked usage: true. A Service sets it
-	// when it was given a Charge function; without one, a config with a
-	// usage limit is refused (ErrUsageUnsupported).
-	AllowUsage bool
 }
 
 // Rule is one rate limit of the configuration: what a matching descriptor
@@ -303,7 +299,7 @@ func (n *node) load(parent string, ds []yamlDescriptor, opts ConfigOptions) erro
 		}
 		child := &node{children: make(map[string]*node)}
 		if d.RateLimit != nil {
-			r, err := newRule(full, d, opts)
+			r, err := newRule(full, d)
 			if err != nil {
 				return err
 			}
@@ -327,7 +323,7 @@ func (n *node) load(parent string, ds []yamlDescriptor, opts ConfigOptions) erro
 	return nil
 }
 
-func newRule(full string, d yamlDescriptor, opts ConfigOptions) (*Rule, error) {
+func newRule(full string, d yamlDescriptor) (*Rule, error) {
 	y := d.RateLimit
 	unit, validUnit := unitNames[strings.ToLower(y.Unit)]
 	switch {
@@ -357,13 +353,8 @@ func newRule(full string, d yamlDescriptor, opts ConfigOptions) (*Rule, error) {
 		}
 		r.Replaces = append(r.Replaces, rep.Name)
 	}
-	if r.Usage {
-		if !opts.AllowUsage {
-			return nil, fmt.Errorf("%w (descriptor '%s')", ErrUsageUnsupported, full)
-		}
-		if r.Unlimited {
-			return nil, fmt.Errorf("usage limit '%s' cannot be unlimited", full)
-		}
+	if r.Usage && r.Unlimited {
+		return nil, fmt.Errorf("usage limit '%s' cannot be unlimited", full)
 	}
 	if lim, ok := r.Limit(); ok {
 		if _, err := core.Policies(core.NamedLimit{Name: r.Name, Limit: lim}); err != nil {

@@ -173,7 +173,7 @@ func TestConfigRefused(t *testing.T) {
 		{"share_threshold without wildcard", "domain: a\ndescriptors:\n  - key: k\n    value: v\n    share_threshold: true\n", "share_threshold"},
 		{"list of scalars", "domain: a\ndescriptors:\n  - k\n", "list of type other than map"},
 		{"not yaml", "domain: [", "error loading config file"},
-		{"usage without Charge", "domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      usage: true\n      unit: minute\n      requests_per_unit: 1000\n", "not yet supported"},
+		{"usage unlimited", "domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      usage: true\n      unlimited: true\n", "cannot be unlimited"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -184,8 +184,8 @@ func TestConfigRefused(t *testing.T) {
 		})
 	}
 	if _, err := ParseConfig([]File{{"f.yaml", []byte("domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      usage: true\n      unit: minute\n      requests_per_unit: 1000\n")}},
-		ConfigOptions{AllowUsage: true}); err != nil {
-		t.Errorf("usage with AllowUsage: %v", err)
+		ConfigOptions{}); err != nil {
+		t.Errorf("usage limit refused: %v", err)
 	}
 }
 

@@ -14,8 +14,8 @@
 // hits_addend (per request, or per descriptor, which wins) is the cost; a
 // descriptor's hits_addend of 0 is a check that takes nothing and is
 // OVER_LIMIT when not one hit would pass; is_negative_hits gives hits back.
-// Hits given back and usage (below) are accounted after the fact, whatever
-// the answer. A descriptor's own limit decides it in the same bucket as the
+// Hits given back are accounted after the fact, whatever the answer; usage
+// (below) only in an admitted request. A descriptor's own limit decides it in the same bucket as the
 // rule it matches (what was spent carries over). requests_per_unit: 0 refuses and
 // unlimited: true allows, without asking the store.
 //
@@ -31,10 +31,17 @@
 //
 // A rule with usage: true under rate_limit counts usage reported after the
 // response (an AI gateway sends the tokens a stream used when it ends): its
-// hits are charged as debt and never refused, and a check against it
-// (hits_addend 0, as a request starts) is refused while the bucket owes.
-// It needs ServiceConfig.Charge; without one a config holding such a rule
-// is refused with ErrUsageUnsupported. The reference refuses the key.
+// hits are charged as debt (core.Limiter.Charge) and never refused, and a
+// check against it (hits_addend 0, as a request starts) is OVER_LIMIT while
+// the bucket owes, with duration_until_reset until the refill has repaid
+// the debt and one token. The bucket owes at most one burst
+// (requests_per_unit); a charge beyond is forgiven. A charge's status is OK
+// with limit_remaining 0 while the bucket owes and duration_until_reset
+// until it is full. A request is still all or nothing: a usage charge beside
+// a descriptor that refuses the request is not charged (report usage in its
+// own call). is_negative_hits on a usage rule gives tokens back, repaying
+// the debt first; shadow mode reports a check in debt but never refuses for
+// it, and charges as usual. The reference refuses the usage key.
 //
 // # Buckets
 //

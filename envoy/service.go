@@ -21,12 +21,6 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// ChargeFunc takes n tokens from key's bucket of l after the fact, never
-// refusing: the bucket may go into debt, which later requests repay
-// (core.Limiter.Charge, DESIGN §11). l was made with Config.Limit equal to
-// the rule's limit.
-type ChargeFunc func(ctx context.Context, l *core.Limiter, key string, n int) (core.Result, error)
-
 // Headers names the response headers a Service asks Envoy to add
 // (the reference's LIMIT_RESPONSE_HEADERS_ENABLED, LIMIT_LIMIT_HEADER,
 // LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER).
@@ -54,7 +48,9 @@ type DescriptorEvent struct {
 // has the default its comment gives for its zero value.
 type ServiceConfig struct {
 	// Store keeps the buckets: core.NewRedisStore to share them with
-	// other replicas and apps, core.NewMemoryStore for one process.
+	// other replicas and apps, core.NewMemoryStore for one process. A
+	// Store of another package cannot charge usage limits: such a charge
+	// answers an Internal error.
 	Store core.Store
 	// Timeout bounds each store decision, through core's bound and
 	// breakers. Default core.DefaultTimeout (50ms).
@@ -75,9 +71,6 @@ type ServiceConfig struct {
 	// closest to its limit (the first refused one on OVER_LIMIT). Reset is
 	// duration_until_reset in whole seconds, rounded up.
 	Headers *Headers
-	// Charge, if set, makes usage limits (rate_limit.usage: true) work;
-	// without it a config holding one is refused (ErrUsageUnsupported).
-	Charge ChargeFunc
 	// Observer sees every core decision (a metrics.Collector counts them by
 	// policy, the rule's Name).
 	Observer core.Observer
@@ -97,16 +90,12 @@ type Service struct {
 	config atomic.Pointer[Config]
 
 	mu       sync.RWMutex
-	limiters map[limiterKey]*core.Limiter
+	limiters map[string]*core.Limiter // by policy name
 }
 
-type limiterKey struct {
-	name  string
-	usage core.Limit // zero but for usage limits, whose limiter carries the limit
-}
-
-// maxLimiters bounds the limiters a Service keeps: rules and descriptors'
-// own limits. Beyond it, a limiter is made for each decision.
+// maxLimiters bounds the limiters a Service keeps, one per policy name
+// (rules, and descriptors' own limits without a rule). Beyond it, a
+// limiter is made for each decision.
 const maxLimiters = 1 << 14
 
 // NewService checks cfg and returns a Service with an empty config (every
@@ -124,35 +113,28 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Service{cfg: cfg, limiters: make(map[limiterKey]*core.Limiter)}
+	s := &Service{cfg: cfg, limiters: make(map[string]*core.Limiter)}
 	s.config.Store(&Config{domains: map[string]*node{}})
 	return s, nil
-}
-
-// ConfigOptions returns the options a config for this Service must be
-// parsed with: AllowUsage when it has a Charge function.
-func (s *Service) ConfigOptions() ConfigOptions {
-	return ConfigOptions{AllowUsage: s.cfg.Charge != nil}
 }
 
 // SetConfig makes c the config of the requests that start from now on.
 // Buckets carry over: a rule whose limit changed keeps what was spent.
 func (s *Service) SetConfig(c *Config) { s.config.Store(c) }
 
-func (s *Service) limiter(name string, lim core.Limit, usage bool) (*core.Limiter, error) {
-	k := limiterKey{name: name}
-	if usage {
-		k.usage = lim
-	}
+// limiter returns the limiter of policy name, made with lim if it is new;
+// decisions pass their own limit (AllowLimit, PeekLimit, RefundLimit,
+// With), so whichever limit made it does not matter.
+func (s *Service) limiter(name string, lim core.Limit) (*core.Limiter, error) {
 	s.mu.RLock()
-	l := s.limiters[k]
+	l := s.limiters[name]
 	s.mu.RUnlock()
 	if l != nil {
 		return l, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l := s.limiters[k]; l != nil {
+	if l := s.limiters[name]; l != nil {
 		return l, nil
 	}
 	fm := s.cfg.FailMode
@@ -167,7 +149,7 @@ func (s *Service) limiter(name string, lim core.Limit, usage bool) (*core.Limite
 		return nil, err
 	}
 	if len(s.limiters) < maxLimiters {
-		s.limiters[k] = l
+		s.limiters[name] = l
 	}
 	return l, nil
 }
@@ -239,22 +221,25 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	}
 	if refused >= 0 {
 		s.giveBack(ctx, plans, degraded)
-		// The descriptors after the refused one are only looked at, all
-		// at once: a slow node delays the answer once, not once each.
+		// The descriptors after the refused one, and usage a refused
+		// request does not charge, are only looked at, all at once: a
+		// slow node delays the answer once, not once each.
 		var wg sync.WaitGroup
-		for i := refused + 1; i < len(plans) && !degraded; i++ {
-			if p := &plans[i]; !p.afterTheFact() {
+		for i := 0; i < len(plans) && !degraded; i++ {
+			if p := &plans[i]; p.charges() || (i > refused && !p.afterTheFact()) {
 				wg.Go(func() { s.report(ctx, p) })
 			}
 		}
 		wg.Wait()
 	}
-	// Accounting after the fact, all at once; skipped while the store
-	// fails (what it would have charged is lost, never refused).
+	// Accounting after the fact, all at once: hits given back whatever
+	// the answer, usage only in an admitted request (a refused request
+	// charges nothing). Skipped while the store fails (what it would have
+	// charged is lost, never refused).
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
 	for i := range plans {
-		if p := &plans[i]; p.l != nil && p.afterTheFact() && !degraded {
+		if p := &plans[i]; p.l != nil && !degraded && (p.give || (p.charges() && refused < 0)) {
 			wg.Go(func() {
 				if err := s.after(ctx, p); err != nil {
 					failed.Store(&err)
@@ -336,9 +321,6 @@ func (s *Service) plan(cfg *Config, req *rlspb.RateLimitRequest) ([]plan, error)
 		if rule == nil {
 			continue
 		}
-		if rule.Usage && s.cfg.Charge == nil {
-			return nil, status.Errorf(codes.Internal, "usage limit %s in a config given to a Service without Charge", rule.FullKey)
-		}
 		p.rule, p.name, p.subject = rule, rule.Name, subject
 		p.usage, p.shadow = rule.Usage, rule.ShadowMode
 		p.metric = rule.FullKey
@@ -362,7 +344,7 @@ func (s *Service) plan(cfg *Config, req *rlspb.RateLimitRequest) ([]plan, error)
 			p.rule = nil
 		}
 		if p.rule != nil && !p.refuse {
-			l, err := s.limiter(p.name, p.lim, p.usage)
+			l, err := s.limiter(p.name, p.lim)
 			if err != nil {
 				return nil, status.Errorf(codes.Internal, "rate limit %s: %v", p.name, err)
 			}
@@ -456,22 +438,28 @@ func (s *Service) decide(ctx context.Context, p *plan) (over, degraded bool, err
 	return !res.Allowed, res.Degraded, nil
 }
 
+// charges reports whether p charges usage: hits of a usage limit, neither
+// a check nor given back.
+func (p *plan) charges() bool { return p.usage && !p.check && !p.give }
+
 // afterTheFact reports whether p is accounting after the fact, never refused:
 // hits given back (is_negative_hits) or usage charged.
-func (p *plan) afterTheFact() bool { return p.give || (p.usage && !p.check) }
+func (p *plan) afterTheFact() bool { return p.give || p.charges() }
 
-// after applies the accounting after the fact, whatever the answer to the
-// request: usage that happened is charged, hits given back are given back.
+// after applies the accounting after the fact: hits given back are given
+// back (capped at the burst), usage is charged as debt (core's Charge:
+// never refused; the bucket owes at most one burst, as the limiters have
+// no MaxWait, and a charge beyond is forgiven).
 func (s *Service) after(ctx context.Context, p *plan) error {
-	if p.l == nil || !p.afterTheFact() {
-		return nil
-	}
 	var res core.Result
 	var err error
 	if p.give {
 		res, err = p.l.RefundLimit(ctx, p.subject, clampInt(p.hits), p.lim)
 	} else {
-		res, err = s.cfg.Charge(ctx, p.l, p.subject, clampInt(p.hits))
+		var l *core.Limiter
+		if l, err = p.l.With(p.lim); err == nil {
+			res, err = l.Charge(ctx, p.subject, clampInt(p.hits))
+		}
 	}
 	if err != nil {
 		return status.Errorf(codes.Internal, "rate limit %s: %v", p.name, err)
@@ -487,7 +475,8 @@ func (s *Service) after(ctx context.Context, p *plan) error {
 }
 
 // report sets the status of a descriptor left undecided in a refused
-// request: what it would answer, taking nothing.
+// request: what it would answer, taking nothing (usage that is not
+// charged: OK, with the bucket's state).
 func (s *Service) report(ctx context.Context, p *plan) {
 	if p.refuse {
 		p.status = s.status(p, rlspb.RateLimitResponse_OVER_LIMIT, core.Result{})
@@ -497,7 +486,7 @@ func (s *Service) report(ctx context.Context, p *plan) {
 		return
 	}
 	n := clampInt(max(p.hits, 1))
-	if n > p.lim.Capacity() || p.give {
+	if n > p.lim.Capacity() || p.give || p.charges() {
 		n = 1
 	}
 	res, err := p.l.PeekLimit(ctx, p.subject, n, p.lim)
@@ -506,7 +495,7 @@ func (s *Service) report(ctx context.Context, p *plan) {
 		return
 	}
 	code := rlspb.RateLimitResponse_OK
-	if !res.Allowed {
+	if !res.Allowed && !p.charges() { // a charge is never refused
 		code = rlspb.RateLimitResponse_OVER_LIMIT
 	}
 	p.status = s.status(p, code, res)

@@ -73,7 +73,7 @@ func newTestService(t *testing.T, cfg ServiceConfig, yaml string) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := ParseConfig([]File{{"api.yaml", []byte(yaml)}}, s.ConfigOptions())
+	c, err := ParseConfig([]File{{"api.yaml", []byte(yaml)}}, ConfigOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,33 +312,6 @@ func TestBadRequests(t *testing.T) {
 	}
 	if _, err := s.ShouldRateLimit(t.Context(), &rlspb.RateLimitRequest{Domain: "api"}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("no descriptors: %v", err)
-	}
-}
-
-func TestUsageCharge(t *testing.T) {
-	// Until core.Limiter.Charge lands, a Charge function stands in for it:
-	// it must be given a limiter whose Config.Limit is the rule's.
-	var got []int
-	charge := func(ctx context.Context, l *core.Limiter, key string, n int) (core.Result, error) {
-		got = append(got, n)
-		if l.Limit() != core.PerMinute(1000) {
-			t.Errorf("limiter limit %v, want the rule's", l.Limit())
-		}
-		return core.Result{Allowed: true, Limit: l.Limit(), Remaining: 1000 - n}, nil
-	}
-	s := newTestService(t, ServiceConfig{Charge: charge},
-		"domain: api\ndescriptors:\n  - key: model\n    rate_limit: {usage: true, unit: minute, requests_per_unit: 1000}\n"+
-			"  - key: tight\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
-	used := d("model", "m")
-	used.HitsAddend = wrapperspb.UInt64(1500)
-	if a := ask(t, s, req(used)); a.code != ok || len(got) != 1 || got[0] != 1500 {
-		t.Errorf("usage: %v, charged %v", a.code, got)
-	}
-	// Usage that happened is charged even when another descriptor refuses.
-	ask(t, s, req(d("tight", "m")))
-	used.HitsAddend = wrapperspb.UInt64(7)
-	if a := ask(t, s, req(d("tight", "m"), used)); a.code != over || len(got) != 2 || got[1] != 7 {
-		t.Errorf("usage beside a refusal: %v, charged %v", a.code, got)
 	}
 }
 

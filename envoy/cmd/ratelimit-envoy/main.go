@@ -108,9 +108,7 @@ func run(lookup func(string) (string, bool), logOut io.Writer) error {
 		return err
 	}
 
-	opts := svc.ConfigOptions()
-	opts.MergeDomains = s.MergeDomains
-	loader := &envoy.Loader{Dir: s.configDir(), IgnoreDotFiles: s.RuntimeIgnoreDots, Options: opts}
+	loader := &envoy.Loader{Dir: s.configDir(), IgnoreDotFiles: s.RuntimeIgnoreDots, Options: envoy.ConfigOptions{MergeDomains: s.MergeDomains}}
 	if c, _, err := loader.Load(); err != nil {
 		log.Error("config not loaded; serving with no rules (every descriptor OK) until a good one loads", "dir", loader.Dir, "err", err)
 		ref.configLoaded(false)

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 var binary string
@@ -56,6 +57,8 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1}
   - key: edge
     rate_limit: {unit: second, requests_per_unit: 5}
+  - key: tokens
+    rate_limit: {unit: minute, requests_per_unit: 1000, usage: true}
 `
 
 // runtimeDir writes the config files under root/ratelimit/config, as the
@@ -303,6 +306,35 @@ func TestRedisTwoProcessesShareOneLimit(t *testing.T) {
 	wantCodes(t, b, desc("user", "carol"), ok, over)
 	wantCodes(t, a, desc("user", "carol"), over)
 	allOrNothing(t, b)
+}
+
+// An AI gateway's flow across two replicas on one Redis: a check
+// (hits_addend 0) as the request starts, the tokens charged when the
+// stream ends, then the next check refused while the key owes.
+func TestRedisUsageTwoProcesses(t *testing.T) {
+	t.Parallel()
+	addr := redistest.Addr(t)
+	root := runtimeDir(t, map[string]string{"edge.yaml": operatorYAML})
+	env := []string{"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + addr, "CACHE_KEY_PREFIX=" + redistest.Prefix(t)}
+	a, b := start(t, root, env...), start(t, root, env...)
+	tokens := func(n uint64) *rlpb.RateLimitDescriptor {
+		d := desc("tokens", "tenant1")
+		d.HitsAddend = wrapperspb.UInt64(n)
+		return d
+	}
+	wantCodes(t, a, tokens(0), ok)
+	resp, err := b.ask(t, tokens(1500)) // the stream used 1500 of 1000 a minute
+	if err != nil || resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("charge at stream end: %v %v, want OK with 0 left", resp, err)
+	}
+	resp, err = a.ask(t, tokens(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 500 owed and one token to come, 60ms each: 30.06s less the time since the charge.
+	if w := resp.Statuses[0].DurationUntilReset.AsDuration(); resp.OverallCode != over || w <= 20*time.Second || w > 30060*time.Millisecond {
+		t.Errorf("next check: %v until %v, want OVER_LIMIT until about 30s", resp.OverallCode, w)
+	}
 }
 
 func TestRedisStalled(t *testing.T) {
