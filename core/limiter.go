@@ -76,32 +76,23 @@ type Config struct {
 	Observer Observer
 	// OnError, if set, is called with the reason for every degraded decision
 	// (errors.Is ErrTimeout, ErrCircuitOpen, ErrOverloaded, or the store's
-	// error). It runs on the request's goroutine: keep it fast.
+	// error). It runs on the goroutine that met the failure: keep it fast.
 	OnError func(error)
-	// Logger receives one warning per LogInterval at most while decisions are
-	// degraded, with how many were. Default slog.Default().
+	// Logger receives one warning per 10 seconds at most while decisions
+	// are degraded, naming the policy, with how many were and the cause.
+	// Default slog.Default().
 	Logger *slog.Logger
-	// LogInterval is the least time between two degraded-decision log lines.
-	// Default 10s.
-	LogInterval time.Duration
 }
 
 // Limiter decides whether requests keyed by a subject (an IP, an API key, a
 // user) are within its limit. It is safe for concurrent use; make one per
 // policy at startup and share it.
 type Limiter struct {
-	store    storeCalls   // Config.Store, as New resolved it
-	mem      *MemoryStore // store, when it is one: see take
+	guard                 // how it reaches the store (see guard)
+	mem      *MemoryStore // the store, when it is one: see take
 	set      *policySet   // Limit, then Extra
 	perLimit limitSets    // AllowLimit's limits, then Extra
-	timeout  time.Duration
-	bound    int64        // MaxInFlight
-	clock    func() int64 // ns, monotonic: breakers, denial cache, log throttle
-	breakers nodeBreakers
-	denials  *denyCache // nil when disabled, or for an in-process store
-	fallback fallback   // what FailMode decides when the store cannot
-	observer Observer
-	report   reporter
+	denials  *denyCache   // nil when disabled, or for an in-process store
 }
 
 // Defaults for Config's zero values.
@@ -110,19 +101,22 @@ const (
 	DefaultBreakerFailures = 3
 	DefaultBreakerCooldown = 500 * time.Millisecond
 	DefaultMaxInFlight     = 4096
-	DefaultLogInterval     = 10 * time.Second
 )
 
 // New checks cfg and returns a Limiter. It does not contact the store: an
 // app starts even when Redis is unreachable, and FailMode covers it.
 func New(cfg Config) (*Limiter, error) {
-	store, err := resolveStore(cfg.Store)
-	if err != nil {
+	if cfg.Store == nil {
+		return nil, ErrNoStore
+	}
+	gc := cfg.guardConfig()
+	if err := gc.check("Config"); err != nil {
 		return nil, err
 	}
-	if err := cfg.check(); err != nil {
-		return nil, err
+	if cfg.DenyCacheSize < -1 {
+		return nil, fmt.Errorf("%w: DenyCacheSize %d; use -1 to disable", ErrInvalidConfig, cfg.DenyCacheSize)
 	}
+	cfg.Instances = gc.instances
 	defaulted := []bool{cfg.Name == ""}
 	for _, nl := range cfg.Extra {
 		defaulted = append(defaulted, nl.Name == "")
@@ -132,24 +126,14 @@ func New(cfg Config) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	l := &Limiter{
-		store:    store,
-		set:      set,
-		perLimit: limitSets{extra: cfg.Extra, name: cfg.Name, instances: cfg.Instances},
-		timeout:  orDefault(cfg.Timeout, DefaultTimeout),
-		bound:    int64(orDefault(cfg.MaxInFlight, DefaultMaxInFlight)),
-		clock:    func() int64 { return int64(time.Since(start)) },
-		breakers: nodeBreakers{node: store.nodes(), one: breaker{
-			threshold: int64(orDefault(cfg.BreakerFailures, DefaultBreakerFailures)),
-			cooldown:  int64(orDefault(cfg.BreakerCooldown, DefaultBreakerCooldown)),
-		}},
-		fallback: newFallback(&cfg),
-		observer: cfg.Observer,
-		report:   newReporter(&cfg),
+	gc.name = cfg.Name
+	l := &Limiter{set: set, perLimit: limitSets{extra: cfg.Extra, name: cfg.Name, instances: cfg.Instances}}
+	if err := l.guard.init(gc); err != nil {
+		return nil, err
 	}
-	l.mem, _ = store.(*MemoryStore)
-	if store.remote() && cfg.DenyCacheSize != -1 {
+	store := l.store
+	l.mem = store.memory()
+	if l.mem == nil && cfg.DenyCacheSize != -1 {
 		l.denials = newDenyCache(orDefault(cfg.DenyCacheSize, defaultDenyCacheSize))
 	}
 	if book := store.policyNames(); book != nil {
@@ -160,32 +144,12 @@ func New(cfg Config) (*Limiter, error) {
 	return l, nil
 }
 
-// check rejects what no Limiter can run with (the policies are checked by
-// newPolicySet), and clears Instances, which only FailLocal uses.
-func (cfg *Config) check() error {
-	switch cfg.FailMode {
-	case FailOpen, FailClosed, FailLocal:
-	case 0:
-		return ErrFailModeUnset
-	default:
-		return fmt.Errorf("%w (got %d)", ErrInvalidFailMode, int(cfg.FailMode))
-	}
-	if cfg.FailMode != FailLocal {
-		cfg.Instances, cfg.LocalMaxKeys = 0, 0
-	} else if cfg.Instances == 0 {
-		return fmt.Errorf("%w: FailLocal needs Config.Instances, the number of app instances sharing the limit", ErrInvalidConfig)
-	}
-	switch {
-	case cfg.Timeout < 0 || cfg.BreakerCooldown < 0 || cfg.BreakerFailures < 0 || cfg.MaxInFlight < 0 || cfg.LogInterval < 0 || cfg.Instances < 0:
-		return fmt.Errorf("%w: Timeout, Instances, BreakerFailures, BreakerCooldown, MaxInFlight and LogInterval must not be negative", ErrInvalidConfig)
-	case cfg.BreakerCooldown > time.Second:
-		return fmt.Errorf("%w: BreakerCooldown %v exceeds 1s; a recovered store would stay unused too long", ErrInvalidConfig, cfg.BreakerCooldown)
-	case cfg.DenyCacheSize < -1:
-		return fmt.Errorf("%w: DenyCacheSize %d; use -1 to disable", ErrInvalidConfig, cfg.DenyCacheSize)
-	case cfg.LocalMaxKeys < 0:
-		return fmt.Errorf("%w: LocalMaxKeys %d is negative", ErrInvalidConfig, cfg.LocalMaxKeys)
-	}
-	return nil
+// guardConfig is what cfg says of the Limiter's guard.
+func (cfg *Config) guardConfig() guardConfig {
+	return guardConfig{store: cfg.Store, name: cfg.Name, mode: cfg.FailMode, timeout: cfg.Timeout,
+		failures: cfg.BreakerFailures, cooldown: cfg.BreakerCooldown, maxInFlight: cfg.MaxInFlight,
+		instances: cfg.Instances, localMaxKeys: cfg.LocalMaxKeys,
+		observer: cfg.Observer, onError: cfg.OnError, logger: cfg.Logger}
 }
 
 func validName(name string) error {

@@ -225,7 +225,8 @@ func TestDegradedLogIsRateLimited(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
-	l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerSecond(1), FailMode: core.FailOpen, Logger: logger, LogInterval: time.Hour})
+	l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerSecond(1), FailMode: core.FailOpen, Logger: logger})
+	core.SetClock(l, func() time.Duration { return time.Second }) // within one log interval
 	for i := 0; i < 1000; i++ {
 		l.Allow(context.Background(), "k")
 	}

@@ -38,6 +38,21 @@ type storeCalls interface {
 	// policyNames returns the book of the store's limiters' policy names,
 	// nil when the store keeps none.
 	policyNames() *nameBook
+	// memory returns the store when it is a MemoryStore, else nil: the
+	// in-process store, which its limiters call past the guard.
+	memory() *MemoryStore
+
+	// A Concurrency's leases (cannot(opLease) says whether the store
+	// holds any), each call by deadline and within bound, as call.
+
+	// acquire takes a slot for req (see leaseRequest).
+	acquire(ctx context.Context, deadline time.Time, bound int64, req *leaseRequest) (leaseAnswer, error)
+	// release removes lease id of subject's set under name, if held.
+	release(ctx context.Context, deadline time.Time, bound int64, name, subject, id string) error
+	// renew renews the leases ls (at most maxRenewLeases) of one
+	// Concurrency, under name, for lease: renewed, gone or expired per
+	// lease; unknown for every lease of a call that failed.
+	renew(ctx context.Context, deadline time.Time, bound int64, name string, lease time.Duration, ls []*Lease) ([]renewal, error)
 }
 
 // resolveStore returns s's capability, once, in New.
@@ -65,6 +80,8 @@ func (s *RedisStore) subject(key string) string             { return hashSubject
 func (s *RedisStore) why() (dialErr, last error, told bool) { return s.dialError(), s.cause(), true }
 func (s *RedisStore) policyNames() *nameBook                { return &s.names }
 
+func (s *RedisStore) memory() *MemoryStore { return nil }
+
 func (s *RedisStore) nodes() func(string) string {
 	if s.split {
 		return s.node
@@ -84,6 +101,7 @@ func (s *MemoryStore) remote() bool                       { return false }
 func (s *MemoryStore) why() (dialErr, last error, _ bool) { return nil, nil, true }
 func (s *MemoryStore) nodes() func(string) string         { return nil }
 func (s *MemoryStore) policyNames() *nameBook             { return &s.names }
+func (s *MemoryStore) memory() *MemoryStore               { return s }
 
 // subject digests only a long key, and a key starting with '~' (no key
 // may spell another's digest): a memory store takes any byte.
@@ -157,6 +175,8 @@ func (f *foreignStore) run(ctx context.Context, op int, subject string, n int, p
 
 func (f *foreignStore) cannot(op int) error {
 	switch {
+	case op == opLease:
+		return fmt.Errorf("%w: a %T cannot hold leases; use a RedisStore or MemoryStore", ErrInvalidConfig, f.Store)
 	case op == opPeek && f.peek == nil:
 		return unsupported(f.Store, "peek")
 	case op == opRefund && f.refund == nil:
@@ -178,6 +198,17 @@ func (*foreignStore) subject(key string) string             { return hashSubject
 func (*foreignStore) why() (dialErr, last error, told bool) { return nil, nil, false }
 func (*foreignStore) nodes() func(string) string            { return nil }
 func (*foreignStore) policyNames() *nameBook                { return nil }
+func (*foreignStore) memory() *MemoryStore                  { return nil }
+
+func (*foreignStore) acquire(context.Context, time.Time, int64, *leaseRequest) (leaseAnswer, error) {
+	return leaseAnswer{}, ErrInvalidConfig
+}
+func (*foreignStore) release(context.Context, time.Time, int64, string, string, string) error {
+	return ErrInvalidConfig
+}
+func (*foreignStore) renew(_ context.Context, _ time.Time, _ int64, _ string, _ time.Duration, ls []*Lease) ([]renewal, error) {
+	return make([]renewal, len(ls)), ErrInvalidConfig
+}
 
 // unsupported is the error for what store s cannot do.
 func unsupported(s Store, what string) error {
