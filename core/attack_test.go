@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/fakestore"
 	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
@@ -191,8 +192,8 @@ func burst(l *core.Limiter, n int, prefix string) int64 {
 // and in FailLocal's buckets: the limiter hands every store a digest.
 // Before, each request retained its 264 KiB key.
 func TestAttackLongKeys(t *testing.T) {
-	rec := &recordingStore{Store: core.NewMemoryStore()}
-	l := limitertest.New(t, core.Config{Store: rec, Limit: core.PerMinute(3), FailMode: core.FailOpen})
+	rec := &recordingStore{}
+	l := limitertest.New(t, core.Config{Store: rec.store(), Limit: core.PerMinute(3), FailMode: core.FailOpen})
 	long := strings.Repeat("k", 256<<10)
 	if _, err := l.Allow(context.Background(), long); err != nil {
 		t.Fatal(err)
@@ -204,7 +205,7 @@ func TestAttackLongKeys(t *testing.T) {
 	// FailLocal's in-process buckets and the memory store, measured.
 	for name, cfg := range map[string]core.Config{
 		"memory": {Store: core.NewMemoryStore(), Limit: core.PerMinute(3), FailMode: core.FailOpen},
-		"FailLocal": {Store: &limitertest.DownStore{}, Limit: core.PerMinute(3), FailMode: core.FailLocal, Instances: 1,
+		"FailLocal": {Store: limitertest.NewDownStore(), Limit: core.PerMinute(3), FailMode: core.FailLocal, Instances: 1,
 			DenyCacheSize: -1, BreakerFailures: 1 << 30},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -236,13 +237,15 @@ func heapInUse() int64 {
 
 // recordingStore notes the longest subject a store was given.
 type recordingStore struct {
-	core.Store
 	longest atomic.Int64
 }
 
-func (s *recordingStore) Take(ctx context.Context, subject string, n int, p []core.Policy, each []core.Outcome) (core.Outcome, error) {
-	if l := int64(len(subject)); l > s.longest.Load() {
-		s.longest.Store(l)
-	}
-	return s.Store.Take(ctx, subject, n, p, each)
+// store returns a store deciding in a MemoryStore, noting subjects.
+func (s *recordingStore) store() core.Store {
+	return fakestore.Over(core.NewMemoryStore(), func(_ context.Context, c fakestore.Call) error {
+		if l := int64(len(c.Subject)); l > s.longest.Load() {
+			s.longest.Store(l)
+		}
+		return nil
+	})
 }

@@ -153,9 +153,6 @@ const (
 	heldNowhere        // FailOpen admitted without a slot, or a local lease the store refused
 )
 
-// opLease asks a store's cannot whether it holds leases.
-const opLease = 4
-
 // NewConcurrency checks cfg and returns a Concurrency. It does not
 // contact the store.
 func NewConcurrency(cfg ConcurrencyConfig) (*Concurrency, error) {
@@ -177,9 +174,6 @@ func NewConcurrency(cfg ConcurrencyConfig) (*Concurrency, error) {
 		rate:  cfg.Rate,
 	}
 	if err := c.guard.init(gc); err != nil {
-		return nil, err
-	}
-	if err := c.store.cannot(opLease); err != nil {
 		return nil, err
 	}
 	if cfg.Rate != nil && cfg.Rate.store != c.store {

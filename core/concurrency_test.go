@@ -264,7 +264,6 @@ func TestConcurrencyBadInput(t *testing.T) {
 		{"lease below 3 timeouts", core.ConcurrencyConfig{Store: mem, Name: "x", Max: 1, FailMode: core.FailOpen, Lease: 100 * time.Millisecond}, core.ErrInvalidConfig},
 		{"negative timeout", core.ConcurrencyConfig{Store: mem, Name: "x", Max: 1, FailMode: core.FailOpen, Timeout: -1}, core.ErrInvalidConfig},
 		{"local without instances", core.ConcurrencyConfig{Store: mem, Name: "x", Max: 1, FailMode: core.FailLocal}, core.ErrInvalidConfig},
-		{"store without leases", core.ConcurrencyConfig{Store: takeOnly{}, Name: "x", Max: 1, FailMode: core.FailOpen}, core.ErrInvalidConfig},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := core.NewConcurrency(tc.cfg); !errors.Is(err, tc.want) {
@@ -272,13 +271,6 @@ func TestConcurrencyBadInput(t *testing.T) {
 			}
 		})
 	}
-}
-
-// takeOnly is a Store of another package's kind: it cannot hold leases.
-type takeOnly struct{}
-
-func (takeOnly) Take(context.Context, string, int, []core.Policy, []core.Outcome) (core.Outcome, error) {
-	return core.Outcome{Allowed: true}, nil
 }
 
 // TestConcurrencyFailModes: with the store gone, FailOpen admits holding

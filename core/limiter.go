@@ -242,7 +242,7 @@ func (l *Limiter) setFor(lim Limit) (*policySet, error) {
 // answer had it been denied. One store round trip, never a write; for a
 // status endpoint, or the headers of a request that is not limited. Store
 // trouble is decided as for AllowN (FailOpen answers allowed), taking
-// nothing. The store must implement Peeker, as both of this package's do.
+// nothing.
 func (l *Limiter) Peek(ctx context.Context, key string, n int) (Result, error) {
 	return l.decide(ctx, opPeek, key, n, l.set)
 }
@@ -308,11 +308,6 @@ func (l *Limiter) decide(ctx context.Context, op int, key string, n int, set *po
 	if key == "" || n < 1 || n > set.minCap {
 		return Result{}, checkCall(key, n, set)
 	}
-	if op != opTake {
-		if err := l.store.cannot(op); err != nil {
-			return Result{}, err
-		}
-	}
 	// Keys of any length cost bounded memory in every store and cache.
 	key = l.store.subject(key)
 	var each []Outcome
@@ -353,8 +348,7 @@ func checkCall(key string, n int, set *policySet) error {
 }
 
 // Reset makes key's bucket full again (for example after a successful
-// login). It needs a store implementing Resetter, as both of this
-// package's stores do.
+// login).
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if key == "" {
 		return ErrEmptyKey

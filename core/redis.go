@@ -188,12 +188,12 @@ func (s *RedisStore) Take(ctx context.Context, subject string, n int, policies [
 	return s.do(ctx, deadlineOf(ctx), opTake, hashSubject(subject), n, policies, each, 0)
 }
 
-// Peek implements Peeker with one script call that writes nothing.
+// Peek answers as Take would, taking nothing: one script call that writes nothing.
 func (s *RedisStore) Peek(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
 	return s.do(ctx, deadlineOf(ctx), opPeek, hashSubject(subject), n, policies, each, 0)
 }
 
-// Refund implements Refunder with one script call.
+// Refund gives n tokens back to subject under every policy, each capped at its capacity, in one script call, and answers with the buckets after it.
 func (s *RedisStore) Refund(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
 	return s.do(ctx, deadlineOf(ctx), opRefund, hashSubject(subject), n, policies, each, 0)
 }
@@ -357,7 +357,7 @@ func nextInt(s string) (v int64, rest string, ok bool) {
 	return v, s[i:], true
 }
 
-// Reset implements Resetter: it deletes subject's buckets, which are then full.
+// Reset deletes subject's buckets, which are then full.
 func (s *RedisStore) Reset(ctx context.Context, subject string, policies []Policy) error {
 	return s.clear(ctx, hashSubject(subject), policies)
 }
