@@ -32,12 +32,15 @@ type Config struct {
 	// Names default to Limit.String() and must differ from each other and
 	// from Name.
 	Extra []NamedLimit
-	// Timeout bounds one decision from its start, whatever it waits on
-	// and whatever the Redis client's own timeouts and retries; past it,
-	// FailMode decides. It alone bounds the store call: the caller's
-	// context gives its values, never its cancellation or deadline (a
-	// client that went away must not turn a decision into a store
-	// failure). Default 50ms.
+	// Timeout bounds what one decision waits, from its start, whatever it
+	// waits on and whatever the Redis client's own timeouts and retries;
+	// past it, FailMode decides. The store call itself may run on after
+	// its caller stopped waiting (a call is given at least 1s, so that a
+	// slow Redis does not cost a connection per call), counted in
+	// MaxInFlight until it ends. The caller's context gives its values,
+	// never its cancellation or deadline (a client that went away must
+	// not turn a decision into a store failure). At least 1ms; default
+	// 50ms.
 	Timeout time.Duration
 	// Instances is the number of app instances sharing the limit. Required
 	// with FailLocal, whose in-process buckets hold Limit / Instances (rate
