@@ -319,7 +319,7 @@ func (l *Limiter) decide(ctx context.Context, op int, key string, n int, set *po
 	}
 	if !l.store.remote() {
 		// Arguments are checked: no I/O, no failure, no guard.
-		o, _ := l.store.call(ctx, time.Time{}, op, key, n, set.policies, each, 0)
+		o, _ := l.store.call(ctx, ask{op: op, subj: key, n: n, policies: set.policies, each: each})
 		if l.observer != nil {
 			l.observe(ctx, op, DecisionEvent{Allowed: o.Allowed})
 		}

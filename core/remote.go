@@ -69,7 +69,7 @@ func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *po
 	}
 	// The caller's values, never its cancellation or deadline.
 	deadline := start.Add(l.timeout)
-	o, err := l.store.call(withoutCancel(ctx), deadline, op, key, n, set.policies, each, l.bound)
+	o, err := l.store.call(withoutCancel(ctx), ask{op: op, subj: key, n: n, policies: set.policies, each: each, deadline: deadline, bound: l.bound})
 	if err = l.end(br, probe, err, deadline); err != nil {
 		if errors.Is(err, ErrOverloaded) {
 			start = time.Time{}

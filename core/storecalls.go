@@ -13,10 +13,9 @@ import (
 type storeCalls interface {
 	// clear makes subject's buckets under policies full again.
 	clear(ctx context.Context, subject string, policies []Policy) error
-	// call takes, peeks or refunds (op) by deadline, admitting the
-	// decision only while fewer than bound run in the store (else
-	// ErrOverloaded). ctx gives values; its cancellation is not watched.
-	call(ctx context.Context, deadline time.Time, op int, subject string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error)
+	// call decides a (see ask). ctx gives values; its cancellation is
+	// not watched.
+	call(ctx context.Context, a ask) (Outcome, error)
 	// remote reports a store outside this process: its calls are bounded
 	// by Timeout and guarded by breakers, and its denials are cached. An
 	// in-process store answers at once and never fails a checked call.
@@ -70,13 +69,27 @@ func resolveStore(s Store) (storeCalls, error) {
 	return s, nil
 }
 
-func (s *RedisStore) call(ctx context.Context, deadline time.Time, op int, subject string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error) {
-	return s.do(ctx, deadline, op, subject, n, policies, each, bound)
+// ask is one decision asked of a store: op (opTake, opPeek, opRefund) for
+// n tokens of subj (the key as the store keeps it, see subject) under
+// policies, filling each (when not nil) with every policy's outcome; by
+// deadline (zero: none), and admitted only while fewer than bound
+// decisions run in the store (0: no bound; else ErrOverloaded). A
+// value, so asking allocates nothing.
+type ask struct {
+	op       int
+	subj     string
+	n        int
+	policies []Policy
+	each     []Outcome
+	deadline time.Time
+	bound    int64
 }
-func (s *RedisStore) remote() bool                          { return true }
-func (s *RedisStore) subject(key string) string             { return hashSubject(key) }
-func (s *RedisStore) why() (dialErr, last error, told bool) { return s.dialError(), s.cause(), true }
-func (s *RedisStore) policyNames() *nameBook                { return &s.names }
+
+func (s *RedisStore) call(ctx context.Context, a ask) (Outcome, error) { return s.do(ctx, a) }
+func (s *RedisStore) remote() bool                                     { return true }
+func (s *RedisStore) subject(key string) string                        { return hashSubject(key) }
+func (s *RedisStore) why() (dialErr, last error, told bool)            { return s.dialError(), s.cause(), true }
+func (s *RedisStore) policyNames() *nameBook                           { return &s.names }
 
 func (s *RedisStore) memory() *MemoryStore { return nil }
 
@@ -91,8 +104,8 @@ func (s *MemoryStore) clear(ctx context.Context, subject string, policies []Poli
 	return s.Reset(ctx, subject, policies)
 }
 
-func (s *MemoryStore) call(_ context.Context, _ time.Time, op int, subject string, n int, policies []Policy, each []Outcome, _ int64) (Outcome, error) {
-	return s.apply(op, subject, n, policies, each), nil
+func (s *MemoryStore) call(_ context.Context, a ask) (Outcome, error) {
+	return s.apply(a.op, a.subj, a.n, a.policies, a.each), nil
 }
 func (s *MemoryStore) remote() bool                       { return false }
 func (s *MemoryStore) why() (dialErr, last error, _ bool) { return nil, nil, true }

@@ -32,16 +32,17 @@ type hookStore struct {
 	inflight atomic.Int64
 }
 
-// call returns by deadline whatever answer does; answer's context has that
-// deadline. The goroutine fills outcomes of its own, never each after call
-// returned.
-func (h *hookStore) call(ctx context.Context, deadline time.Time, op int, subject string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error) {
+// call returns by a.deadline whatever answer does; answer's context has
+// that deadline. The goroutine fills outcomes of its own, never a.each
+// after call returned.
+func (h *hookStore) call(ctx context.Context, a ask) (Outcome, error) {
+	deadline, each := a.deadline, a.each
 	type reply struct {
 		o    Outcome
 		err  error
 		each []Outcome
 	}
-	if !admit(&h.inflight, bound) {
+	if !admit(&h.inflight, a.bound) {
 		return Outcome{}, ErrOverloaded
 	}
 	var cancel context.CancelFunc
@@ -58,7 +59,7 @@ func (h *hookStore) call(ctx context.Context, deadline time.Time, op int, subjec
 		if each != nil {
 			mine = make([]Outcome, len(each))
 		}
-		o, err := h.answer(ctx, op, subject, n, policies, mine)
+		o, err := h.answer(ctx, a.op, a.subj, a.n, a.policies, mine)
 		done <- reply{o, err, mine}
 	}()
 	select {
@@ -72,7 +73,7 @@ func (h *hookStore) call(ctx context.Context, deadline time.Time, op int, subjec
 
 // Take implements Store: answer decides, with ctx's deadline.
 func (h *hookStore) Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return h.call(ctx, deadlineOf(ctx), opTake, hashSubject(subject), n, policies, each, 0)
+	return h.call(ctx, ask{op: opTake, subj: hashSubject(subject), n: n, policies: policies, each: each, deadline: deadlineOf(ctx)})
 }
 
 func (h *hookStore) clear(ctx context.Context, subject string, policies []Policy) error {
