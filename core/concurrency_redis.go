@@ -37,45 +37,36 @@ type leaseRequest struct {
 }
 
 // acquire takes a slot for req by deadline, as decisions are bounded (see
-// leaseCall). It settles, in this one place, what becomes of an acquire
-// whose caller was not told it was granted: one that failed (its reply may
-// be lost after the script added the lease) or that answered after its
-// caller stopped waiting is taken back by the call itself, rather than
-// hold a phantom slot for a Lease. Its tokens, if any, stay spent.
+// leaseCall): one acquireLease script call, or acquireWithRate for a req
+// with policies (two round trips the first time, when Redis answers
+// NOSCRIPT). It settles, in this one place, what becomes of an acquire
+// whose caller was not told it was granted: one that failed (its reply
+// may be lost after the script added the lease) or that answered after
+// its caller stopped waiting is taken back by the call itself, best
+// effort within req.timeout, rather than hold a phantom slot for a
+// Lease. Its tokens, if any, stay spent.
 func (s *RedisStore) acquire(ctx context.Context, deadline time.Time, bound int64, req *leaseRequest) (leaseAnswer, error) {
 	var a leaseAnswer
-	err := s.leaseCall(ctx, deadline, bound, req.subj, func(ctx context.Context) (err error) {
-		a, err = s.runAcquire(ctx, req)
+	err := s.leaseCall(ctx, deadline, bound, req.subj, func(ctx context.Context) error {
+		if req.policies != nil {
+			var err error
+			a, err = s.acquireWithRate(ctx, req)
+			return err
+		}
+		v, err := acquireLease.Run(ctx, s.client, []string{s.leaseKey(req.subj, req.name)}, req.id, req.max, req.lease.Microseconds()).Slice()
+		if err == nil {
+			a, err = s.leaseReply(v, 5)
+		}
 		return err
 	}, func(err error, left bool) {
 		if err != nil || (left && a.allowed) {
-			go s.takeBack(ctx, req)
+			go func() { _ = s.release(ctx, time.Now().Add(req.timeout), 0, req.name, req.subj, req.id) }()
 		}
 	})
 	if err != nil {
 		return leaseAnswer{}, err // a may still be written by a call running late
 	}
 	return a, nil
-}
-
-// takeBack removes req's lease, best effort within req.timeout: unanswered,
-// it ends by itself within a Lease.
-func (s *RedisStore) takeBack(ctx context.Context, req *leaseRequest) {
-	_ = s.release(ctx, time.Now().Add(req.timeout), 0, req.name, req.subj, req.id)
-}
-
-// runAcquire runs the acquireLease script, or acquireWithRate for a req
-// with policies: one round trip (two the first time, when Redis answers
-// NOSCRIPT).
-func (s *RedisStore) runAcquire(ctx context.Context, req *leaseRequest) (leaseAnswer, error) {
-	if req.policies != nil {
-		return s.acquireWithRate(ctx, req)
-	}
-	v, err := acquireLease.Run(ctx, s.client, []string{s.leaseKey(req.subj, req.name)}, req.id, req.max, req.lease.Microseconds()).Slice()
-	if err != nil {
-		return leaseAnswer{}, err
-	}
-	return s.leaseReply(v, 5)
 }
 
 // leaseCall makes the lease call f for subj by deadline, bounded as the
