@@ -534,9 +534,10 @@ func (c *Concurrency) renewAll(ls []*Lease) []renewal {
 	got := make([]renewal, len(ls))
 	var store []*Lease
 	var at []int
+	down := false // an adoption failed this round: renew the others locally
 	for i, l := range ls {
 		if l.from.Load() == heldLocally {
-			got[i] = c.adopt(l)
+			got[i], down = c.adopt(l, down)
 			continue
 		}
 		store, at = append(store, l), append(at, i)
@@ -574,18 +575,24 @@ func (c *Concurrency) renewChunk(ls []*Lease) []renewal {
 
 // adopt renews l, a lease FailLocal holds in this process: in the store,
 // under its own id, once the store answers (see KeepAlive); in process
-// while it cannot.
-func (c *Concurrency) adopt(l *Lease) renewal {
+// while it cannot, or when down says an adoption already failed this
+// round (a round of many local leases makes one failed call, not one
+// each). It reports whether the store could not be asked.
+func (c *Concurrency) adopt(l *Lease, down bool) (renewal, bool) {
 	req := &leaseRequest{name: c.name, subj: l.subj, id: l.id, max: c.max, lease: c.lease, timeout: c.timeout}
-	br, probe, err := c.begin(l.subj)
+	err := ErrCircuitOpen
 	var a leaseAnswer
-	if err == nil {
-		deadline := time.Now().Add(c.timeout)
-		a, err = c.store.acquire(context.Background(), deadline, c.bound, req)
-		err = c.end(br, probe, err, deadline)
+	if !down {
+		var br *breaker
+		var probe bool
+		if br, probe, err = c.begin(l.subj); err == nil {
+			deadline := time.Now().Add(c.timeout)
+			a, err = c.store.acquire(context.Background(), deadline, c.bound, req)
+			err = c.end(br, probe, err, deadline)
+		}
 	}
 	if err != nil {
-		return c.fallback.local.renewLease(c.name, l.subj, l.id, c.lease)
+		return c.fallback.local.renewLease(c.name, l.subj, l.id, c.lease), true
 	}
 	c.fallback.local.releaseLease(c.name, l.subj, l.id)
 	if !a.allowed {
@@ -593,13 +600,13 @@ func (c *Concurrency) adopt(l *Lease) renewal {
 		if c.leaseObs != nil {
 			c.leaseObs.Leases(LeaseEvent{Policy: c.name, Held: -1})
 		}
-		return renewGone
+		return renewGone, false
 	}
 	l.from.Store(heldInStore)
 	if l.released.Load() {
 		// Released while adopted: Release freed the local slot only.
 		_ = c.remove(context.Background(), l.subj, l.id)
-		return renewGone
+		return renewGone, false
 	}
-	return renewed
+	return renewed, false
 }
