@@ -44,7 +44,7 @@ func TestAttackCancelledContext(t *testing.T) {
 			defer c.Close()
 			l := limitertest.New(t, core.Config{
 				Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(3),
-				FailMode: mode, Instances: 2, OnError: errs.onError,
+				FailMode: mode, Instances: 2, Observer: onStoreError(errs.onError),
 			})
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
@@ -76,7 +76,7 @@ func TestAttackCancelledInFlight(t *testing.T) {
 	defer c.Close()
 	l := limitertest.New(t, core.Config{
 		Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(3),
-		FailMode: core.FailLocal, Instances: 1, OnError: errs.onError,
+		FailMode: core.FailLocal, Instances: 1, Observer: onStoreError(errs.onError),
 	})
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
@@ -108,7 +108,7 @@ func TestAttackShortDeadlineOpensBreaker(t *testing.T) {
 	defer c.Close()
 	l := limitertest.New(t, core.Config{
 		Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(1000),
-		FailMode: core.FailClosed, OnError: errs.onError,
+		FailMode: core.FailClosed, Observer: onStoreError(errs.onError),
 	})
 	for i := range 50 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Microsecond)
@@ -146,7 +146,7 @@ func TestAttackBurstOpensBreaker(t *testing.T) {
 	}
 	l := limitertest.New(t, core.Config{
 		Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(3),
-		FailMode: core.FailClosed, OnError: errs.onError, Timeout: timeout,
+		FailMode: core.FailClosed, Observer: onStoreError(errs.onError), Timeout: timeout,
 	})
 	if res, _ := l.Allow(context.Background(), "warm-up"); res.Degraded {
 		t.Fatal("Redis not answering before the burst")

@@ -65,17 +65,13 @@ type ConcurrencyConfig struct {
 	LocalMaxKeys    int
 	Logger          *slog.Logger
 	// Observer, if set, sees every acquire the slots decided as a
-	// Decision (Policy is Name; Allowed: a slot was granted) and every
-	// breaker change; a metrics.Collector counts them as it counts a
-	// Limiter's decisions. An Observer that is also a LeaseObserver sees
-	// the leases held, renewed and expired.
+	// Decision (Policy is Name; Allowed: a slot was granted; Err why a
+	// degraded one was) and every breaker change; a metrics.Collector
+	// counts them as it counts a Limiter's decisions. An Observer that is
+	// also a LeaseObserver sees the leases held, renewed and expired. A
+	// release or renewal the store could not make (the lease then ends by
+	// itself within Lease) is logged, and Release returns its error.
 	Observer Observer
-	// OnError, if set, is called with the reason for every degraded
-	// acquire, and for every release or renewal the store could not make
-	// (the lease then ends by itself within Lease), as Config.OnError.
-	// It runs on the goroutine that met the failure (a request's, or the
-	// renewal goroutine): keep it fast.
-	OnError func(error)
 }
 
 // guardConfig is what cfg says of the Concurrency's guard.
@@ -83,7 +79,7 @@ func (cfg *ConcurrencyConfig) guardConfig() guardConfig {
 	return guardConfig{store: cfg.Store, name: cfg.Name, mode: cfg.FailMode, timeout: cfg.Timeout,
 		failures: cfg.BreakerFailures, cooldown: cfg.BreakerCooldown, maxInFlight: cfg.MaxInFlight,
 		instances: cfg.Instances, localMaxKeys: cfg.LocalMaxKeys,
-		observer: cfg.Observer, onError: cfg.OnError, logger: cfg.Logger}
+		observer: cfg.Observer, logger: cfg.Logger}
 }
 
 // DefaultLease is ConcurrencyConfig.Lease's default.
@@ -97,7 +93,7 @@ const DefaultLease = 15 * time.Second
 // deadline, so a crashed instance never holds slots for longer than Lease.
 //
 // It reaches the store through the same guard as a Limiter: the same
-// breakers, bound, failure rule, FailMode fallback and report (OnError,
+// breakers, bound, failure rule, FailMode fallback and report (the
 // Observer, one log line per interval naming Name).
 //
 // On a RedisStore, an acquire is one script call and a release one
@@ -432,8 +428,8 @@ func (l *Lease) Release(ctx context.Context) error {
 // Ring) bounded by Timeout on its own. A renewal extends only a lease
 // that still exists, to a Lease from then: one that ended while the store
 // was unreachable is not brought back (its slot may already be another's),
-// and is no longer renewed. Renewals the store cannot make are reported
-// to OnError and tried again at the next round. Calling KeepAlive again,
+// and is no longer renewed. Renewals the store cannot make are logged
+// and tried again at the next round. Calling KeepAlive again,
 // after Release, or on a nil Lease does nothing.
 //
 // A lease FailLocal granted in this process is renewed there only while

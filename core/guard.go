@@ -18,8 +18,8 @@ import (
 //     MaxInFlight calls running in the store (the store enforces both);
 //   - one rule for what a failure is and its cause (end);
 //   - one fallback per FailMode (fallback);
-//   - one report: the Observer (Decision, BreakerChange), OnError, and one
-//     log line per interval naming the policy (reporter);
+//   - one report: the Observer (Decision with its Err, BreakerChange) and
+//     one log line per interval naming the policy (reporter);
 //   - one clock, injectable, for breakers, caches and the log throttle.
 //
 // A store in this process (a MemoryStore) answers at once and never fails
@@ -49,7 +49,6 @@ type guardConfig struct {
 	instances    int // FailLocal
 	localMaxKeys int
 	observer     Observer
-	onError      func(error)
 	logger       *slog.Logger
 }
 

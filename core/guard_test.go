@@ -186,3 +186,15 @@ func TestGuardOutageReportedAlike(t *testing.T) {
 		t.Errorf("log lines differ:\nrate:      %s\nin-flight: %s", rate.log, inflight.log)
 	}
 }
+
+// onStoreError is an Observer passing each degraded decision's cause to
+// the function: what a test reads of store failures.
+type onStoreError func(error)
+
+func (f onStoreError) Decision(e core.DecisionEvent) {
+	if e.Err != nil {
+		f(e.Err)
+	}
+}
+
+func (onStoreError) BreakerChange(string, bool) {}

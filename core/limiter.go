@@ -75,12 +75,10 @@ type Config struct {
 	// Not used with a MemoryStore (nothing to save). A Reset on another
 	// instance does not clear this instance's cache.
 	DenyCacheSize int
-	// Observer, if set, sees every decision and breaker change (metrics).
+	// Observer, if set, sees every decision and breaker change: metrics,
+	// and the one hook for store failures (DecisionEvent.Err says why a
+	// decision was degraded).
 	Observer Observer
-	// OnError, if set, is called with the reason for every degraded decision
-	// (errors.Is ErrTimeout, ErrCircuitOpen, ErrOverloaded, or the store's
-	// error). It runs on the goroutine that met the failure: keep it fast.
-	OnError func(error)
 	// Logger receives one warning per 10 seconds at most while decisions
 	// are degraded, naming the policy, with how many were and the cause.
 	// Default slog.Default().
@@ -152,7 +150,7 @@ func (cfg *Config) guardConfig() guardConfig {
 	return guardConfig{store: cfg.Store, name: cfg.Name, mode: cfg.FailMode, timeout: cfg.Timeout,
 		failures: cfg.BreakerFailures, cooldown: cfg.BreakerCooldown, maxInFlight: cfg.MaxInFlight,
 		instances: cfg.Instances, localMaxKeys: cfg.LocalMaxKeys,
-		observer: cfg.Observer, onError: cfg.OnError, logger: cfg.Logger}
+		observer: cfg.Observer, logger: cfg.Logger}
 }
 
 func validName(name string) error {

@@ -15,9 +15,11 @@ import (
 // be fast and safe for concurrent use.
 type Observer interface {
 	// Decision is called once for every decision AllowN or AllowLimit
-	// returns without an error. Peek and Refund decide nothing and are not
-	// reported here (a degraded one still reaches Config.OnError and the
-	// log).
+	// returns without an error (and, for a Concurrency, every acquire).
+	// It is the hook for store failures: a degraded decision's Err says
+	// why (errors.Is ErrTimeout, ErrCircuitOpen, ErrOverloaded, or the
+	// store's error). Peek and Refund decide nothing and are not reported
+	// here (a degraded one says Result.Degraded, and is logged).
 	Decision(e DecisionEvent)
 	// BreakerChange is called when the circuit breaker opens (the store
 	// stops being called) or closes (a probe succeeded).

@@ -3,22 +3,20 @@ package core
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/sluicehq/ratelimit/internal/logline"
 )
 
-// reporter makes every store failure visible without flooding, the same
-// for every kind of limiter: OnError hears each one, the log one line per
-// logInterval at most, naming the policy, with how many there were
-// (DESIGN §4). One per limiter.
+// reporter logs store failures without flooding, the same for every kind
+// of limiter: one line per logInterval at most, naming the policy, with
+// how many there were (DESIGN §4); the Observer hears each degraded
+// decision (guard.decided). One per limiter.
 type reporter struct {
 	policy  string
 	mode    FailMode
 	timeout time.Duration // the limiter's Timeout, which a timed-out line gives
-	onError func(error)
 	logger  *slog.Logger
 
 	degraded logline.Line // times are the owner's clock
@@ -31,26 +29,23 @@ type reporter struct {
 const logInterval = int64(10 * time.Second)
 
 func newReporter(cfg guardConfig) reporter {
-	return reporter{policy: cfg.name, mode: cfg.mode, onError: cfg.onError, logger: cmp.Or(cfg.logger, slog.Default())}
+	return reporter{policy: cfg.name, mode: cfg.mode, logger: cmp.Or(cfg.logger, slog.Default())}
 }
 
-// degradedBy reports one store call that failed because of cause, at now:
-// a decision FailMode then made (op ""), or a release or renewal (op
-// names it) that the store could not make.
+// degradedBy counts one store call that failed because of cause, at now,
+// and logs it when due: a decision FailMode then made (op ""), or a
+// release or renewal (op names it) that the store could not make.
 func (r *reporter) degradedBy(op string, cause error, now int64) {
-	if r.onError != nil {
-		if op == "" {
-			r.onError(fmt.Errorf("core: limiter %q: store unavailable, FailMode %v decided: %w", r.policy, r.mode, cause))
-		} else {
-			r.onError(fmt.Errorf("core: limiter %q: %s: store unavailable: %w", r.policy, op, cause))
-		}
-	}
 	if n, due := r.degraded.Count(now, logInterval); due {
 		msg := "ratelimit: store unavailable; decisions degraded"
 		if errors.Is(cause, ErrTimeout) {
 			msg = "ratelimit: store decision timed out after " + r.timeout.String() + "; decisions degraded"
 		}
-		r.logger.Warn(msg, "policy", r.policy, "fail_mode", r.mode.String(), "degraded", n, "cause", cause.Error())
+		args := []any{"policy", r.policy, "fail_mode", r.mode.String(), "degraded", n, "cause", cause.Error()}
+		if op != "" {
+			args = append(args, "op", op)
+		}
+		r.logger.Warn(msg, args...)
 	}
 }
 
