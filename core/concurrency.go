@@ -54,15 +54,15 @@ type ConcurrencyConfig struct {
 	// breaker (Rate's denial cache is not asked). See Acquire for the
 	// Result.
 	Rate *Limiter
-	// BreakerFailures, BreakerCooldown, MaxInFlight, LocalMaxKeys and
-	// Logger are Config's, with the same meaning and defaults: a
-	// Concurrency reaches its store through the same guard as a Limiter
-	// (a breaker per store node, the bound on calls running in the store,
-	// FailLocal's bound on keys, the throttled log line naming Name).
+	// BreakerFailures, BreakerCooldown, MaxInFlight and Logger are
+	// Config's, with the same meaning and defaults: a Concurrency reaches
+	// its store through the same guard as a Limiter (a breaker per store
+	// node, the bound on calls running in the store, the throttled log
+	// line naming Name). FailLocal's leases need no bound of their own:
+	// at most Max / Instances per key, each ending within Lease.
 	BreakerFailures int
 	BreakerCooldown time.Duration
 	MaxInFlight     int
-	LocalMaxKeys    int
 	Logger          *slog.Logger
 	// Observer, if set, sees every acquire the slots decided as a
 	// Decision (Policy is Name; Allowed: a slot was granted; Err why a
@@ -78,8 +78,7 @@ type ConcurrencyConfig struct {
 func (cfg *ConcurrencyConfig) guardConfig() guardConfig {
 	return guardConfig{store: cfg.Store, name: cfg.Name, mode: cfg.FailMode, timeout: cfg.Timeout,
 		failures: cfg.BreakerFailures, cooldown: cfg.BreakerCooldown, maxInFlight: cfg.MaxInFlight,
-		instances: cfg.Instances, localMaxKeys: cfg.LocalMaxKeys,
-		observer: cfg.Observer, logger: cfg.Logger}
+		instances: cfg.Instances, observer: cfg.Observer, logger: cfg.Logger}
 }
 
 // DefaultLease is ConcurrencyConfig.Lease's default.
