@@ -48,9 +48,6 @@ func (l *Limiter) Charge(ctx context.Context, key string, n int) (Result, error)
 			return Result{}, fmt.Errorf("%w (a charge of %d)", ErrCostTooHigh, n)
 		}
 	}
-	if err := base.canBook(); err != nil {
-		return Result{}, err
-	}
 	r := base.book(ctx, withArg(opCharge, base.maxWait.Microseconds()), key, n, set)
 	r.Allowed = true
 	if base.observer != nil {
@@ -61,12 +58,11 @@ func (l *Limiter) Charge(ctx context.Context, key string, n int) (Result, error)
 
 // pause makes key's bucket owe at least what refills in d (an upstream's
 // Retry-After, at most a day), so that every instance sharing it waits:
-// nethttp's Transport calls it through internal/corehook. A Store of
-// another package cannot pause: nothing is done.
+// nethttp's Transport calls it through internal/corehook.
 func (l *Limiter) pause(ctx context.Context, key string, d time.Duration) Result {
 	l, set := l.base, l.set
 	d = min(max(d, 0), maxMaxWait)
-	if key == "" || d == 0 || l.canBook() != nil {
+	if key == "" || d == 0 {
 		return Result{}
 	}
 	return l.book(ctx, withArg(opPause, d.Microseconds()), key, 1, set)

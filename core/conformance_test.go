@@ -421,7 +421,9 @@ func decideStep(t *testing.T, s core.Store, l core.Limit, st step, key string, n
 	}
 	p := []core.Policy{policyOf(t, "conf", l)}
 	if st.peek {
-		return s.(core.Peeker).Peek(context.Background(), key, n, p, nil)
+		return s.(interface {
+			Peek(ctx context.Context, subject string, n int, policies []core.Policy, each []core.Outcome) (core.Outcome, error)
+		}).Peek(context.Background(), key, n, p, nil)
 	}
 	return s.Take(context.Background(), key, n, p, nil)
 }

@@ -519,7 +519,7 @@ func (s *MemoryStore) Len() int {
 	return n
 }
 
-// Reset implements Resetter: subject's buckets become full again.
+// Reset makes subject's buckets full again.
 func (s *MemoryStore) Reset(_ context.Context, subject string, policies []Policy) error {
 	sh, hs, _ := s.lock(subject)
 	for i := range policies {

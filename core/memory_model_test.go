@@ -936,7 +936,10 @@ func TestMemoryEvictionSparesTheDecision(t *testing.T) {
 // can overflow) is refused by both stores before any arithmetic.
 func TestTakeRejectsPoliciesNewRefuses(t *testing.T) {
 	t.Parallel()
-	stores := map[string]Store{
+	type taker interface {
+		Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error)
+	}
+	stores := map[string]taker{
 		"memory": NewMemoryStore(),
 		// Never dialed: the request is refused first.
 		"redis": NewRedisStore(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})),

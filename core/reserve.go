@@ -109,9 +109,6 @@ func (l *Limiter) reserve(ctx context.Context, key string, n int, set *policySet
 	if key == "" || n < 1 || n > set.minCap {
 		return nil, checkCall(key, n, set)
 	}
-	if err := l.canBook(); err != nil {
-		return nil, err
-	}
 	r := l.book(ctx, withArg(opReserve, most.Microseconds()), key, n, set)
 	answered := time.Now()
 	res := &Reservation{l: l, set: set, key: key, n: n, res: r, local: r.Fallback}
@@ -177,15 +174,6 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int) error {
 	}
 }
 
-// canBook returns why l's store cannot run the waiting operations: a
-// Store of another package has no script for them.
-func (l *Limiter) canBook() error {
-	if f, ok := l.store.(*foreignStore); ok {
-		return unsupported(f.Store, "book ahead, charge or pause")
-	}
-	return nil
-}
-
 // book runs a waiting operation (op, with its argument) for key under
 // set through the guard, as decide runs a take; the caller checked n. It
 // forgets this instance's cached denial of key, as a refund does: after a
@@ -199,7 +187,7 @@ func (l *Limiter) book(ctx context.Context, op int, key string, n int, set *poli
 		each = make([]Outcome, len(set.policies))
 	}
 	if !l.store.remote() {
-		o, _ := l.store.call(ctx, time.Time{}, op, key, n, set.policies, each, 0)
+		o, _ := l.store.call(ctx, ask{op: op, subj: key, n: n, policies: set.policies, each: each})
 		return resultOf(o, each, set)
 	}
 	r := l.remote(ctx, op, key, n, set, each, time.Now())

@@ -12,6 +12,7 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/fakestore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -265,25 +266,16 @@ func TestGlobalShadowMode(t *testing.T) {
 }
 
 func TestBlockedNeedsNoStore(t *testing.T) {
-	s := newTestService(t, ServiceConfig{Store: failingStore{}}, serviceYAML)
+	s := newTestService(t, ServiceConfig{Store: failingStore}, serviceYAML)
 	if a := ask(t, s, req(d("blocked", "x"), d("internal", "y"))); a.code != over || a.codes[1] != ok {
 		t.Errorf("got %v %v", a.code, a.codes)
 	}
 }
 
-type failingStore struct{}
-
-func (failingStore) Take(context.Context, string, int, []core.Policy, []core.Outcome) (core.Outcome, error) {
+// failingStore fails every call.
+var failingStore = fakestore.New(func(context.Context, fakestore.Call) (core.Outcome, error) {
 	return core.Outcome{}, errors.New("store down")
-}
-
-func (failingStore) Peek(context.Context, string, int, []core.Policy, []core.Outcome) (core.Outcome, error) {
-	return core.Outcome{}, errors.New("store down")
-}
-
-func (failingStore) Refund(context.Context, string, int, []core.Policy, []core.Outcome) (core.Outcome, error) {
-	return core.Outcome{}, errors.New("store down")
-}
+})
 
 func TestStoreFailure(t *testing.T) {
 	for _, tt := range []struct {
@@ -296,7 +288,7 @@ func TestStoreFailure(t *testing.T) {
 		{core.FailClosed, over, codes.OK},
 	} {
 		t.Run(tt.fm.String(), func(t *testing.T) {
-			s := newTestService(t, ServiceConfig{Store: failingStore{}, FailMode: tt.fm}, serviceYAML)
+			s := newTestService(t, ServiceConfig{Store: failingStore, FailMode: tt.fm}, serviceYAML)
 			resp, err := s.ShouldRateLimit(t.Context(), req(d("user", "x")))
 			if status.Code(err) != tt.code || (err == nil && resp.OverallCode != tt.want) {
 				t.Errorf("got %v %v, want %v %v", resp.GetOverallCode(), err, tt.want, tt.code)
@@ -316,24 +308,12 @@ func TestBadRequests(t *testing.T) {
 }
 
 // stalledStore answers nothing until the decision's deadline, counting calls.
-type stalledStore struct{ calls *atomic.Int64 }
-
-func (s stalledStore) wait(ctx context.Context) (core.Outcome, error) {
-	s.calls.Add(1)
-	<-ctx.Done()
-	return core.Outcome{}, ctx.Err()
-}
-
-func (s stalledStore) Take(ctx context.Context, _ string, _ int, _ []core.Policy, _ []core.Outcome) (core.Outcome, error) {
-	return s.wait(ctx)
-}
-
-func (s stalledStore) Peek(ctx context.Context, _ string, _ int, _ []core.Policy, _ []core.Outcome) (core.Outcome, error) {
-	return s.wait(ctx)
-}
-
-func (s stalledStore) Refund(ctx context.Context, _ string, _ int, _ []core.Policy, _ []core.Outcome) (core.Outcome, error) {
-	return s.wait(ctx)
+func stalledStore(calls *atomic.Int64) core.Store {
+	return fakestore.New(func(ctx context.Context, _ fakestore.Call) (core.Outcome, error) {
+		calls.Add(1)
+		<-ctx.Done()
+		return core.Outcome{}, ctx.Err()
+	})
 }
 
 // With the store stalled, a request of three descriptors asks it once:
@@ -351,7 +331,7 @@ func TestStalledStoreAskedOnce(t *testing.T) {
 	} {
 		t.Run(tt.fm.String(), func(t *testing.T) {
 			var calls atomic.Int64
-			s := newTestService(t, ServiceConfig{Store: stalledStore{&calls}, FailMode: tt.fm, Timeout: 20 * time.Millisecond}, serviceYAML)
+			s := newTestService(t, ServiceConfig{Store: stalledStore(&calls), FailMode: tt.fm, Timeout: 20 * time.Millisecond}, serviceYAML)
 			resp, err := s.ShouldRateLimit(t.Context(), req(d("user", "x"), d("tight", "x"), d("six", "x")))
 			if status.Code(err) != tt.code || (err == nil && resp.OverallCode != tt.want) {
 				t.Errorf("got %v %v, want %v %v", resp.GetOverallCode(), err, tt.want, tt.code)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/fakestore"
 	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 	"github.com/sluicehq/ratelimit/metrics"
@@ -178,7 +179,7 @@ func TestWithLimiter(t *testing.T) {
 	for range 5 {
 		lim.Allow(context.Background(), "k")
 	}
-	failing, err := core.New(core.Config{Store: &limitertest.DownStore{}, Limit: core.PerHour(2), FailMode: core.FailClosed, Name: "down",
+	failing, err := core.New(core.Config{Store: limitertest.NewDownStore(), Limit: core.PerHour(2), FailMode: core.FailClosed, Name: "down",
 		Observer: c, BreakerFailures: 2, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -247,15 +248,11 @@ func TestDryRunRefusalIsWouldDeny(t *testing.T) {
 	}
 }
 
-// peekingStore is a MemoryStore behind another type: the Limiter decides
-// through it as through Redis (deadline, breaker, denial cache).
-type peekingStore struct{ *core.MemoryStore }
-
 // TestPeekAndRefundAreNotDecisions (issue 23, item 4): 3 takes, 10 peeks
 // and 5 refunds are 3 decisions, through a remote store as on memory.
 func TestPeekAndRefundAreNotDecisions(t *testing.T) {
 	t.Parallel()
-	for name, store := range map[string]core.Store{"memory": core.NewMemoryStore(), "remote": peekingStore{core.NewMemoryStore()}} {
+	for name, store := range map[string]core.Store{"memory": core.NewMemoryStore(), "remote": fakestore.Over(core.NewMemoryStore(), nil)} {
 		c := metrics.New()
 		lim, err := core.New(core.Config{Store: store, Limit: core.PerHour(2), FailMode: core.FailOpen, Name: "p", Observer: c})
 		if err != nil {

@@ -209,7 +209,7 @@ func TestWithLimiters(t *testing.T) {
 	// A second per decision, not 50ms: under -race on a busy machine
 	// miniredis can be slower than that.
 	remote := newLimiter(core.Config{Store: core.NewRedisStore(client), FailMode: core.FailOpen, Name: "redis", Timeout: time.Second})
-	down := newLimiter(core.Config{Store: &limitertest.DownStore{}, FailMode: core.FailClosed, Name: "down", BreakerFailures: 2})
+	down := newLimiter(core.Config{Store: limitertest.NewDownStore(), FailMode: core.FailClosed, Name: "down", BreakerFailures: 2})
 	for _, lim := range []*core.Limiter{mem, remote} {
 		for range 5 {
 			lim.Allow(ctx, "alice")
