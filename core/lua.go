@@ -196,8 +196,8 @@ end
 -- is one per policy, a bucket's value one per write.
 local wrote, exs = false, {}
 local function put(key, ex, units, p)
-  local e = exs[ex]
-  if e == nil then e = format('%d', ex); exs[ex] = e end
+  local e = exs[-ex] -- a negative key: gopher-lua (miniredis) would grow an array to a long expiry
+  if e == nil then e = format('%d', ex); exs[-ex] = e end
   if not p[8] then p[8] = format(':%d:', p[5]) .. p[6] end
   redis.call('SETEX', key, e, format('%d', units) .. p[8])
   wrote = true
