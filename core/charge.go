@@ -22,19 +22,21 @@ func init() {
 // Charge takes n tokens from key's bucket after the fact — usage counted
 // from a response: an LLM's tokens, bytes sent — and is never refused:
 // the bucket may go into debt, down to max(Burst, what refills in
-// Config.MaxWait) tokens owed; a charge beyond that is forgiven (counted
-// in the Observer's WaitEvent.Forgiven). While the bucket owes, AllowN
-// refuses with a RetryAfter until the refill has repaid the debt and the
-// request's own cost, and ReserveN books behind the debt.
+// Config.MaxWait) tokens owed (less for a limit counted in tiny units,
+// whose bucket owes at most 2^52 of them: see docs/waiting.md); a charge
+// beyond that is forgiven (counted in the Observer's WaitEvent.Forgiven),
+// and a bucket owing that much already keeps its debt. While the bucket
+// owes, AllowN refuses with a RetryAfter until the refill has repaid the
+// debt and the request's own cost, and ReserveN books behind the debt.
 //
 // The Result is the bucket after the charge: Allowed is true, Remaining
 // the whole tokens left (0 while it owes), RetryAfter how long until a
 // request of one token would be allowed (0 if now). n may exceed the
-// burst. The error is non-nil only for a caller's mistake (an empty key,
-// n < 1, n so large that no arithmetic holds it: ErrCostTooHigh) or a
-// Store of another package (it cannot charge). A charge the store could
-// not record is Result.Degraded; with FailLocal the in-process bucket
-// gets it.
+// burst, by any amount: what the bucket cannot owe is forgiven, never an
+// error. The error is non-nil only for a caller's mistake (an empty key,
+// n < 1) or a Store of another package (it cannot charge). A charge the
+// store could not record is Result.Degraded; with FailLocal the
+// in-process bucket gets it.
 func (l *Limiter) Charge(ctx context.Context, key string, n int) (Result, error) {
 	base, set := l.base, l.set
 	switch {
@@ -43,15 +45,14 @@ func (l *Limiter) Charge(ctx context.Context, key string, n int) (Result, error)
 	case n < 1:
 		return Result{}, fmt.Errorf("%w (got %d)", ErrInvalidCost, n)
 	}
-	for _, p := range set.policies {
-		if int64(n) > maxCharge/p.Unit {
-			return Result{}, fmt.Errorf("%w (a charge of %d)", ErrCostTooHigh, n)
-		}
-	}
-	r := base.book(ctx, withArg(opCharge, base.maxWait.Microseconds()), key, n, set)
+	// What no bucket can owe is forgiven here, so that the stores never
+	// scale a cost beyond exact arithmetic; they forgive the rest.
+	x := base.maxWait.Microseconds()
+	sent := int(min(int64(n), chargeCap(set.policies, x)))
+	r := base.book(ctx, withArg(opCharge, x), key, sent, set)
 	r.Allowed = true
 	if base.observer != nil {
-		base.observeWait(WaitEvent{Charge: true, Booked: true, N: n, Forgiven: int(r.extra), Degraded: r.Degraded})
+		base.observeWait(WaitEvent{Charge: true, Booked: true, N: n, Forgiven: int(r.extra) + n - sent, Degraded: r.Degraded})
 	}
 	return r, nil
 }

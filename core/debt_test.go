@@ -93,6 +93,13 @@ var debtCases = []struct {
 		{op: "charge", n: 25, allow: true, rem: 0, retry: 1100 * time.Millisecond, reset: 2 * time.Second},
 		{op: "take", allow: false, rem: 0, retry: 1100 * time.Millisecond, reset: 2 * time.Second},
 	}},
+	// A pause may owe more than a charge can: a charge then forgives all
+	// it takes and leaves the debt as it is (it never gives tokens back).
+	{"a charge keeps a pause's deeper debt", core.PerSecond(10), 0, false, []debtStep{
+		{op: "pause", pause: 3 * time.Second, nocheck: true},
+		{op: "charge", n: 5, allow: true, rem: 0, retry: 3100 * time.Millisecond, reset: 4 * time.Second},
+		{op: "take", allow: false, rem: 0, retry: 3100 * time.Millisecond, reset: 4 * time.Second},
+	}},
 	{"MaxWait 0 books nothing ahead", core.PerMinute(2), 0, false, []debtStep{
 		{op: "reserve", n: 2, allow: true, rem: 0, reset: time.Minute},
 		{op: "reserve", allow: false, rem: 0, retry: 30 * time.Second, reset: time.Minute},

@@ -196,8 +196,8 @@ end
 -- is one per policy, a bucket's value one per write.
 local wrote, exs = false, {}
 local function put(key, ex, units, p)
-  local e = exs[ex]
-  if e == nil then e = format('%d', ex); exs[ex] = e end
+  local e = exs[-ex] -- a negative key: gopher-lua (miniredis) would grow an array to a long expiry
+  if e == nil then e = format('%d', ex); exs[-ex] = e end
   if not p[8] then p[8] = format(':%d:', p[5]) .. p[6] end
   redis.call('SETEX', key, e, format('%d', units) .. p[8])
   wrote = true
@@ -219,7 +219,7 @@ local rp, toks, aheads, owns, kept, stamped = {false}, {false}, {false}, {false}
 -- debt still owed at x), capped at the capacity; 7 pauses: the bucket
 -- owes at least what refills in x µs. It returns the units left, the µs
 -- to wait and extra.
-local function waiting(op, x, p, need, tok, extra)
+local function waiting(op, x, p, n, need, tok, extra)
   local cap, rate, unit, tick, phase = p[1], p[2], p[3], p[4], p[7]
   local left, wait = tok - need, 0
   if op == 4 then
@@ -228,10 +228,25 @@ local function waiting(op, x, p, need, tok, extra)
     local most = floor(x / tick) * rate
     if most < cap then most = cap end
     if most > 4503599627370496 then most = 4503599627370496 end
-    if left < -most then
-      local f = ceil((-most - left) / unit)
-      if f > extra then extra = f end
-      left = -most
+    -- Takes n down to -most at most, the rest forgiven; n is clamped
+    -- before it is scaled (need may be past 2^53): k, the whole tokens
+    -- the bucket can give, is (tok + most) / unit rounded down, summed
+    -- in parts below 2^53. A bucket owing most already keeps its debt.
+    local k, a = 0, 0
+    if tok > -most then
+      local b = floor(most / unit)
+      a = floor(tok / unit)
+      k = a + b
+      if tok - a * unit + most - b * unit >= unit then k = k + 1 end
+    end
+    if n > k then
+      if n - k > extra then extra = n - k end
+      left = tok
+      if -most < tok then left = -most end
+    elseif n > a then
+      left = tok - a * unit - (n - a) * unit
+    else
+      left = tok - n * unit
     end
     if left < unit then wait = ceil((unit - left) / rate) * tick - phase end
   elseif op == 6 then
@@ -355,7 +370,7 @@ while d < D do
         left = left + need
         if left > cap then left = cap end
       elseif write == 2 then
-        left, retry, extra = waiting(op, x, p, need, left, extra)
+        left, retry, extra = waiting(op, x, p, n, need, left, extra)
       elseif allowed == 0 and left < need then
         retry = ceil((need - left) / rate) * tick - phase
       end

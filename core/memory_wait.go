@@ -44,7 +44,7 @@ func (sh *memShard) applyWait(s *MemoryStore, hs uint64, subject string, kind in
 			var left int64
 			var wait time.Duration
 			left, wait, extra = p.waiting(kind, x, n, r.tokens, extra, now)
-			d, _ = p.decide(left+int64(n)*p.Unit, n, true, now) // takes n: leaves left
+			d, _ = p.decide(left, 0, true, now) // the bucket as left
 			d.retryAfter = wait
 			sh.put(s, sh.lookup(r.hash, r.key.name, subject), r.hash, &r.key, subject, left, now)
 		case r.own < 0:
@@ -72,27 +72,30 @@ func (sh *memShard) applyWait(s *MemoryStore, hs uint64, subject string, kind in
 // a token does) and extra, raised to this policy's (a charge's tokens
 // forgiven). It is the script's waiting, line for line.
 func (p *Policy) waiting(kind int, x int64, n int, tok, extra, now int64) (left int64, wait time.Duration, _ int64) {
-	need, phase := int64(n)*p.Unit, now%p.Tick
-	left = tok - need
+	phase := now % p.Tick
 	switch kind {
 	case opReserve:
+		left = tok - int64(n)*p.Unit
 		if left < 0 {
 			wait = time.Duration(ceilDiv(-left, p.Refill)*p.Tick-phase) * time.Microsecond
 		}
 	case opCharge:
-		most := min(max(x/p.Tick*p.Refill, p.Capacity), maxCharge)
-		if x/p.Tick > maxCharge/p.Refill {
-			most = maxCharge
-		}
-		if left < -most {
-			extra = max(extra, ceilDiv(-most-left, p.Unit))
-			left = -most
+		// Takes n down to the floor at most, the rest forgiven: n is
+		// clamped before it is scaled (n × Unit may pass any bound), and a
+		// bucket at or below its floor (a pause's) keeps what it owes.
+		most := p.chargeFloor(x)
+		if k := chargeReach(tok, most, p.Unit); int64(n) > k {
+			extra = max(extra, int64(n)-k)
+			left = min(tok, -most)
+		} else {
+			left = tok - int64(n)*p.Unit
 		}
 		if left < p.Unit {
 			wait = time.Duration(ceilDiv(p.Unit-left, p.Refill)*p.Tick-phase) * time.Microsecond
 		}
 	case opCancel:
 		// What later bookings counted on: the debt still owed at x.
+		need := int64(n) * p.Unit
 		back := min(need, need+tok+(x/p.Tick-now/p.Tick)*p.Refill)
 		left = tok
 		if back > 0 {
@@ -106,4 +109,25 @@ func (p *Policy) waiting(kind int, x int64, n int, tok, extra, now int64) (left 
 		left = min(tok, -owe)
 	}
 	return left, wait, extra
+}
+
+// chargeFloor returns the units p's bucket may owe after a charge whose
+// argument is x µs (MaxWait): max(C, what refills in x), at most
+// maxCharge, where the arithmetic stays exact.
+func (p *Policy) chargeFloor(x int64) int64 {
+	if x/p.Tick > maxCharge/p.Refill {
+		return maxCharge
+	}
+	return min(max(x/p.Tick*p.Refill, p.Capacity), maxCharge)
+}
+
+// chargeReach returns the whole tokens a bucket holding tok units can
+// give before it owes most units (of unit each): ⌊(tok + most) / unit⌋,
+// 0 when it owes that much already. The script sums it in parts, each
+// below 2^53.
+func chargeReach(tok, most, unit int64) int64 {
+	if tok <= -most {
+		return 0
+	}
+	return (tok + most) / unit
 }

@@ -29,13 +29,13 @@ func admits(op int) bool {
 	return kind == opTake || kind == opPeek || kind == opReserve
 }
 
-// maxCharge bounds a charge's cost: n × Unit stays below 2^52 under every
-// policy, so the arithmetic stays exact (a charge beyond the debt bound is
-// forgiven anyway).
+// maxCharge bounds the units a charge or a pause may leave a bucket
+// owing, so that the arithmetic stays exact below 2^53.
 const maxCharge = 1 << 52
 
 // checkOp is checkTake for op: a charge or a pause may cost more than a
-// burst (a charge beyond the debt bound is forgiven).
+// burst (a charge beyond the debt bound is forgiven; Charge sends at most
+// chargeCap tokens, and the stores clamp n before they scale it).
 func checkOp(op int, subject string, n int, policies []Policy) error {
 	kind, _ := splitOp(op)
 	if kind != opCharge && kind != opPause {
@@ -44,10 +44,21 @@ func checkOp(op int, subject string, n int, policies []Policy) error {
 	if err := checkTake(subject, 1, policies); err != nil {
 		return err
 	}
-	for i := range policies {
-		if int64(n) > maxCharge/policies[i].Unit {
-			return ErrCostTooHigh
-		}
+	if int64(n) > maxExact {
+		return ErrCostTooHigh
 	}
 	return nil
+}
+
+// chargeCap returns the most tokens a charge under policies, with
+// argument x µs (MaxWait), can take before it is forgiven under every
+// one, plus one (so a charge of more forgives the difference; at most
+// 2^53, which the script holds exactly).
+func chargeCap(policies []Policy, x int64) int64 {
+	var most int64
+	for i := range policies {
+		p := &policies[i]
+		most = max(most, chargeReach(p.Capacity, p.chargeFloor(x), p.Unit)+1)
+	}
+	return min(most, maxExact)
 }
