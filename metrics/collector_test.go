@@ -289,7 +289,7 @@ func TestHTTPObservers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	down, err := core.New(core.Config{Store: &limitertest.DownStore{}, Limit: core.PerHour(1), FailMode: core.FailClosed, Name: "closed", Instances: 1})
+	down, err := core.New(core.Config{Store: limitertest.NewDownStore(), Limit: core.PerHour(1), FailMode: core.FailClosed, Name: "closed", Instances: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -342,7 +342,7 @@ func TestHTTPObserver(t *testing.T) {
 	trial := nethttp.Middleware(newLimiter("trial"), key, quiet, nethttp.WithDryRun(), nethttp.WithObserver(o.HTTPObserver()))(ok)
 	// FailClosed while the store is down: unavailable, not denied; key
 	// errors carry the middleware's policy (issue 36 item 11).
-	down := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerHour(1), FailMode: core.FailClosed, Name: "closed", Instances: 1})
+	down := limitertest.New(t, core.Config{Store: limitertest.NewDownStore(), Limit: core.PerHour(1), FailMode: core.FailClosed, Name: "closed", Instances: 1})
 	closed := nethttp.Middleware(down, key, quiet, nethttp.WithObserver(o.HTTPObserver()))(ok)
 	for _, h := range []http.Handler{enforced, trial, closed} {
 		for _, apiKey := range []string{"a", "a", "a", ""} {

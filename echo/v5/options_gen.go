@@ -88,7 +88,9 @@ func WithErrorHandler(h ErrorHandler) Option { return nethttp.WithErrorHandler(h
 
 // WithObserver calls f once for every request that is not skipped, before
 // any response is written: with the decision, or with the error the
-// ErrorHandler is about to receive (res is then zero). It is
+// ErrorHandler is about to receive (res then holds only the Name and Limit
+// of the limiter the request went to: the middleware's default one for a
+// key error, which comes before any limiter is chosen). It is
 // nethttp.WithObserver.
 func WithObserver(f func(r *http.Request, res core.Result, err error, dryRun bool)) Option {
 	return nethttp.WithObserver(f)
@@ -110,10 +112,10 @@ func WithLimiterFunc(f func(*http.Request) *core.Limiter) Option { return nethtt
 
 // WithLimitFunc sets the limit of each request, read per request (a
 // tenant's own quota from a database, say): the request is decided under
-// f's limit by the limiter chosen for it (WithRoutes, WithLimiterFunc or
-// the default), in that limiter's buckets (its Name, so what a key has
-// spent carries over when its limit changes; see core.Limiter.AllowLimit),
-// and the header fields show that limit. It is nethttp.WithLimitFunc.
+// f's limit by the limiter chosen for it (WithLimiterFunc's or the
+// default), in that limiter's buckets (its Name, so what a key has spent
+// carries over when its limit changes; see core.Limiter.AllowLimit), and
+// the header fields show that limit. It is nethttp.WithLimitFunc.
 func WithLimitFunc(f func(r *http.Request) (core.Limit, error)) Option {
 	return nethttp.WithLimitFunc(f)
 }
