@@ -188,17 +188,30 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	if len(req.GetDescriptors()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
 	}
-	cfg := s.config.Load()
-	plans, err := s.plan(cfg, req)
+	plans, err := s.plan(s.config.Load(), req)
 	if err != nil {
 		return nil, err
 	}
+	refused, degraded, err := s.decideAll(ctx, plans)
+	if err != nil {
+		return nil, err
+	}
+	if refused >= 0 {
+		s.undoRefused(ctx, plans, refused, degraded)
+	}
+	if err := s.account(ctx, plans, refused >= 0, degraded); err != nil {
+		return nil, err
+	}
+	return s.response(req.Domain, plans, refused), nil
+}
 
-	// degraded: a decision of this request found the store failing. The
-	// store is then not asked again for this request where the FailMode
-	// answers without it, so a stall costs an answer one Timeout, not one
-	// per descriptor.
-	refused, degraded := -1, false
+// decideAll decides the descriptors in order until one is refused, whose
+// index it returns (-1: none). Accounting after the fact is left to
+// account, as it is never refused. degraded says a decision found the store
+// failing; the store is then not asked again for this request where the
+// FailMode answers without it, so a stall costs an answer one Timeout, not
+// one per descriptor. On an error what was taken is already given back.
+func (s *Service) decideAll(ctx context.Context, plans []plan) (refused int, degraded bool, err error) {
 	for i := range plans {
 		p := &plans[i]
 		if p.rule == nil || p.afterTheFact() {
@@ -211,35 +224,44 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		over, deg, err := s.decide(ctx, p)
 		if err != nil {
 			s.giveBack(ctx, plans, true)
-			return nil, err
+			return -1, degraded, err
 		}
 		degraded = degraded || deg
 		if over && !p.shadow {
-			refused = i
-			break
+			return i, degraded, nil
 		}
 	}
-	if refused >= 0 {
-		s.giveBack(ctx, plans, degraded)
-		// The descriptors after the refused one, and usage a refused
-		// request does not charge, are only looked at, all at once: a
-		// slow node delays the answer once, not once each.
-		var wg sync.WaitGroup
-		for i := 0; i < len(plans) && !degraded; i++ {
-			if p := &plans[i]; p.charges() || (i > refused && !p.afterTheFact()) {
-				wg.Go(func() { s.report(ctx, p) })
-			}
+	return -1, degraded, nil
+}
+
+// undoRefused makes a refused request take nothing: it gives back what the
+// descriptors before the refused one took, then reports the statuses of
+// the descriptors after it, and of usage a refused request does not charge,
+// by looking only, all at once: a slow node delays the answer once, not
+// once each. Nothing is looked at while the store fails.
+func (s *Service) undoRefused(ctx context.Context, plans []plan, refused int, degraded bool) {
+	s.giveBack(ctx, plans, degraded)
+	var wg sync.WaitGroup
+	for i := 0; i < len(plans) && !degraded; i++ {
+		if p := &plans[i]; p.charges() || (i > refused && !p.afterTheFact()) {
+			wg.Go(func() { s.report(ctx, p) })
 		}
-		wg.Wait()
 	}
-	// Accounting after the fact, all at once: hits given back whatever
-	// the answer, usage only in an admitted request (a refused request
-	// charges nothing). Skipped while the store fails (what it would have
-	// charged is lost, never refused).
+	wg.Wait()
+}
+
+// account applies the accounting after the fact, all at once: hits given
+// back whatever the answer, usage only in an admitted request (a refused
+// request charges nothing). It is skipped while the store fails (what it
+// would have charged is lost, never refused).
+func (s *Service) account(ctx context.Context, plans []plan, refused, degraded bool) error {
+	if degraded {
+		return nil
+	}
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
 	for i := range plans {
-		if p := &plans[i]; p.l != nil && !degraded && (p.give || (p.charges() && refused < 0)) {
+		if p := &plans[i]; p.l != nil && (p.give || (p.charges() && !refused)) {
 			wg.Go(func() {
 				if err := s.after(ctx, p); err != nil {
 					failed.Store(&err)
@@ -249,9 +271,15 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	}
 	wg.Wait()
 	if err := failed.Load(); err != nil {
-		return nil, *err
+		return *err
 	}
+	return nil
+}
 
+// response builds the answer from the decided plans: OVER_LIMIT if one was
+// refused, unless ServiceConfig.ShadowMode lets every request through. It
+// reports each decided descriptor to OnDescriptor and adds the headers.
+func (s *Service) response(domain string, plans []plan, refused int) *rlspb.RateLimitResponse {
 	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(plans))}
 	if refused >= 0 && !s.cfg.ShadowMode {
 		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
@@ -261,7 +289,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		resp.Statuses[i] = p.status
 		if s.cfg.OnDescriptor != nil && p.rule != nil {
 			s.cfg.OnDescriptor(DescriptorEvent{
-				Domain: req.Domain, Key: p.metric, Hits: p.hits, Over: p.over,
+				Domain: domain, Key: p.metric, Hits: p.hits, Over: p.over,
 				Shadow: p.over && (p.shadow || s.cfg.ShadowMode),
 				Limit:  p.current.GetRequestsPerUnit(), Remaining: p.status.LimitRemaining,
 			})
@@ -270,64 +298,25 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	if s.cfg.Headers != nil {
 		resp.ResponseHeadersToAdd = s.headers(plans, refused)
 	}
-	return resp, nil
+	return resp
 }
 
-// plan matches each descriptor to its rule, applying replaces.
+// plan matches each descriptor to its rule, then settles each plan. Replaces
+// are applied only once every descriptor is matched, as a rule may replace
+// the rule of a descriptor before or after its own.
 func (s *Service) plan(cfg *Config, req *rlspb.RateLimitRequest) ([]plan, error) {
 	plans := make([]plan, len(req.Descriptors))
 	var replaced map[string]bool
 	_, known := cfg.domains[req.Domain]
 	for i, d := range req.Descriptors {
 		p := &plans[i]
-		p.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
-		entries := make([]Entry, len(d.GetEntries()))
-		for j, e := range d.GetEntries() {
-			entries[j] = Entry{Key: e.GetKey(), Value: e.GetValue()}
+		if err := s.planDescriptor(p, cfg, req, d, known); err != nil {
+			return nil, err
 		}
-		rule, subject := cfg.Match(req.Domain, entries)
-		p.hits = uint64(req.GetHitsAddend())
-		if p.hits == 0 {
-			p.hits = 1
-		}
-		if h := d.GetHitsAddend(); h != nil {
-			p.hits = h.GetValue()
-		}
-		p.check = p.hits == 0
-		p.give = d.GetIsNegativeHits() && !p.check
-		if o := d.GetLimit(); o != nil && known && len(entries) > 0 {
-			if rule == nil {
-				values := make([]string, len(entries))
-				for j, e := range entries {
-					values[j] = e.Value
-				}
-				rule = &Rule{Name: overrideName(req.Domain, entries), FullKey: descriptorKey(req.Domain, entries)}
-				subject = Subject(values)
-			}
-			if err := s.override(p, rule, o); err != nil {
-				return nil, err
-			}
-		} else if rule != nil {
-			p.current = &rlspb.RateLimitResponse_RateLimit{
-				Name: rule.LimitName, RequestsPerUnit: rule.RequestsPerUnit,
-				Unit: rlspb.RateLimitResponse_RateLimit_Unit(rule.Unit),
-			}
-			if rule.UnitMultiplier > 1 {
-				p.current.UnitMultiplier = wrapperspb.UInt32(rule.UnitMultiplier)
-			}
-			p.lim, _ = rule.Limit()
-			p.refuse = !rule.Unlimited && rule.RequestsPerUnit == 0
-		}
-		if rule == nil {
+		if p.rule == nil {
 			continue
 		}
-		p.rule, p.name, p.subject = rule, rule.Name, subject
-		p.usage, p.shadow = rule.Usage, rule.ShadowMode
-		p.metric = rule.FullKey
-		if rule.DetailedMetric {
-			p.metric = descriptorKey(req.Domain, entries)
-		}
-		for _, r := range rule.Replaces {
+		for _, r := range p.rule.Replaces {
 			if replaced == nil {
 				replaced = make(map[string]bool)
 			}
@@ -335,23 +324,106 @@ func (s *Service) plan(cfg *Config, req *rlspb.RateLimitRequest) ([]plan, error)
 		}
 	}
 	for i := range plans {
-		p := &plans[i]
-		if p.rule != nil && p.rule.LimitName != "" && replaced[p.rule.LimitName] {
-			*p = plan{status: p.status}
-		}
-		if p.rule != nil && p.rule.Unlimited {
-			p.status.LimitRemaining = math.MaxUint32
-			p.rule = nil
-		}
-		if p.rule != nil && !p.refuse {
-			l, err := s.limiter(p.name, p.lim)
-			if err != nil {
-				return nil, status.Errorf(codes.Internal, "rate limit %s: %v", p.name, err)
-			}
-			p.l = l
+		if err := s.settle(&plans[i], replaced); err != nil {
+			return nil, err
 		}
 	}
 	return plans, nil
+}
+
+// planDescriptor fills p for descriptor d: its hits, and the rule and
+// limit that decide it. A descriptor's own limit, in a configured domain,
+// overrides its rule's in the same bucket; without a rule it gets a rule of
+// its own. p.rule stays nil when nothing limits d.
+func (s *Service) planDescriptor(p *plan, cfg *Config, req *rlspb.RateLimitRequest, d *rlpb.RateLimitDescriptor, known bool) error {
+	p.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+	entries := make([]Entry, len(d.GetEntries()))
+	for j, e := range d.GetEntries() {
+		entries[j] = Entry{Key: e.GetKey(), Value: e.GetValue()}
+	}
+	rule, subject := cfg.Match(req.Domain, entries)
+	p.hits = descriptorHits(req, d)
+	p.check = p.hits == 0
+	p.give = d.GetIsNegativeHits() && !p.check
+	if o := d.GetLimit(); o != nil && known && len(entries) > 0 {
+		if rule == nil {
+			rule, subject = ownRule(req.Domain, entries)
+		}
+		if err := s.override(p, rule, o); err != nil {
+			return err
+		}
+	} else if rule != nil {
+		p.ruleLimit(rule)
+	}
+	if rule == nil {
+		return nil
+	}
+	p.rule, p.name, p.subject = rule, rule.Name, subject
+	p.usage, p.shadow = rule.Usage, rule.ShadowMode
+	p.metric = rule.FullKey
+	if rule.DetailedMetric {
+		p.metric = descriptorKey(req.Domain, entries)
+	}
+	return nil
+}
+
+// descriptorHits returns d's hits: its own hits_addend if set (0 is a
+// check), else the request's, else 1.
+func descriptorHits(req *rlspb.RateLimitRequest, d *rlpb.RateLimitDescriptor) uint64 {
+	if h := d.GetHitsAddend(); h != nil {
+		return h.GetValue()
+	}
+	if n := uint64(req.GetHitsAddend()); n != 0 {
+		return n
+	}
+	return 1
+}
+
+// ownRule is the rule of a descriptor whose own limit matched no rule:
+// named after its entries, so each such descriptor has its own bucket,
+// with all its values as the subject.
+func ownRule(domain string, entries []Entry) (*Rule, string) {
+	values := make([]string, len(entries))
+	for j, e := range entries {
+		values[j] = e.Value
+	}
+	return &Rule{Name: overrideName(domain, entries), FullKey: descriptorKey(domain, entries)}, Subject(values)
+}
+
+// ruleLimit makes rule's own limit decide p, as override does for a
+// descriptor's limit.
+func (p *plan) ruleLimit(rule *Rule) {
+	p.current = &rlspb.RateLimitResponse_RateLimit{
+		Name: rule.LimitName, RequestsPerUnit: rule.RequestsPerUnit,
+		Unit: rlspb.RateLimitResponse_RateLimit_Unit(rule.Unit),
+	}
+	if rule.UnitMultiplier > 1 {
+		p.current.UnitMultiplier = wrapperspb.UInt32(rule.UnitMultiplier)
+	}
+	p.lim, _ = rule.Limit()
+	p.refuse = !rule.Unlimited && rule.RequestsPerUnit == 0
+}
+
+// settle applies to p what only the whole request tells, and readies it
+// for deciding: a rule another descriptor's rule replaces decides nothing,
+// an unlimited rule answers OK with the most remaining and takes nothing,
+// and any other rule that does not always refuse gets its limiter.
+func (s *Service) settle(p *plan, replaced map[string]bool) error {
+	if p.rule != nil && p.rule.LimitName != "" && replaced[p.rule.LimitName] {
+		*p = plan{status: p.status}
+	}
+	if p.rule != nil && p.rule.Unlimited {
+		p.status.LimitRemaining = math.MaxUint32
+		p.rule = nil
+	}
+	if p.rule != nil && !p.refuse {
+		l, err := s.limiter(p.name, p.lim)
+		if err != nil {
+			return status.Errorf(codes.Internal, "rate limit %s: %v", p.name, err)
+		}
+		p.l = l
+	}
+	return nil
 }
 
 // override makes a descriptor's own limit decide it, in the bucket of the
