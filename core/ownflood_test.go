@@ -1,0 +1,131 @@
+package core_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/faultproxy"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
+	"github.com/sluicehq/ratelimit/internal/redistest"
+)
+
+// TestOwnFloodDecidedExactly (issue 36, item 1; DESIGN §2a): Redis 30 ms
+// away, the default Timeout (50 ms), PerSecond(50), the recommended
+// client, and 64 goroutines each deciding one key every millisecond for
+// 1.5 s. While Redis answers within Timeout, the flood is decided by the
+// store's answers and the denials they prove, never by FailMode: FailOpen
+// admits at most C + R·Δ, Δ measured on the Redis clock around the whole
+// flood, and a FailClosed victim deciding another key every 25 ms is not
+// degraded. Before (main 64a069a): 223–239 admitted against a bound of
+// 136, 120–166 of them degraded decisions FailOpen allowed — callers that
+// waited for their own key's probe, then sent a call of their own; and
+// the victim 0–2 of ~21 degraded.
+func TestOwnFloodDecidedExactly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 1.5 s flood through a latency proxy")
+	}
+	addr := redistest.Addr(t)
+	redisClock := redistest.Client(t)
+	var timeout time.Duration // the default 50 ms
+	if raceDetector {
+		timeout = 80 * time.Millisecond // the race detector slows the Go side
+	}
+	limit := core.PerSecond(50)
+	for _, tc := range []struct {
+		mode   core.FailMode
+		victim bool
+	}{
+		{core.FailOpen, false},
+		{core.FailClosed, true},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			p := faultproxy.Start(t, addr)
+			c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+			defer c.Close()
+			prefix := redistest.Prefix(t)
+			store := core.NewRedisStore(c, core.WithPrefix(prefix))
+			if err := store.Preload(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			l := limitertest.New(t, core.Config{Store: store, Limit: limit, FailMode: tc.mode, Timeout: timeout})
+			ctx := context.Background()
+			// An app that has been running has its connections open: all
+			// of the pool's (a new one costs round trips more: go-redis's
+			// HELLO).
+			var warm sync.WaitGroup
+			for i := range 64 {
+				warm.Go(func() { l.Allow(ctx, "warm-"+strconv.Itoa(i)) })
+			}
+			warm.Wait()
+			p.SetLatency(30 * time.Millisecond)
+
+			before, err := redisClock.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			const window = 1500 * time.Millisecond
+			start := time.Now()
+			var admitted, decisions, degraded atomic.Int64
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Go(func() {
+					for time.Since(start) < window {
+						res, err := l.Allow(ctx, "attacker")
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						decisions.Add(1)
+						if res.Allowed {
+							admitted.Add(1)
+						}
+						if res.Degraded {
+							degraded.Add(1)
+						}
+						time.Sleep(time.Millisecond)
+					}
+				})
+			}
+			var sent, victimDegraded int
+			if tc.victim {
+				for time.Since(start) < window {
+					res, err := l.Allow(ctx, "victim")
+					if err != nil {
+						t.Fatal(err)
+					}
+					sent++
+					if res.Degraded {
+						victimDegraded++
+					}
+					time.Sleep(25 * time.Millisecond)
+				}
+			}
+			wg.Wait()
+			after, err := redisClock.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Every decision Redis made ran between the two TIME calls:
+			// the bucket, full at C when the flood began, refilled at
+			// most R·Δ since. A degraded decision FailOpen admitted is
+			// counted too: nothing else bounds it.
+			delta := after.Sub(before)
+			bound := int64(limit.Capacity()) + int64(delta.Seconds()*float64(limit.Rate)/limit.Period.Seconds())
+			t.Logf("own flood at +30ms, %v: attacker admitted %d (bound C + R·Δ = %d, Δ %v on the Redis clock), %d of its %d decisions degraded; victim %d of %d degraded",
+				tc.mode, admitted.Load(), bound, delta.Round(time.Millisecond), degraded.Load(), decisions.Load(), victimDegraded, sent)
+			if admitted.Load() > bound {
+				t.Errorf("attacker admitted %d, bound C + R·Δ = %d (%d of its decisions degraded)", admitted.Load(), bound, degraded.Load())
+			}
+			if victimDegraded > 0 {
+				t.Errorf("victim degraded %d of %d by another key's flood", victimDegraded, sent)
+			}
+		})
+	}
+}
