@@ -19,11 +19,11 @@ import (
 // per node) and waits for its own answer, or its context's end. A request
 // that finds no call on its way out starts one at once, on a goroutine of
 // its own (a carrier), which takes everything queued by the time it runs:
-// so a decision waits for a call to leave, never for another call to come
+// so a decision waits for a call to leave, not for another call to come
 // back, and under load, while the machine is busy, batches grow by
 // themselves — no timer, no added delay. A queue has at most maxCalls
 // carriers, the client's connection pool: past it requests wait for the
-// first carrier back, which takes them all. One carrier stays a while
+// first carrier back (another call's round trip), which takes them all. One carrier stays a while
 // once its queue is empty, so that a lone caller's next decision wakes it
 // rather than starting a goroutine (and growing its stack) again.
 //
