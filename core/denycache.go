@@ -34,8 +34,8 @@ import (
 // and a waiter is answered within max(probeEvery, a round trip) + a round
 // trip of its arrival — within its Timeout while a round trip is (see
 // probeEvery): a client's own traffic never turns its decisions into
-// FailMode's. An answer after which the bucket could serve n, with no
-// caller waiting, ends it.
+// FailMode's. An answer after which the bucket has refilled a good part
+// ends it.
 //
 // Memory is bounded: each shard holds at most its share of the capacity
 // (a denial per subject and limit, at most maxLimits limits per subject),
@@ -156,13 +156,15 @@ func (c *denyCache) lookup(subject string, n int, lim Limit, arrival, now int64)
 }
 
 // probeEvery is how often a new probe leaves for d's key while callers
-// keep coming: once n more tokens could have refilled, and at least twice
-// in what Timeout leaves after a round trip (the last answer's). A caller
-// the probe it found cannot prove denied is answered by the next one,
-// sent at most probeEvery later: within probeEvery + a round trip, less
-// than (Timeout + a round trip) / 2, so within Timeout.
+// keep coming: twice in the time n tokens take to refill, so that a probe
+// a little late still finds fewer than 2n (n to spare after a probe sends
+// its waiting callers to the store, which may take them past Timeout),
+// and at least twice in what Timeout leaves after a round trip (the last
+// answer's). A caller the probe it found cannot prove denied is answered
+// by the next one, sent at most probeEvery later: within probeEvery + a
+// round trip, less than (Timeout + a round trip) / 2, so within Timeout.
 func (c *denyCache) probeEvery(d *denial) int64 {
-	return min(d.refill, (c.timeout-d.took)/2)
+	return min(d.refill/2, (c.timeout-d.took)/2)
 }
 
 // wakeAll wakes the callers waiting on d. The shard is locked.
@@ -224,7 +226,8 @@ func remainingAt(l Limit, remaining int, resetAfter time.Duration) int {
 // already passed (the bucket refills faster than the store answers): it
 // denies the callers that arrived before that deadline, and it sends the
 // key's next callers through probes. An answer after which the bucket
-// could serve n at once ends the key's entry, once its deadline passed,
+// could serve n at once releases the callers waiting, and ends the key's
+// entry, once its deadline passed, when it has refilled a good part —
 // unless the entry learnt from a later call.
 func (c *denyCache) record(subject string, n int, lim Limit, sent, now int64, r Result, probe bool) {
 	next := int64(nextServe(r, n))
@@ -242,7 +245,6 @@ func (c *denyCache) record(subject string, n int, lim Limit, sent, now int64, r 
 		return
 	}
 	d := sh.find(subject, lim)
-	waiting := d != nil && d.wake != nil
 	if d != nil {
 		if probe && d.probing && d.probeAt == sent {
 			d.probing = false
@@ -253,12 +255,13 @@ func (c *denyCache) record(subject string, n int, lim Limit, sent, now int64, r 
 	case next <= 0:
 		// Unless the call left before the one the entry learnt from (a
 		// batch's answers come back in any order), the bucket has tokens
-		// to spare: the callers waiting ask the store, together; while
-		// callers keep coming, the next ones wait for the next answer,
-		// rather than each sending its own call as it comes.
+		// to spare: the callers waiting ask the store, together; the next
+		// ones go on probing, rather than each sending its own call as it
+		// comes, until the bucket has refilled a good part (a quarter, at
+		// least 2n): then the key is no longer short.
 		switch {
 		case d == nil || sent < d.decidedAt:
-		case !waiting && d.until <= now:
+		case d.until <= now && r.Remaining >= max(2*n, r.Limit.Capacity()/4):
 			sh.remove(subject, d)
 		default:
 			d.spareAt = now
