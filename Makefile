@@ -2,9 +2,9 @@
 GO       ?= go
 PKGS     ?= ./...
 FUZZTIME ?= 10s
-# Modules of their own that test and lint cover too (grpc/, otel/: so that
-# other users never download gRPC or OpenTelemetry).
-MODULES  ?= grpc otel
+# Modules of their own that test and lint cover too (grpc/, otel/, envoy/: so that
+# other users never download gRPC, OpenTelemetry or go-control-plane).
+MODULES  ?= grpc otel envoy
 # Tests and scripts use REDIS_ADDR when set, else 127.0.0.1:6379; the demo
 # uses an embedded Redis unless REDIS_ADDR is set.
 
@@ -16,9 +16,12 @@ help: ## list the targets
 demo: ## run the demo: three instances sharing one limit (embedded Redis)
 	$(GO) run ./cmd/ratelimit-demo
 
+# test runs every module even when one fails, and fails after them.
 test: ## run every test with -race (real Redis at REDIS_ADDR; skipped when absent unless RATELIMIT_REQUIRE_REDIS=1)
-	$(GO) test -race -shuffle=on -count=1 -timeout 10m $(PKGS)
-	set -e; for m in $(MODULES); do (cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 10m ./...); done
+	failed=""; \
+	$(GO) test -race -shuffle=on -count=1 -timeout 10m $(PKGS) || failed="$$failed ."; \
+	for m in $(MODULES); do (cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 10m ./...) || failed="$$failed $$m"; done; \
+	if [ -n "$$failed" ]; then echo "make test: failed in:$$failed"; exit 1; fi
 
 test-short: ## fast tests only (memory store, miniredis)
 	$(GO) test -short -count=1 $(PKGS)

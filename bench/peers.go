@@ -194,8 +194,7 @@ func newRatelimitRedis(env *Env, lim Limit, prefix string) (*Instance, error) {
 		Limit:    core.Limit{Rate: lim.Rate, Period: lim.Period, Burst: lim.Burst},
 		FailMode: fm,
 		Timeout:  env.Timeout,
-		Observer: env.Observer,
-		OnError:  func(err error) { cause.Store(&err) },
+		Observer: causeObserver{env.Observer, &cause},
 		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -205,8 +204,30 @@ func newRatelimitRedis(env *Env, lim Limit, prefix string) (*Instance, error) {
 	return &Instance{NewWorker: shared(ratelimitWorker(l, &cause)), Close: closeAll(c)}, nil
 }
 
+// causeObserver keeps the cause of the last degraded decision, and passes
+// every event on to next (if not nil).
+type causeObserver struct {
+	next  core.Observer
+	cause *atomic.Pointer[error]
+}
+
+func (o causeObserver) Decision(e core.DecisionEvent) {
+	if e.Err != nil {
+		o.cause.Store(&e.Err)
+	}
+	if o.next != nil {
+		o.next.Decision(e)
+	}
+}
+
+func (o causeObserver) BreakerChange(policy string, open bool) {
+	if o.next != nil {
+		o.next.BreakerChange(policy, open)
+	}
+}
+
 // ratelimitWorker reports a degraded decision (made by FailMode, not the
-// store) as an error, with the cause OnError last saw.
+// store) as an error, with the cause the Observer last saw.
 func ratelimitWorker(l *core.Limiter, cause *atomic.Pointer[error]) Worker {
 	return func(ctx context.Context, key string) (bool, error) {
 		r, err := l.Allow(ctx, key)

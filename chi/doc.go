@@ -18,7 +18,7 @@
 // twin here (WithKey, WithCost, WithSkip, WithDryRun, WithHeaders,
 // WithDenyHandler, WithErrorHandler, WithObserver, WithLimiterFunc,
 // WithLimitFunc,
-// WithRoutes, WithCountIf, WithLogger); nethttp's own work as well. A user kept in the
+// WithRoutes, WithCountIf, WithLogger, WithDelay); nethttp's own work as well. A user kept in the
 // request context by an authentication middleware is a key through
 // keyfuncs.ContextUser or keyfuncs.ContextValue.
 //

@@ -36,6 +36,9 @@ func Middleware(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler
 			g.Serve(w, r, nethttp.Chain{
 				Route:  func() string { return routePattern(r, outer, rewrites(found.Load())) },
 				Routes: func() ([]string, string, bool) { return walkRoutes(r, outer, &found) },
+				NoOptionsRoute: func() bool {
+					return routesKnown(r, outer) && routePattern(r, outer, rewrites(found.Load())) == ""
+				},
 				Next: func(w http.ResponseWriter) int {
 					next.ServeHTTP(w, r)
 					return http.StatusOK

@@ -51,6 +51,13 @@ var rewriters = map[uintptr]rewrites{
 // that in fact runs elsewhere (before this middleware, or in another
 // sub-router) changes only the route of a request that path would not
 // have matched anyway.
+// routesKnown reports whether the routes serving r are known to
+// routePattern: chi's routing context or a router wrapped from outside.
+func routesKnown(r *http.Request, outer chi.Routes) bool {
+	rctx := chi.RouteContext(r.Context())
+	return outer != nil || rctx != nil && rctx.Routes != nil
+}
+
 func routePattern(r *http.Request, outer chi.Routes, rw rewrites) string {
 	routes, rctx := outer, chi.RouteContext(r.Context())
 	if rctx != nil && rctx.Routes != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/fakestore"
 	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
@@ -140,7 +141,7 @@ func TestAllowLimitWithExtra(t *testing.T) {
 // bucket holds lim / Instances, not Config.Limit / Instances.
 func TestAllowLimitFailLocal(t *testing.T) {
 	t.Parallel()
-	l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerMinute(100), FailMode: core.FailLocal, Instances: 2,
+	l := limitertest.New(t, core.Config{Store: limitertest.NewDownStore(), Limit: core.PerMinute(100), FailMode: core.FailLocal, Instances: 2,
 		DenyCacheSize: -1})
 	ctx := context.Background()
 	share := core.Limit{Rate: 10, Period: 2 * time.Minute, Burst: 5}
@@ -156,6 +157,12 @@ func TestAllowLimitFailLocal(t *testing.T) {
 // requests: a limit whose burst is at most 10 denies, a bigger one allows.
 type planStore struct{ calls atomic.Int64 }
 
+func (s *planStore) store() core.Store {
+	return fakestore.New(func(ctx context.Context, c fakestore.Call) (core.Outcome, error) {
+		return s.Take(ctx, c.Subject, c.N, c.Policies, c.Each)
+	})
+}
+
 func (s *planStore) Take(_ context.Context, _ string, n int, ps []core.Policy, _ []core.Outcome) (core.Outcome, error) {
 	s.calls.Add(1)
 	if ps[0].Capacity/ps[0].Unit <= 10 {
@@ -170,7 +177,7 @@ func (s *planStore) Take(_ context.Context, _ string, n int, ps []core.Policy, _
 func TestDenyCacheKeyedByLimit(t *testing.T) {
 	t.Parallel()
 	s := &planStore{}
-	l := limitertest.New(t, core.Config{Store: s, Limit: core.PerMinute(5), FailMode: core.FailClosed, Timeout: time.Second})
+	l := limitertest.New(t, core.Config{Store: s.store(), Limit: core.PerMinute(5), FailMode: core.FailClosed, Timeout: time.Second})
 	ctx := context.Background()
 	small, big := core.PerMinute(5), core.PerMinute(100)
 	for i := range 3 {

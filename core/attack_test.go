@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/fakestore"
 	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
@@ -43,7 +44,7 @@ func TestAttackCancelledContext(t *testing.T) {
 			defer c.Close()
 			l := limitertest.New(t, core.Config{
 				Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(3),
-				FailMode: mode, Instances: 2, OnError: errs.onError,
+				FailMode: mode, Instances: 2, Observer: onStoreError(errs.onError), Timeout: 5 * time.Second, // no decision degraded by a loaded machine
 			})
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
@@ -75,7 +76,7 @@ func TestAttackCancelledInFlight(t *testing.T) {
 	defer c.Close()
 	l := limitertest.New(t, core.Config{
 		Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(3),
-		FailMode: core.FailLocal, Instances: 1, OnError: errs.onError,
+		FailMode: core.FailLocal, Instances: 1, Observer: onStoreError(errs.onError),
 	})
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
@@ -107,7 +108,7 @@ func TestAttackShortDeadlineOpensBreaker(t *testing.T) {
 	defer c.Close()
 	l := limitertest.New(t, core.Config{
 		Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(1000),
-		FailMode: core.FailClosed, OnError: errs.onError,
+		FailMode: core.FailClosed, Observer: onStoreError(errs.onError), Timeout: 5 * time.Second,
 	})
 	for i := range 50 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Microsecond)
@@ -130,39 +131,28 @@ func TestAttackShortDeadlineOpensBreaker(t *testing.T) {
 }
 
 // TestAttackBurstOpensBreaker: 1 500 concurrent decisions on fresh keys
-// against a healthy Redis, default configuration. Before the redesign the
-// breaker stayed open for 47–75 % of such a flood and 98–100 % of its
-// decisions went through unchecked; now they travel in batches and none
-// is decided by FailMode. (The race detector makes each decision several
-// times slower on the Go side: there the Timeout is 1 s, not 50 ms.)
+// against a healthy Redis. Before the redesign the breaker stayed open for
+// 47–75 % of such a flood and 98–100 % of its decisions went through
+// unchecked; now they travel in batches and every one is Redis's. Timeout
+// is a generous 5 s, so a loaded -race run cannot degrade a decision: the
+// property is that none is decided by FailMode; how fast a burst is
+// decided is for benchmarks.
 func TestAttackBurstOpensBreaker(t *testing.T) {
 	var errs errorCounter
 	c := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
 	defer c.Close()
-	var timeout time.Duration // the default
-	if raceDetector {
-		timeout = time.Second
-	}
 	l := limitertest.New(t, core.Config{
 		Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(3),
-		FailMode: core.FailClosed, OnError: errs.onError, Timeout: timeout,
+		FailMode: core.FailClosed, Observer: onStoreError(errs.onError), Timeout: 5 * time.Second,
 	})
 	if res, _ := l.Allow(context.Background(), "warm-up"); res.Degraded {
 		t.Fatal("Redis not answering before the burst")
 	}
-	// A machine busy with other test packages can stall this process past
-	// a 50ms deadline: a burst counts as failed only if three in a row do.
-	for attempt := range 5 {
-		degraded := burst(l, 1500, "fresh-"+strconv.Itoa(attempt)+"-")
-		t.Logf("attack matrix: burst of 1500 concurrent decisions on fresh keys: %d degraded, %d with the breaker open", degraded, errs.open.Load())
-		if errs.open.Load() == 0 && degraded == 0 {
-			return
-		}
-		errs.open.Store(0)
-		time.Sleep(time.Second) // past the breaker's cooldown: one probe closes it
-		l.Allow(context.Background(), "probe")
+	degraded := burst(l, 1500, "fresh-")
+	t.Logf("attack matrix: burst of 1500 concurrent decisions on fresh keys: %d degraded, %d with the breaker open", degraded, errs.open.Load())
+	if degraded != 0 || errs.n.Load() != 0 {
+		t.Fatalf("%d of 1500 decisions degraded, %d store errors (%d with the breaker open); want 0", degraded, errs.n.Load(), errs.open.Load())
 	}
-	t.Fatal("every burst had decisions decided by FailMode")
 }
 
 // burst makes n decisions on fresh keys at once and returns how many
@@ -191,8 +181,8 @@ func burst(l *core.Limiter, n int, prefix string) int64 {
 // and in FailLocal's buckets: the limiter hands every store a digest.
 // Before, each request retained its 264 KiB key.
 func TestAttackLongKeys(t *testing.T) {
-	rec := &recordingStore{Store: core.NewMemoryStore()}
-	l := limitertest.New(t, core.Config{Store: rec, Limit: core.PerMinute(3), FailMode: core.FailOpen})
+	rec := &recordingStore{}
+	l := limitertest.New(t, core.Config{Store: rec.store(), Limit: core.PerMinute(3), FailMode: core.FailOpen})
 	long := strings.Repeat("k", 256<<10)
 	if _, err := l.Allow(context.Background(), long); err != nil {
 		t.Fatal(err)
@@ -204,7 +194,7 @@ func TestAttackLongKeys(t *testing.T) {
 	// FailLocal's in-process buckets and the memory store, measured.
 	for name, cfg := range map[string]core.Config{
 		"memory": {Store: core.NewMemoryStore(), Limit: core.PerMinute(3), FailMode: core.FailOpen},
-		"FailLocal": {Store: &limitertest.DownStore{}, Limit: core.PerMinute(3), FailMode: core.FailLocal, Instances: 1,
+		"FailLocal": {Store: limitertest.NewDownStore(), Limit: core.PerMinute(3), FailMode: core.FailLocal, Instances: 1,
 			DenyCacheSize: -1, BreakerFailures: 1 << 30},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -236,13 +226,15 @@ func heapInUse() int64 {
 
 // recordingStore notes the longest subject a store was given.
 type recordingStore struct {
-	core.Store
 	longest atomic.Int64
 }
 
-func (s *recordingStore) Take(ctx context.Context, subject string, n int, p []core.Policy, each []core.Outcome) (core.Outcome, error) {
-	if l := int64(len(subject)); l > s.longest.Load() {
-		s.longest.Store(l)
-	}
-	return s.Store.Take(ctx, subject, n, p, each)
+// store returns a store deciding in a MemoryStore, noting subjects.
+func (s *recordingStore) store() core.Store {
+	return fakestore.Over(core.NewMemoryStore(), func(_ context.Context, c fakestore.Call) error {
+		if l := int64(len(c.Subject)); l > s.longest.Load() {
+			s.longest.Store(l)
+		}
+		return nil
+	})
 }

@@ -532,11 +532,15 @@ func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) 
 		for run < len(batch) && sameShape(r, batch[run], idx[:m], idx[run*m:]) {
 			run++
 		}
-		args = append(args, r.op, r.n, m)
+		op, x := splitOp(r.op)
+		args = append(args, op, r.n, m)
 		for _, j := range idx[:m] {
 			args = append(args, j)
 		}
 		args = append(args, run)
+		if op > opRefund {
+			args = append(args, x)
+		}
 		// Requests in a run have m policies each.
 		batch, idx = batch[run:], idx[run*m:]
 	}
@@ -640,6 +644,9 @@ func (s *RedisStore) settle(ctx context.Context, batch []*request, call uint64, 
 	}
 	for _, r := range batch {
 		w := 1 + 3*len(r.policies)
+		if op, _ := splitOp(r.op); op > opRefund {
+			w++ // Outcome.extra
+		}
 		end := fieldsEnd(reply, w)
 		if end < 0 {
 			r.err = fmt.Errorf("%w: %q for %d decisions", ErrBadReply, truncate(reply), len(batch))

@@ -35,10 +35,10 @@ func TestBreakerCountsCallsNotDecisions(t *testing.T) {
 
 // failedBatchStore fails every decision as one call would: the same
 // *callError for all of them.
-type failedBatchStore struct{ err error }
-
-func (s failedBatchStore) Take(ctx context.Context, _ string, _ int, _ []Policy, _ []Outcome) (Outcome, error) {
-	return Outcome{}, s.err
+func failedBatchStore(err error) *hookStore {
+	return &hookStore{answer: func(context.Context, int, string, int, []Policy, []Outcome) (Outcome, error) {
+		return Outcome{}, err
+	}}
 }
 
 // TestFailedBatchOpensNoBreaker (issue 21): a hundred decisions riding in
@@ -46,7 +46,7 @@ func (s failedBatchStore) Take(ctx context.Context, _ string, _ int, _ []Policy,
 // the other keys.
 func TestFailedBatchOpensNoBreaker(t *testing.T) {
 	t.Parallel()
-	s := failedBatchStore{err: &callError{call: 7, err: errors.New("i/o error")}}
+	s := failedBatchStore(&callError{call: 7, err: errors.New("i/o error")})
 	l, err := New(Config{Store: s, Limit: PerSecond(10), FailMode: FailOpen, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

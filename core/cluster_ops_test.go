@@ -42,7 +42,7 @@ type opsDecision struct {
 type opsTraffic struct {
 	subjects []string
 
-	timeouts, open, other atomic.Int64 // degraded decisions by cause (OnError)
+	timeouts, open, other atomic.Int64 // degraded decisions by cause (Observer)
 	tryAgain              atomic.Int64 // store errors that were TRYAGAIN
 
 	mu  sync.Mutex
@@ -216,7 +216,7 @@ func TestClusterPrimaryKilled(t *testing.T) {
 			Store: core.NewRedisStore(cluster.Client(), core.WithPrefix(prefix)),
 			// Never denies while Redis decides: only degraded decisions differ.
 			Limit: core.PerSecond(1_000_000), Name: "killed-" + mode.String(), FailMode: mode,
-			Timeout: opsTimeout, OnError: tr.onError,
+			Timeout: opsTimeout, Observer: onStoreError(tr.onError),
 		}))
 	}
 	stop := make(chan struct{})
@@ -471,7 +471,7 @@ func TestClusterSlotMigration(t *testing.T) {
 			Store: core.NewRedisStore(cluster.Client(), core.WithPrefix(prefix)),
 			Limit: core.PerSecond(1000), Name: "sec-" + mode.String(),
 			Extra:    []core.NamedLimit{{Name: "hour-" + mode.String(), Limit: core.PerHour(1_000_000)}},
-			FailMode: mode, Timeout: opsTimeout, OnError: tr.onError,
+			FailMode: mode, Timeout: opsTimeout, Observer: onStoreError(tr.onError),
 		}))
 	}
 	stop := make(chan struct{})
@@ -612,7 +612,7 @@ func TestClusterMigratingSlotKeepsNodeBreakerClosed(t *testing.T) {
 		Store: core.NewRedisStore(cluster.Client(), core.WithPrefix(redistest.Prefix(t))),
 		Limit: core.PerSecond(1000), Extra: []core.NamedLimit{{Name: "hour", Limit: core.PerHour(1_000_000)}},
 		FailMode: core.FailClosed, Timeout: opsTimeout,
-		OnError: func(err error) { causes = append(causes, err.Error()) },
+		Observer: onStoreError(func(err error) { causes = append(causes, err.Error()) }),
 	})
 	if res, err := l.Allow(ctx, other); err != nil || res.Degraded {
 		t.Fatalf("before the migration: %+v, %v", res, err)

@@ -3,8 +3,8 @@ package core
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,8 +15,7 @@ import (
 // gives for its zero value.
 type ConcurrencyConfig struct {
 	// Store keeps the leases: NewRedisStore to share the limit across
-	// instances, NewMemoryStore for one process. Other stores cannot hold
-	// leases.
+	// instances, NewMemoryStore for one process.
 	Store Store
 	// Name namespaces the leases in the store; required, since two
 	// Concurrency values share slots exactly when they have the same Name
@@ -34,12 +33,13 @@ type ConcurrencyConfig struct {
 	// FailMode is what happens when the store cannot answer an acquire:
 	// FailOpen admits with no slot held, FailClosed refuses (HTTP 503),
 	// FailLocal admits up to Max / Instances leases per key (at least 1)
-	// held in this process. Required.
+	// held in this process, and only while the store cannot answer (see
+	// KeepAlive). Required.
 	FailMode FailMode
-	// Timeout bounds each store call (acquire, release, a renewal batch)
-	// from its start, whatever the Redis client's own timeouts and
-	// retries. The caller's context gives its values, never its
-	// cancellation. Default 50ms.
+	// Timeout bounds what a caller waits for each store call (acquire,
+	// release, a renewal chunk) from its start, whatever the Redis
+	// client's own timeouts and retries; at least 1ms. The caller's
+	// context gives its values, never its cancellation. Default 50ms.
 	Timeout time.Duration
 	// Instances is the number of app instances sharing the limit.
 	// Required with FailLocal; ignored otherwise.
@@ -54,17 +54,31 @@ type ConcurrencyConfig struct {
 	// breaker (Rate's denial cache is not asked). See Acquire for the
 	// Result.
 	Rate *Limiter
+	// BreakerFailures, BreakerCooldown, MaxInFlight and Logger are
+	// Config's, with the same meaning and defaults: a Concurrency reaches
+	// its store through the same guard as a Limiter (a breaker per store
+	// node, the bound on calls running in the store, the throttled log
+	// line naming Name). FailLocal's leases need no bound of their own:
+	// at most Max / Instances per key, each ending within Lease.
+	BreakerFailures int
+	BreakerCooldown time.Duration
+	MaxInFlight     int
+	Logger          *slog.Logger
 	// Observer, if set, sees every acquire the slots decided as a
-	// Decision (Policy is Name; Allowed: a slot was granted) and every
-	// breaker change; a metrics.Collector counts them as it counts a
-	// Limiter's decisions. An Observer that is also a LeaseObserver sees
-	// the leases held, renewed and expired.
+	// Decision (Policy is Name; Allowed: a slot was granted; Err why a
+	// degraded one was) and every breaker change; a metrics.Collector
+	// counts them as it counts a Limiter's decisions. An Observer that is
+	// also a LeaseObserver sees the leases held, renewed and expired. A
+	// release or renewal the store could not make (the lease then ends by
+	// itself within Lease) is logged, and Release returns its error.
 	Observer Observer
-	// OnError, if set, is called with the reason for every degraded
-	// acquire, and for every release or renewal the store could not make
-	// (the lease then ends by itself within Lease). It may run on the
-	// request's goroutine or the renewal goroutine: keep it fast.
-	OnError func(error)
+}
+
+// guardConfig is what cfg says of the Concurrency's guard.
+func (cfg *ConcurrencyConfig) guardConfig() guardConfig {
+	return guardConfig{store: cfg.Store, name: cfg.Name, mode: cfg.FailMode, timeout: cfg.Timeout,
+		failures: cfg.BreakerFailures, cooldown: cfg.BreakerCooldown, maxInFlight: cfg.MaxInFlight,
+		instances: cfg.Instances, observer: cfg.Observer, logger: cfg.Logger}
 }
 
 // DefaultLease is ConcurrencyConfig.Lease's default.
@@ -77,35 +91,37 @@ const DefaultLease = 15 * time.Second
 // clock; a lease that is neither released nor renewed ends at its
 // deadline, so a crashed instance never holds slots for longer than Lease.
 //
+// It reaches the store through the same guard as a Limiter: the same
+// breakers, bound, failure rule, FailMode fallback and report (the
+// Observer, one log line per interval naming Name).
+//
 // On a RedisStore, an acquire is one script call and a release one
 // command; renewals of every lease kept alive by one Concurrency leave
-// together, one call per Redis node (one per key on a Cluster or Ring)
-// every Lease/3, not one per request. A refused acquire writes nothing.
+// together every Lease/3, in chunks of at most 500 leases, each chunk one
+// call per Redis node (one per key on a Cluster or Ring) bounded by
+// Timeout on its own, not one call per request. A refused acquire adds
+// no lease (it removes the leases past their deadline it finds). Once the
+// store refused an acquire of a key because its slots were full, this
+// instance refuses that key's acquires itself, without a store call,
+// until its earliest lease ends (at most a second) or this instance
+// releases one of the key's leases: a flood of acquires on a full key
+// costs about one store call per second, and a slot freed by another
+// instance is seen a second later at most.
 //
 // A Concurrency is safe for concurrent use; make one per limit at startup
 // and share it.
 type Concurrency struct {
-	rs       *RedisStore
-	mem      *MemoryStore // the store, when it is one
-	name     string
-	max      int
-	lease    time.Duration
-	mode     FailMode
-	timeout  time.Duration
-	limit    Limit // Max slots per Lease, for Result.Limit and header fields
-	onError  func(error)
-	observer Observer
-	leaseObs LeaseObserver // observer, when it is one
-	rate     *Limiter      // ConcurrencyConfig.Rate
-	clock    func() int64  // ns, monotonic: breakers and renewal ages
-
-	breaker  breaker  // the store's, or its only node's
-	breakers sync.Map // node → *breaker, for a Cluster or Ring
-	inflight atomic.Int64
-
-	local      *MemoryStore // FailLocal's leases
-	localMax   int
-	localLimit Limit
+	guard                    // how it reaches the store (see guard)
+	mem        *MemoryStore  // the store, when it is one
+	name       string        // ConcurrencyConfig.Name
+	max        int           // ConcurrencyConfig.Max
+	localMax   int           // FailLocal's Max / Instances
+	lease      time.Duration // ConcurrencyConfig.Lease
+	limit      Limit         // Max slots per Lease, for Result.Limit and header fields
+	localLimit Limit         // localMax slots per Lease
+	leaseObs   LeaseObserver // the observer, when it is one
+	rate       *Limiter      // ConcurrencyConfig.Rate
+	full       *fullSets     // keys whose slots the store found full; nil in process
 
 	mu       sync.Mutex
 	kept     map[*Lease]struct{} // leases renewed in the background
@@ -116,9 +132,9 @@ type Concurrency struct {
 // keeps it past its Lease. A Lease is safe for concurrent use.
 type Lease struct {
 	c    *Concurrency
-	subj string // the key as the stores keep it
-	id   string // ≥ 96 random bits
-	from int8   // where the slot is held
+	subj string       // the key as the store keeps it
+	id   string       // ≥ 96 random bits
+	from atomic.Int32 // where the slot is held: heldInStore, heldLocally, heldNowhere
 
 	released atomic.Bool
 	kept     atomic.Bool
@@ -129,75 +145,52 @@ type Lease struct {
 const (
 	heldInStore = iota // the Concurrency's store
 	heldLocally        // FailLocal's in-process leases
-	heldNowhere        // FailOpen admitted without a slot
+	heldNowhere        // FailOpen admitted without a slot, or a local lease the store refused
 )
-
-// maxLeaseCalls bounds the store calls still running past their callers'
-// deadlines (a stalled Redis, a client that does not honour deadlines);
-// beyond it FailMode decides at once.
-const maxLeaseCalls = DefaultMaxInFlight
 
 // NewConcurrency checks cfg and returns a Concurrency. It does not
 // contact the store.
 func NewConcurrency(cfg ConcurrencyConfig) (*Concurrency, error) {
+	if cfg.Store == nil {
+		return nil, ErrNoStore
+	}
+	gc := cfg.guardConfig()
+	if err := gc.check("ConcurrencyConfig"); err != nil {
+		return nil, err
+	}
 	if err := checkConcurrency(cfg); err != nil {
 		return nil, err
 	}
 	c := &Concurrency{
-		name:     cfg.Name,
-		max:      cfg.Max,
-		lease:    orDefault(cfg.Lease, DefaultLease),
-		mode:     cfg.FailMode,
-		timeout:  orDefault(cfg.Timeout, DefaultTimeout),
-		onError:  cfg.OnError,
-		kept:     make(map[*Lease]struct{}),
-		observer: cfg.Observer,
-		rate:     cfg.Rate,
+		name:  cfg.Name,
+		max:   cfg.Max,
+		lease: orDefault(cfg.Lease, DefaultLease),
+		kept:  make(map[*Lease]struct{}),
+		rate:  cfg.Rate,
 	}
-	c.rs, _ = cfg.Store.(*RedisStore)
-	c.mem, _ = cfg.Store.(*MemoryStore)
+	if err := c.guard.init(gc); err != nil {
+		return nil, err
+	}
+	if cfg.Rate != nil && cfg.Rate.store != c.store {
+		return nil, fmt.Errorf("%w: ConcurrencyConfig.Rate must use the Concurrency's Store: one store call decides both", ErrInvalidConfig)
+	}
+	c.mem = c.store.memory()
 	c.leaseObs, _ = cfg.Observer.(LeaseObserver)
 	if c.lease < 3*c.timeout || c.lease < time.Millisecond || c.lease > 24*time.Hour {
 		return nil, fmt.Errorf("%w: Lease %v: between 3 × Timeout (%v) and 24h, so a renewal can be late and still arrive in time", ErrInvalidConfig, c.lease, c.timeout)
 	}
 	c.limit = Limit{Rate: c.max, Period: c.lease, Burst: c.max}
-	c.breaker.threshold = DefaultBreakerFailures
-	c.breaker.cooldown = int64(DefaultBreakerCooldown)
-	start := time.Now()
-	c.clock = func() int64 { return int64(time.Since(start)) }
-	if cfg.FailMode == FailLocal {
-		if cfg.Instances == 0 {
-			return nil, fmt.Errorf("%w: FailLocal needs ConcurrencyConfig.Instances, the number of app instances sharing the limit", ErrInvalidConfig)
-		}
-		c.localMax = max(1, c.max/cfg.Instances)
-		c.localLimit = Limit{Rate: c.localMax, Period: c.lease, Burst: c.localMax}
-		c.local = NewMemoryStore()
+	c.localMax = max(1, c.max/max(1, gc.instances))
+	c.localLimit = Limit{Rate: c.localMax, Period: c.lease, Burst: c.localMax}
+	if c.mem == nil && c.rate == nil {
+		c.full = newFullSets()
 	}
 	return c, nil
 }
 
-// checkConcurrency rejects what NewConcurrency cannot build.
+// checkConcurrency rejects what NewConcurrency cannot build, beyond what
+// every limiter's guard checks.
 func checkConcurrency(cfg ConcurrencyConfig) error {
-	if cfg.Store == nil {
-		return ErrNoStore
-	}
-	rs, _ := cfg.Store.(*RedisStore)
-	mem, _ := cfg.Store.(*MemoryStore)
-	switch {
-	case rs != nil && rs.nilClient():
-		return fmt.Errorf("%w: the RedisStore's client is a nil %T", ErrNoStore, rs.client)
-	case rs == nil && mem == nil:
-		return fmt.Errorf("%w: a %T cannot hold leases; use a RedisStore or MemoryStore", ErrInvalidConfig, cfg.Store)
-	case cfg.Rate != nil && any(cfg.Rate.store) != any(cfg.Store):
-		return fmt.Errorf("%w: ConcurrencyConfig.Rate must use the Concurrency's Store: one store call decides both", ErrInvalidConfig)
-	}
-	switch cfg.FailMode {
-	case FailOpen, FailClosed, FailLocal:
-	case 0:
-		return ErrFailModeUnset
-	default:
-		return fmt.Errorf("%w (got %d)", ErrInvalidFailMode, int(cfg.FailMode))
-	}
 	if cfg.Name == "" {
 		return fmt.Errorf("%w: ConcurrencyConfig.Name is required: instances share slots by Name", ErrInvalidConfig)
 	}
@@ -212,8 +205,8 @@ func checkConcurrency(cfg ConcurrencyConfig) error {
 	if cfg.Max < 1 || cfg.Max > maxHeaderInt {
 		return fmt.Errorf("%w: ConcurrencyConfig.Max %d; at least 1", ErrInvalidConfig, cfg.Max)
 	}
-	if cfg.Timeout < 0 || cfg.Lease < 0 || cfg.Instances < 0 {
-		return fmt.Errorf("%w: Timeout, Lease and Instances must not be negative", ErrInvalidConfig)
+	if cfg.Lease < 0 {
+		return fmt.Errorf("%w: Lease must not be negative", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -234,8 +227,9 @@ func (c *Concurrency) Limit() Limit { return c.limit }
 // Result says Allowed with Remaining the slots still free. When every
 // slot is held the lease is nil and Result.RetryAfter is the time until
 // the earliest lease ends: an upper bound, since holders usually release
-// sooner. Result.Limit is Max slots per Lease, ResetAfter the time until
-// the latest lease ends.
+// sooner (at most a second when this instance answers from what it
+// learnt of the full key). Result.Limit is Max slots per Lease,
+// ResetAfter the time until the latest lease ends.
 //
 // The store call is bounded by Timeout, never by ctx's cancellation or
 // deadline. When the store cannot answer in time, FailMode decides and
@@ -256,76 +250,60 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (*Lease, Result, 
 	return c.acquire(ctx, key, rand.Text())
 }
 
-// acquire takes a slot of key for lease id.
+// acquire takes a slot of key for lease id: in a store in this process
+// at once, else through the guard (and the full-set cache).
 func (c *Concurrency) acquire(ctx context.Context, key, id string) (*Lease, Result, error) {
+	req := &leaseRequest{name: c.name, subj: c.store.subject(key), id: id, max: c.max, localMax: c.localMax, lease: c.lease, timeout: c.timeout}
 	if c.rate != nil {
-		return c.acquireRate(ctx, key, id)
+		req.policies = c.rate.set.policies
+		req.each = make([]Outcome, len(req.policies))
 	}
-	subj := hashSubject(key)
 	if c.mem != nil {
-		a := c.mem.acquireLease(c.name, subj, id, c.max, c.lease, nil)
-		c.observe(ctx, a.allowed, false, 0, nil)
-		return c.grant(a, subj, id, heldInStore), c.result(a, c.limit), nil
+		a, _ := c.mem.acquire(ctx, time.Time{}, 0, req)
+		return c.granted(ctx, req, a, heldInStore, time.Time{})
 	}
-	start := time.Now()
-	br := c.breakerFor(subj)
-	call, probe := br.allow(c.clock())
-	if !call {
-		l, r := c.degrade(br, subj, id, ErrCircuitOpen)
-		c.observe(ctx, r.Allowed, true, 0, ErrCircuitOpen)
+	if c.full == nil {
+		l, r := c.ask(ctx, req, time.Now())
 		return l, r, nil
 	}
-	var a leaseAnswer
-	err := c.bounded(ctx, start, func(ctx context.Context) (err error) {
-		a, err = c.rs.acquireLease(ctx, c.name, subj, id, c.max, c.lease)
-		return err
-	}, func(err error) {
-		if err != nil || a.allowed {
-			c.takeBack(ctx, subj, id)
-		}
-	})
+	sent := c.clock()
+	if a, ok := c.full.refused(req.subj, sent); ok {
+		c.decided(ctx, DecisionEvent{Cached: true}, time.Time{})
+		return nil, c.result(leaseAnswer{held: c.max, retryAfter: a.retryAfter, resetAfter: a.resetAfter}, c.limit), nil
+	}
+	l, r := c.ask(ctx, req, time.Now())
+	if !r.Degraded {
+		c.full.record(req.subj, sent, leaseAnswer{allowed: r.Allowed, retryAfter: r.RetryAfter, resetAfter: r.ResetAfter})
+	}
+	return l, r, nil
+}
+
+// ask asks the store for req's slot through the guard, by Timeout from
+// start, and degrades by FailMode when it cannot answer.
+func (c *Concurrency) ask(ctx context.Context, req *leaseRequest, start time.Time) (*Lease, Result) {
+	br, probe, err := c.begin(req.subj)
 	if err != nil {
-		c.storeFailed(ctx, br, probe, subj, id, err)
-		l, r := c.degrade(br, subj, id, err)
-		c.observe(ctx, r.Allowed, true, time.Since(start), err)
-		return l, r, nil
+		return c.degrade(ctx, br, req, err, time.Time{})
 	}
-	c.storeAnswered(br, probe)
-	c.observe(ctx, a.allowed, false, time.Since(start), nil)
-	return c.grant(a, subj, id, heldInStore), c.result(a, c.limit), nil
+	deadline := start.Add(c.timeout)
+	a, err := c.store.acquire(withoutCancel(ctx), deadline, c.bound, req)
+	if err = c.end(br, probe, err, deadline); err != nil {
+		return c.degrade(ctx, br, req, err, start)
+	}
+	l, r, _ := c.granted(ctx, req, a, heldInStore, start)
+	return l, r
 }
 
-// storeFailed records a failed acquire of lease id with the breaker.
-func (c *Concurrency) storeFailed(ctx context.Context, br *breaker, probe bool, subj, id string, err error) {
-	c.failed(br, probe, err)
-	if !errors.Is(err, ErrOverloaded) && !errors.Is(err, ErrTimeout) {
-		// The call may have added the lease before its reply was lost.
-		// (A call still running when its caller left is taken back when
-		// it ends: see bounded's late.)
-		go c.takeBack(ctx, subj, id)
+// granted returns the lease and Result of the store's answer a to req,
+// and tells the observers; start is when the store was asked (zero: in
+// process).
+func (c *Concurrency) granted(ctx context.Context, req *leaseRequest, a leaseAnswer, from int8, start time.Time) (*Lease, Result, error) {
+	l := c.grant(a, req.subj, req.id, from)
+	if c.rate != nil {
+		return l, c.settleRate(ctx, a, req, start), nil
 	}
-}
-
-// takeBack removes lease id of an acquire whose caller was told it failed,
-// rather than hold a phantom slot for Lease (best effort: unanswered, it
-// ends by itself).
-func (c *Concurrency) takeBack(ctx context.Context, subj, id string) {
-	_ = c.remove(context.WithoutCancel(ctx), subj, id)
-}
-
-// storeAnswered records an answered store call with the breaker.
-func (c *Concurrency) storeAnswered(br *breaker, probe bool) {
-	if br.success(probe) && c.observer != nil {
-		c.observer.BreakerChange(c.name, false)
-	}
-}
-
-// observe tells the Observer about one acquire.
-func (c *Concurrency) observe(ctx context.Context, allowed, degraded bool, latency time.Duration, err error) {
-	if c.observer != nil {
-		c.observer.Decision(DecisionEvent{Policy: c.name, Allowed: allowed, Degraded: degraded, Latency: latency, Err: err,
-			DryRun: !allowed && isDryRun(ctx)})
-	}
+	c.decided(ctx, DecisionEvent{Allowed: a.allowed}, start)
+	return l, c.result(a, c.limit), nil
 }
 
 // grant returns the lease of an allowed answer, or nil, and tells the
@@ -333,9 +311,10 @@ func (c *Concurrency) observe(ctx context.Context, allowed, degraded bool, laten
 func (c *Concurrency) grant(a leaseAnswer, subj, id string, from int8) *Lease {
 	var l *Lease
 	if a.allowed {
-		l = &Lease{c: c, subj: subj, id: id, from: from, renewed: c.clock()}
+		l = &Lease{c: c, subj: subj, id: id, renewed: c.clock()}
+		l.from.Store(int32(from))
 	}
-	if c.leaseObs != nil && (a.allowed || a.pruned > 0) {
+	if c.leaseObs != nil && from != heldNowhere && (a.allowed || a.pruned > 0) {
 		e := LeaseEvent{Policy: c.name, Expired: a.pruned}
 		if a.allowed {
 			e.Held = 1
@@ -356,121 +335,44 @@ func (c *Concurrency) result(a leaseAnswer, lim Limit) Result {
 	}
 }
 
-// degrade decides an acquire by FailMode because the store could not.
-func (c *Concurrency) degrade(br *breaker, subj, id string, cause error) (*Lease, Result) {
-	c.report("acquire", cause)
-	switch c.mode {
-	case FailOpen:
-		return &Lease{c: c, subj: subj, id: id, from: heldNowhere}, Result{Allowed: true, Limit: c.limit, Name: c.name, Degraded: true}
-	case FailClosed:
-		retry := br.retryIn(c.clock())
-		if retry <= 0 {
-			retry = time.Duration(br.cooldown)
-		}
-		return nil, Result{Limit: c.limit, Name: c.name, RetryAfter: retry, Degraded: true}
+// degrade decides an acquire by FailMode because the store could not,
+// and reports why, as a Limiter does; start is when the store was asked
+// (zero: it was not). With a Rate, a granted slot's token is then decided
+// by the Rate's FailMode, the slot given back if it refuses.
+func (c *Concurrency) degrade(ctx context.Context, br *breaker, req *leaseRequest, cause error, start time.Time) (*Lease, Result) {
+	now := c.clock()
+	c.report.degradedBy("", cause, now)
+	a, from := c.fallback.acquire(br, now, req)
+	l := c.grant(a, req.subj, req.id, from)
+	lim := c.limit
+	if from == heldLocally {
+		lim = c.localLimit
 	}
-	a := c.local.acquireLease(c.name, subj, id, c.localMax, c.lease, nil)
-	r := c.result(a, c.localLimit)
-	r.Degraded, r.Fallback = true, true
-	return c.grant(a, subj, id, heldLocally), r
+	r := c.result(a, lim)
+	r.Degraded, r.Fallback = true, from == heldLocally
+	c.decided(ctx, DecisionEvent{Allowed: r.Allowed, Degraded: true, Err: cause}, start)
+	if l == nil || c.rate == nil {
+		return l, r
+	}
+	rate := c.rate
+	rr := rate.degrade(ctx, rate.breakers.forKey(req.subj), opTake, req.subj, 1, rate.set, cause, start)
+	if !rr.Allowed {
+		_ = l.Release(ctx) // held in process, or nowhere: no store call
+		return nil, rr
+	}
+	return l, rr
 }
 
-// bounded runs f on the caller's values but never its cancellation, and
-// returns by Timeout from start whatever the client does; an error past
-// that deadline is ErrTimeout, with the client's last error. f runs on a
-// goroutine of its own (at most maxLeaseCalls at once) under a deadline
-// of at least minSend, as a Limiter's batches do: go-redis closes a
-// connection whose call outlived its context, so with Redis slow, calls
-// under Timeout alone would each dial again, under Timeout, and fail.
-// When f returns after the caller stopped waiting, late, if not nil,
-// runs with its error, on that goroutine: to take back what f did.
-func (c *Concurrency) bounded(ctx context.Context, start time.Time, f func(context.Context) error, late func(error)) error {
-	if c.inflight.Add(1) > maxLeaseCalls {
-		c.inflight.Add(-1)
-		return ErrOverloaded
-	}
-	callCtx, cancelCall := context.WithDeadline(context.WithoutCancel(ctx), start.Add(max(c.timeout, minSend)))
-	const waiting, left, answered = 0, 1, 2
-	var state atomic.Int32
-	done := make(chan error, 1)
-	go func() {
-		defer c.inflight.Add(-1)
-		defer cancelCall()
-		err := f(callCtx)
-		if state.CompareAndSwap(waiting, answered) {
-			done <- err
-		} else if late != nil {
-			late(err)
-		}
-	}()
-	t := time.NewTimer(time.Until(start.Add(c.timeout)))
-	defer t.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-t.C:
-	}
-	if !state.CompareAndSwap(waiting, left) {
-		return <-done // answered as the deadline came: the answer stands
-	}
-	return fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
-}
-
-// failed records a failed store call with the breaker.
-//
-// As for a Limiter, only failing calls open the breaker: a call that ran
-// out of time while the store shows no failure of its own (no fresh dial
-// error, its last decision call answered) says that this one waited too
-// long (a burst, this process starved of CPU), and degrades it alone.
-func (c *Concurrency) failed(br *breaker, probe bool, err error) {
-	slow := errors.Is(err, ErrTimeout) && c.rs.dialError() == nil && c.rs.cause() == nil
-	if slow || slotMoving(err) || errors.Is(err, ErrOverloaded) {
-		br.release(probe)
-		return
-	}
-	if br.failure(probe, c.clock()) && c.observer != nil {
-		c.observer.BreakerChange(c.name, true)
-	}
-}
-
-// breakerFor returns the breaker of the store node holding subj's leases.
-func (c *Concurrency) breakerFor(subj string) *breaker {
-	if !c.rs.split {
-		return &c.breaker
-	}
-	node := c.rs.node(subj)
-	if b, ok := c.breakers.Load(node); ok {
-		return b.(*breaker)
-	}
-	b, _ := c.breakers.LoadOrStore(node, &breaker{threshold: c.breaker.threshold, cooldown: c.breaker.cooldown})
-	return b.(*breaker)
-}
-
-// remove deletes lease id of subj from the store, within Timeout.
+// remove deletes lease id of subj from the store through the guard,
+// within Timeout.
 func (c *Concurrency) remove(ctx context.Context, subj, id string) error {
-	br := c.breakerFor(subj)
-	call, probe := br.allow(c.clock())
-	if !call {
-		return ErrCircuitOpen
-	}
-	err := c.bounded(ctx, time.Now(), func(ctx context.Context) error {
-		return c.rs.releaseLease(ctx, c.name, subj, id)
-	}, nil)
+	br, probe, err := c.begin(subj)
 	if err != nil {
-		c.failed(br, probe, err)
 		return err
 	}
-	if br.success(probe) && c.observer != nil {
-		c.observer.BreakerChange(c.name, false)
-	}
-	return nil
-}
-
-// report tells OnError why the store could not do op.
-func (c *Concurrency) report(op string, cause error) {
-	if c.onError != nil {
-		c.onError(fmt.Errorf("core: concurrency %q: %s: store unavailable (FailMode %v): %w", c.name, op, c.mode, cause))
-	}
+	deadline := time.Now().Add(c.timeout)
+	err = c.store.release(withoutCancel(ctx), deadline, c.bound, c.name, subj, id)
+	return c.end(br, probe, err, deadline)
 }
 
 // Release gives the slot back. It runs with ctx's values but never its
@@ -491,21 +393,27 @@ func (l *Lease) Release(ctx context.Context) error {
 		delete(c.kept, l)
 		c.mu.Unlock()
 	}
-	if c.leaseObs != nil && l.from != heldNowhere {
+	from := l.from.Load()
+	if c.leaseObs != nil && from != heldNowhere {
 		c.leaseObs.Leases(LeaseEvent{Policy: c.name, Held: -1})
 	}
 	switch {
-	case l.from == heldNowhere:
+	case from == heldNowhere:
 		return nil
-	case l.from == heldLocally:
-		c.local.releaseLease(c.name, l.subj, l.id)
+	case from == heldLocally:
+		c.fallback.local.releaseLease(c.name, l.subj, l.id)
 		return nil
 	case c.mem != nil:
 		c.mem.releaseLease(c.name, l.subj, l.id)
 		return nil
 	}
-	if err := c.remove(ctx, l.subj, l.id); err != nil {
-		c.report("release", err)
+	err := c.remove(ctx, l.subj, l.id)
+	if c.full != nil {
+		// A slot of the key is free (or frees itself): ask the store again.
+		c.full.forget(l.subj)
+	}
+	if err != nil {
+		c.report.degradedBy("release", err, c.clock())
 		return fmt.Errorf("core: concurrency %q: lease not released; it ends by itself within Lease: %w", c.name, err)
 	}
 	return nil
@@ -514,15 +422,26 @@ func (l *Lease) Release(ctx context.Context) error {
 // KeepAlive renews the lease in the background until Release, so that a
 // request or stream running longer than Lease keeps its slot: every
 // Lease/3, one goroutine per Concurrency renews all its leases kept alive
-// that were not renewed for Lease/6, in one store call per Redis node (per
-// key on a Cluster or Ring). A renewal extends only a lease that still
-// exists, to a Lease from then: one that ended while the store was
-// unreachable is not brought back (its slot may already be another's),
-// and is no longer renewed. Renewals the store cannot make are reported
-// to OnError and tried again at the next round. Calling KeepAlive again,
+// that were not renewed for Lease/6, in chunks of at most 500 leases,
+// each chunk one store call per Redis node (per key on a Cluster or
+// Ring) bounded by Timeout on its own. A renewal extends only a lease
+// that still exists, to a Lease from then: one that ended while the store
+// was unreachable is not brought back (its slot may already be another's),
+// and is no longer renewed. Renewals the store cannot make are logged
+// and tried again at the next round. Calling KeepAlive again,
 // after Release, or on a nil Lease does nothing.
+//
+// A lease FailLocal granted in this process is renewed there only while
+// the store cannot answer. At the first round the store answers, the
+// lease is asked of the store under its own id: granted, it is held in
+// the store from then on like any other; refused (the key's slots are
+// full), it stops counting anywhere and is no longer renewed — its
+// request runs on, since nothing can stop a running handler. So the
+// leases FailLocal granted count beside the store's only during the
+// outage and until the first renewal round after it (Lease/3), and a
+// local lease that is not kept alive ends within Lease.
 func (l *Lease) KeepAlive() {
-	if l == nil || l.from == heldNowhere || l.released.Load() || l.kept.Load() {
+	if l == nil || l.from.Load() == heldNowhere || l.released.Load() || l.kept.Load() {
 		return
 	}
 	c := l.c
@@ -603,32 +522,86 @@ func (c *Concurrency) renew(age time.Duration) bool {
 	return true
 }
 
-// renewAll renews ls: the leases held in process one by one, those in
-// the Redis store in one renewLeases call.
+// renewAll renews ls: the leases held in the store in chunks of at most
+// maxRenewLeases, each its own store call through the guard; the leases
+// FailLocal holds in process by adopt.
 func (c *Concurrency) renewAll(ls []*Lease) []renewal {
 	got := make([]renewal, len(ls))
 	var store []*Lease
 	var at []int
+	down := false // an adoption failed this round: renew the others locally
 	for i, l := range ls {
-		switch {
-		case l.from == heldLocally:
-			got[i] = c.local.renewLease(c.name, l.subj, l.id, c.lease)
-		case c.mem != nil:
-			got[i] = c.mem.renewLease(c.name, l.subj, l.id, c.lease)
-		default:
-			store, at = append(store, l), append(at, i)
+		if l.from.Load() == heldLocally {
+			got[i], down = c.adopt(l, down)
+			continue
 		}
+		store, at = append(store, l), append(at, i)
 	}
-	if len(store) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-		ok, err := c.rs.renewLeases(ctx, c.name, c.lease, store)
-		cancel()
-		if err != nil {
-			c.report("renew", err)
+	for len(store) > 0 {
+		n := min(len(store), maxRenewLeases)
+		for j, r := range c.renewChunk(store[:n]) {
+			got[at[j]] = r
 		}
-		for j, i := range at {
-			got[i] = ok[j]
-		}
+		store, at = store[n:], at[n:]
 	}
 	return got
+}
+
+// renewChunk renews ls (at most maxRenewLeases, all held in the store) in
+// one store call, bounded by Timeout from its own start.
+func (c *Concurrency) renewChunk(ls []*Lease) []renewal {
+	if c.mem != nil {
+		got, _ := c.mem.renew(context.Background(), time.Time{}, 0, c.name, c.lease, ls)
+		return got
+	}
+	br, probe, err := c.begin(ls[0].subj)
+	var got []renewal
+	if err == nil {
+		deadline := time.Now().Add(c.timeout)
+		got, err = c.store.renew(context.Background(), deadline, c.bound, c.name, c.lease, ls)
+		err = c.end(br, probe, err, deadline)
+	}
+	if err != nil {
+		c.report.degradedBy("renew", err, c.clock())
+		return make([]renewal, len(ls))
+	}
+	return got
+}
+
+// adopt renews l, a lease FailLocal holds in this process: in the store,
+// under its own id, once the store answers (see KeepAlive); in process
+// while it cannot, or when down says an adoption already failed this
+// round (a round of many local leases makes one failed call, not one
+// each). It reports whether the store could not be asked.
+func (c *Concurrency) adopt(l *Lease, down bool) (renewal, bool) {
+	req := &leaseRequest{name: c.name, subj: l.subj, id: l.id, max: c.max, lease: c.lease, timeout: c.timeout}
+	err := ErrCircuitOpen
+	var a leaseAnswer
+	if !down {
+		var br *breaker
+		var probe bool
+		if br, probe, err = c.begin(l.subj); err == nil {
+			deadline := time.Now().Add(c.timeout)
+			a, err = c.store.acquire(context.Background(), deadline, c.bound, req)
+			err = c.end(br, probe, err, deadline)
+		}
+	}
+	if err != nil {
+		return c.fallback.local.renewLease(c.name, l.subj, l.id, c.lease), true
+	}
+	c.fallback.local.releaseLease(c.name, l.subj, l.id)
+	if !a.allowed {
+		l.from.Store(heldNowhere)
+		if c.leaseObs != nil {
+			c.leaseObs.Leases(LeaseEvent{Policy: c.name, Held: -1})
+		}
+		return renewGone, false
+	}
+	l.from.Store(heldInStore)
+	if l.released.Load() {
+		// Released while adopted: Release freed the local slot only.
+		_ = c.remove(context.Background(), l.subj, l.id)
+		return renewGone, false
+	}
+	return renewed, false
 }

@@ -13,7 +13,7 @@ func AcquireWithID(c *Concurrency, ctx context.Context, key, id string) (*Lease,
 
 // ForgeLease returns a lease of key with id that Acquire never granted.
 func ForgeLease(c *Concurrency, key, id string) *Lease {
-	return &Lease{c: c, subj: hashSubject(key), id: id}
+	return &Lease{c: c, subj: c.store.subject(key), id: id}
 }
 
 // LeaseID returns l's id.
@@ -29,12 +29,7 @@ func RenewNow(c *Concurrency) { c.renew(0) }
 // RenewOnce renews l alone, kept or not, and reports whether it still
 // existed.
 func RenewOnce(c *Concurrency, l *Lease) (bool, error) {
-	if c.mem != nil {
-		return c.mem.renewLease(c.name, l.subj, l.id, c.lease) == renewed, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	got, err := c.rs.renewLeases(ctx, c.name, c.lease, []*Lease{l})
+	got, err := c.store.renew(context.Background(), time.Now().Add(time.Second), 0, c.name, c.lease, []*Lease{l})
 	return got[0] == renewed, err
 }
 
@@ -59,3 +54,8 @@ var AcquireWithRateHash = acquireWithRate.Hash()
 
 // AcquireWithRateScript is that script's source.
 const AcquireWithRateScript = leasesLua + acquireWithRateMain
+
+// NoFullSets makes c ask the store about every acquire, as tests that
+// move the store's clock or empty it need: c's cache of full sets
+// measures time on c's clock.
+func NoFullSets(c *Concurrency) { c.full = nil }

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"hash/maphash"
 	"sync"
 	"time"
@@ -118,6 +119,39 @@ func (s *MemoryStore) acquireLease(name, subject, id string, limit int, lease ti
 		a.retryAfter = time.Duration(first-now) * time.Microsecond
 	}
 	return a
+}
+
+// acquire is acquireLocal: the store is in this process.
+func (s *MemoryStore) acquire(_ context.Context, _ time.Time, _ int64, req *leaseRequest) (leaseAnswer, error) {
+	return s.acquireLocal(req), nil
+}
+
+// acquireLocal takes a slot for req, and with req.policies one token of
+// them from this store's buckets of req.subj, all or nothing.
+func (s *MemoryStore) acquireLocal(req *leaseRequest) leaseAnswer {
+	var decide func(op int) bool
+	if req.policies != nil {
+		decide = func(op int) bool {
+			req.rate = s.apply(op, req.subj, 1, req.policies, req.each)
+			return req.rate.Allowed
+		}
+	}
+	return s.acquireLease(req.name, req.subj, req.id, req.max, req.lease, decide)
+}
+
+// release is releaseLease: the store is in this process.
+func (s *MemoryStore) release(_ context.Context, _ time.Time, _ int64, name, subject, id string) error {
+	s.releaseLease(name, subject, id)
+	return nil
+}
+
+// renew is renewLease for each of ls: the store is in this process.
+func (s *MemoryStore) renew(_ context.Context, _ time.Time, _ int64, name string, lease time.Duration, ls []*Lease) ([]renewal, error) {
+	got := make([]renewal, len(ls))
+	for i, l := range ls {
+		got[i] = s.renewLease(name, l.subj, l.id, lease)
+	}
+	return got, nil
 }
 
 // releaseLease removes lease id, if held.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,14 +18,141 @@ func (s *RedisStore) leaseKey(subj, name string) string {
 	return s.prefix + "{" + subj + "}:" + name + "{leases}"
 }
 
-// acquireLease runs the acquireLease script: one round trip (two the
-// first time, when Redis answers NOSCRIPT).
-func (s *RedisStore) acquireLease(ctx context.Context, name, subj, id string, limit int, lease time.Duration) (leaseAnswer, error) {
-	v, err := acquireLease.Run(ctx, s.client, []string{s.leaseKey(subj, name)}, id, limit, lease.Microseconds()).Slice()
+// leaseRequest is one acquire of a slot: of subj's set under name (subj
+// as the store keys it), for lease id, held at most max at once and each
+// for lease; with policies (a Concurrency's Rate), one token of them too,
+// all or nothing. The store fills each (every policy's outcome, when not
+// nil) and rate (the binding one).
+type leaseRequest struct {
+	name     string
+	subj     string
+	id       string
+	max      int
+	localMax int // FailLocal's share of max
+	lease    time.Duration
+	timeout  time.Duration // bounds the call that takes back a lost acquire
+	policies []Policy
+	each     []Outcome
+	rate     Outcome
+}
+
+// acquire takes a slot for req by deadline, as decisions are bounded (see
+// leaseCall): one acquireLease script call, or acquireWithRate for a req
+// with policies (two round trips the first time, when Redis answers
+// NOSCRIPT). It settles, in this one place, what becomes of an acquire
+// whose caller was not told it was granted: one that failed (its reply
+// may be lost after the script added the lease) or that answered after
+// its caller stopped waiting is taken back by the call itself, best
+// effort within req.timeout, rather than hold a phantom slot for a
+// Lease. Its tokens, if any, stay spent.
+func (s *RedisStore) acquire(ctx context.Context, deadline time.Time, bound int64, req *leaseRequest) (leaseAnswer, error) {
+	var a leaseAnswer
+	err := s.leaseCall(ctx, deadline, bound, req.subj, func(ctx context.Context) error {
+		if req.policies != nil {
+			var err error
+			a, err = s.acquireWithRate(ctx, req)
+			return err
+		}
+		v, err := acquireLease.Run(ctx, s.client, []string{s.leaseKey(req.subj, req.name)}, req.id, req.max, req.lease.Microseconds()).Slice()
+		if err == nil {
+			a, err = s.leaseReply(v, 5)
+		}
+		return err
+	}, func(err error, left bool) {
+		if err != nil || (left && a.allowed) {
+			go func() { _ = s.release(ctx, time.Now().Add(req.timeout), 0, req.name, req.subj, req.id) }()
+		}
+	})
 	if err != nil {
-		return leaseAnswer{}, err
+		return leaseAnswer{}, err // a may still be written by a call running late
 	}
-	return s.leaseReply(v, 5)
+	return a, nil
+}
+
+// leaseCall makes the lease call f for subj by deadline, bounded as the
+// store's decisions are (see do and alone): counted among the decisions
+// running in the store, against bound (ErrOverloaded beyond it); on the
+// caller's goroutine under deadline while calls to subj's node are fast
+// and the client honours deadlines, else on a goroutine of its own under
+// at least minSend (a call cut at Timeout would cost its connection),
+// which the caller waits for until deadline (then context.DeadlineExceeded).
+// done, if not nil, runs on the goroutine that ran f, once f returned,
+// with f's error and whether the caller had stopped waiting by then.
+func (s *RedisStore) leaseCall(ctx context.Context, deadline time.Time, bound int64, subj string, f func(context.Context) error, done func(err error, left bool)) error {
+	if !admit(&s.running, bound) {
+		return ErrOverloaded
+	}
+	var dest string
+	if s.split {
+		dest = s.node(subj)
+	}
+	last := s.lastTo(dest)
+	if s.deadlines && s.running.Load() == 1 && !last.failed.Load() && 4*time.Duration(last.took.Load()) < time.Until(deadline) {
+		ctx := s.clock.context(ctx, deadline)
+		err := s.runLease(ctx, last, f, deadline)
+		ctx.stop()
+		s.running.Add(-1)
+		if done != nil {
+			done(err, false)
+		}
+		return err
+	}
+	send := time.Now().Add(minSend)
+	if deadline.After(send) {
+		send = deadline
+	}
+	callCtx := s.clock.context(ctx, send)
+	const waiting, left, answered = 0, 1, 2
+	var state atomic.Int32
+	answer := make(chan error, 1)
+	go func() {
+		err := s.runLease(callCtx, last, f, time.Time{})
+		callCtx.stop()
+		s.running.Add(-1)
+		gone := !state.CompareAndSwap(waiting, answered)
+		if done != nil {
+			done(err, gone)
+		}
+		if !gone {
+			answer <- err
+		}
+	}()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case err := <-answer:
+		return err
+	case <-t.C:
+	}
+	if !state.CompareAndSwap(waiting, left) {
+		return <-answer // answered as the deadline came: the answer stands
+	}
+	return context.DeadlineExceeded
+}
+
+// runLease runs f under ctx and keeps how it went, as send does for a
+// decision call: in last, and as the store's last error (the evidence a
+// guard's breaker reads). A call cut short by its caller's own deadline
+// (cut, not zero: it ran on the caller's goroutine) was slow, not
+// failing: it is not the store's last error, but sends the next calls to
+// its node by goroutine, under minSend.
+func (s *RedisStore) runLease(ctx context.Context, last *lastCall, f func(context.Context) error, cut time.Time) error {
+	start := time.Now()
+	err := f(ctx)
+	last.took.Store(int64(time.Since(start)))
+	if last.failed.Load() != (err != nil) {
+		last.failed.Store(err != nil)
+	}
+	switch {
+	case err == nil:
+		if s.lastErr.Load() != nil {
+			s.lastErr.Store(nil)
+		}
+	case !cut.IsZero() && isTimeout(err) && !time.Now().Before(cut):
+	default:
+		s.lastErr.Store(&err)
+	}
+	return err
 }
 
 // leaseReply reads the lease part of an acquire's reply v, whose length
@@ -55,11 +183,12 @@ func (s *RedisStore) leaseReply(v []any, want int) (leaseAnswer, error) {
 // one token under policies (the buckets of subj, as tokenBuckets keys
 // them), all or nothing, in one round trip. It fills each with every
 // policy's outcome and returns the binding one.
-func (s *RedisStore) acquireWithRate(ctx context.Context, name, subj, id string, limit int, lease time.Duration, policies []Policy, each []Outcome) (leaseAnswer, Outcome, error) {
+func (s *RedisStore) acquireWithRate(ctx context.Context, req *leaseRequest) (leaseAnswer, error) {
+	policies, subj := req.policies, req.subj
 	keys := make([]string, 0, len(policies)+2)
-	keys = append(keys, s.leaseKey(subj, name))
+	keys = append(keys, s.leaseKey(subj, req.name))
 	args := make([]any, 0, 9+2*len(policies))
-	args = append(args, id, limit, lease.Microseconds(), recordTTL(ctx), 1, len(policies), 0)
+	args = append(args, req.id, req.max, req.lease.Microseconds(), recordTTL(ctx), 1, len(policies), 0)
 	for i := range policies {
 		keys = append(keys, s.key(subj, policies[i].Name))
 		args = append(args, policies[i].scriptArg())
@@ -72,29 +201,49 @@ func (s *RedisStore) acquireWithRate(ctx context.Context, name, subj, id string,
 	args = append(args, 1) // one request of that shape
 	v, err := acquireWithRate.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
-		return leaseAnswer{}, Outcome{}, err
+		return leaseAnswer{}, err
 	}
 	a, err := s.leaseReply(v, 6)
 	if err != nil {
-		return leaseAnswer{}, Outcome{}, err
+		return leaseAnswer{}, err
 	}
 	reply, ok := v[5].(string)
 	if !ok {
-		return leaseAnswer{}, Outcome{}, fmt.Errorf("%w: tokens' reply %T", ErrBadReply, v[5])
+		return leaseAnswer{}, fmt.Errorf("%w: tokens' reply %T", ErrBadReply, v[5])
 	}
-	o, err := parseReply(reply, each)
-	return a, o, err
+	req.rate, err = parseReply(reply, req.each)
+	return a, err
 }
 
-// releaseLease removes lease id from its set, if there: one ZREM, which
-// never touches another lease, and deletes the set with its last member.
-func (s *RedisStore) releaseLease(ctx context.Context, name, subj, id string) error {
-	return s.client.ZRem(ctx, s.leaseKey(subj, name), id).Err()
+// release removes lease id from its set, if there, by deadline: one
+// ZREM, which never touches another lease, and deletes the set with its
+// last member.
+func (s *RedisStore) release(ctx context.Context, deadline time.Time, bound int64, name, subj, id string) error {
+	return s.leaseCall(ctx, deadline, bound, subj, func(ctx context.Context) error {
+		return s.client.ZRem(ctx, s.leaseKey(subj, name), id).Err()
+	}, nil)
 }
 
-// maxRenewKeys bounds the leases of one renewLeases call (Lua's unpack
-// and the reply stay small).
-const maxRenewKeys = 1000
+// renew renews ls (at most maxRenewLeases: one renewal chunk) by
+// deadline, in one bounded call (see renewLeases).
+func (s *RedisStore) renew(ctx context.Context, deadline time.Time, bound int64, name string, lease time.Duration, ls []*Lease) ([]renewal, error) {
+	var got []renewal
+	err := s.leaseCall(ctx, deadline, bound, ls[0].subj, func(ctx context.Context) (err error) {
+		got, err = s.renewLeases(ctx, name, lease, ls)
+		return err
+	}, nil)
+	if err != nil {
+		// Unknown (renewUnknown), tried again next round; got may still
+		// be written by a call running late.
+		return make([]renewal, len(ls)), err
+	}
+	return got, nil
+}
+
+// maxRenewLeases bounds the leases of one renewal call (Lua's unpack and
+// the reply stay small, and a chunk takes Redis well under a Timeout):
+// a round renews its leases in chunks, each a store call of its own.
+const maxRenewLeases = 500
 
 // renewLeases renews leases (all of one Concurrency, so of one name and
 // lease) and reports, per lease, renewed, expired or gone (never brought
@@ -157,7 +306,7 @@ type renewGroup struct {
 }
 
 // renewGroups splits ls into renewLeases calls: one per subject on a
-// Cluster or Ring, else one per maxRenewKeys leases.
+// Cluster or Ring, else one.
 func (s *RedisStore) renewGroups(name string, lease time.Duration, ls []*Lease) []*renewGroup {
 	var groups []*renewGroup
 	bySubj := make(map[string]*renewGroup)
@@ -166,8 +315,8 @@ func (s *RedisStore) renewGroups(name string, lease time.Duration, ls []*Lease) 
 		switch {
 		case s.split:
 			g = bySubj[l.subj]
-		case i%maxRenewKeys != 0:
-			g = groups[len(groups)-1]
+		case i > 0:
+			g = groups[0]
 		}
 		if g == nil {
 			g = &renewGroup{args: []any{lease.Microseconds()}}

@@ -40,13 +40,13 @@ func TestConcurrencyNoOverAdmission(t *testing.T) {
 					// (256 goroutines) may take an acquire past Timeout,
 					// refused by FailClosed, which admits nothing. Any
 					// other failure is one.
-					OnError: func(err error) {
+					Observer: onStoreError(func(err error) {
 						if errors.Is(err, core.ErrTimeout) {
 							timedOut.Add(1)
 							return
 						}
 						t.Errorf("instance %d: %v", i, err)
-					},
+					}),
 				})
 				for range perInstance {
 					wg.Go(func() {

@@ -134,6 +134,7 @@ func TestConcurrencyLeaseEnds(t *testing.T) {
 	t.Parallel()
 	forEachLeaseStore(t, func(t *testing.T, s core.Store, advance func(time.Duration)) {
 		c := mustConcurrency(t, core.ConcurrencyConfig{Store: s, Name: "ends", Max: 1})
+		core.NoFullSets(c) // the store's clock jumps
 		acquire(t, c, "k", true)
 		advance(testLease - time.Millisecond)
 		acquire(t, c, "k", false)
@@ -146,6 +147,7 @@ func TestConcurrencyRenewalKeepsSlot(t *testing.T) {
 	t.Parallel()
 	forEachLeaseStore(t, func(t *testing.T, s core.Store, advance func(time.Duration)) {
 		c := mustConcurrency(t, core.ConcurrencyConfig{Store: s, Name: "renew", Max: 1})
+		core.NoFullSets(c) // the store's clock jumps
 		l, _ := acquire(t, c, "k", true)
 		advance(testLease / 2)
 		if ok, err := core.RenewOnce(c, l); !ok || err != nil {
@@ -262,7 +264,6 @@ func TestConcurrencyBadInput(t *testing.T) {
 		{"lease below 3 timeouts", core.ConcurrencyConfig{Store: mem, Name: "x", Max: 1, FailMode: core.FailOpen, Lease: 100 * time.Millisecond}, core.ErrInvalidConfig},
 		{"negative timeout", core.ConcurrencyConfig{Store: mem, Name: "x", Max: 1, FailMode: core.FailOpen, Timeout: -1}, core.ErrInvalidConfig},
 		{"local without instances", core.ConcurrencyConfig{Store: mem, Name: "x", Max: 1, FailMode: core.FailLocal}, core.ErrInvalidConfig},
-		{"store without leases", core.ConcurrencyConfig{Store: takeOnly{}, Name: "x", Max: 1, FailMode: core.FailOpen}, core.ErrInvalidConfig},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := core.NewConcurrency(tc.cfg); !errors.Is(err, tc.want) {
@@ -270,13 +271,6 @@ func TestConcurrencyBadInput(t *testing.T) {
 			}
 		})
 	}
-}
-
-// takeOnly is a Store of another package's kind: it cannot hold leases.
-type takeOnly struct{}
-
-func (takeOnly) Take(context.Context, string, int, []core.Policy, []core.Outcome) (core.Outcome, error) {
-	return core.Outcome{Allowed: true}, nil
 }
 
 // TestConcurrencyFailModes: with the store gone, FailOpen admits holding
@@ -293,7 +287,7 @@ func TestConcurrencyFailModes(t *testing.T) {
 	var reported sync.Map
 	cfg := func(mode core.FailMode) core.ConcurrencyConfig {
 		return core.ConcurrencyConfig{Store: store, Name: "down-" + mode.String(), Max: 4, FailMode: mode, Instances: 2,
-			Timeout: 200 * time.Millisecond, OnError: func(err error) { reported.Store(mode, err) }}
+			Timeout: 200 * time.Millisecond, Observer: onStoreError(func(err error) { reported.Store(mode, err) })}
 	}
 
 	open := mustConcurrency(t, cfg(core.FailOpen))
@@ -339,7 +333,7 @@ func TestConcurrencyFailModes(t *testing.T) {
 	}
 	for _, mode := range []core.FailMode{core.FailOpen, core.FailClosed, core.FailLocal} {
 		if _, ok := reported.Load(mode); !ok {
-			t.Errorf("%v: OnError not called", mode)
+			t.Errorf("%v: no degraded decision observed", mode)
 		}
 	}
 }

@@ -12,23 +12,25 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/fakestore"
 	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
 // countingStore counts the decisions that reach a store.
 type countingStore struct {
-	core.Store
+	inner fakestore.Inner
 	calls atomic.Int64
 }
 
-func (s *countingStore) Take(ctx context.Context, subject string, n int, ps []core.Policy, each []core.Outcome) (core.Outcome, error) {
-	s.calls.Add(1)
-	return s.Store.Take(ctx, subject, n, ps, each)
-}
-
-func (s *countingStore) Reset(ctx context.Context, subject string, ps []core.Policy) error {
-	return s.Store.(core.Resetter).Reset(ctx, subject, ps)
+// store returns a store deciding in s.inner, counting its takes.
+func (s *countingStore) store() core.Store {
+	return fakestore.Over(s.inner, func(_ context.Context, c fakestore.Call) error {
+		if c.Op == fakestore.Take {
+			s.calls.Add(1)
+		}
+		return nil
+	})
 }
 
 // TestDenyCacheHotKeyFlood: a flood on one denied key reaches Redis about
@@ -38,9 +40,9 @@ func TestDenyCacheHotKeyFlood(t *testing.T) {
 	for _, cache := range []int{0, -1} {
 		name := map[int]string{0: "cache", -1: "no-cache"}[cache]
 		t.Run(name, func(t *testing.T) {
-			s := &countingStore{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))}
+			s := &countingStore{inner: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))}
 			lim := core.Limit{Rate: 20, Period: time.Second, Burst: 5}
-			l := limitertest.New(t, core.Config{Store: s, Limit: lim, FailMode: core.FailClosed, DenyCacheSize: cache, Timeout: time.Second})
+			l := limitertest.New(t, core.Config{Store: s.store(), Limit: lim, FailMode: core.FailClosed, DenyCacheSize: cache, Timeout: time.Second})
 			var admitted, total atomic.Int64
 			start := time.Now()
 			var wg sync.WaitGroup
@@ -90,8 +92,8 @@ func TestDenyCacheHotKeyFlood(t *testing.T) {
 func TestDenyCacheOtherCostGoesToStore(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
-	s := &countingStore{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))}
-	l := limitertest.New(t, core.Config{Store: s, Limit: core.PerHour(5), FailMode: core.FailClosed, Timeout: time.Second})
+	s := &countingStore{inner: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))}
+	l := limitertest.New(t, core.Config{Store: s.store(), Limit: core.PerHour(5), FailMode: core.FailClosed, Timeout: time.Second})
 	ctx := context.Background()
 	l.AllowN(ctx, "k", 3)
 	if res, _ := l.AllowN(ctx, "k", 3); res.Allowed {
@@ -131,8 +133,8 @@ func TestDenyCacheNeverLonger(t *testing.T) {
 	}
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	defer c.Close()
-	s := &countingStore{Store: core.NewRedisStore(c)}
-	l := limitertest.New(t, core.Config{Store: s, Limit: core.Limit{Rate: 3, Period: time.Second, Burst: 1}, FailMode: core.FailClosed, Timeout: time.Second})
+	s := &countingStore{inner: core.NewRedisStore(c)}
+	l := limitertest.New(t, core.Config{Store: s.store(), Limit: core.Limit{Rate: 3, Period: time.Second, Burst: 1}, FailMode: core.FailClosed, Timeout: time.Second})
 	core.SetClock(l, func() time.Duration { return time.Duration(mono.Load()) })
 	ctx := context.Background()
 	if res, _ := l.Allow(ctx, "k"); !res.Allowed {
@@ -176,9 +178,9 @@ func TestDenyCacheAnswersAsTheStore(t *testing.T) {
 	defer c.Close()
 	store := core.NewRedisStore(c)
 	mk := func(cache int) (*core.Limiter, *countingStore) {
-		s := &countingStore{Store: store}
+		s := &countingStore{inner: store}
 		l := limitertest.New(t, core.Config{
-			Store: s, Name: "sec", Limit: core.Limit{Rate: 1, Period: time.Second, Burst: 5},
+			Store: s.store(), Name: "sec", Limit: core.Limit{Rate: 1, Period: time.Second, Burst: 5},
 			Extra:    []core.NamedLimit{{Name: "hour", Limit: core.PerHour(8)}},
 			FailMode: core.FailClosed, Timeout: time.Second, DenyCacheSize: cache,
 		})
@@ -237,8 +239,8 @@ func TestDenyCacheAlternatingLimits(t *testing.T) {
 	m := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	defer c.Close()
-	s := &countingStore{Store: core.NewRedisStore(c)}
-	l := limitertest.New(t, core.Config{Store: s, Limit: core.PerHour(5), FailMode: core.FailClosed, Timeout: time.Second})
+	s := &countingStore{inner: core.NewRedisStore(c)}
+	l := limitertest.New(t, core.Config{Store: s.store(), Limit: core.PerHour(5), FailMode: core.FailClosed, Timeout: time.Second})
 	ctx := context.Background()
 	routes := []core.Limit{core.PerHour(5), core.PerHour(10)}
 	for range 10 {

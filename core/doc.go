@@ -49,8 +49,8 @@
 // A decision waits at most Config.Timeout (default 50ms), and a circuit
 // breaker, one per node of a Cluster or Ring, stops calling a failing
 // Redis for a short cool-down. A decision the store could not make says
-// Result.Degraded and reaches Config.OnError, Config.Observer and, at most
-// once per Config.LogInterval, Config.Logger. The caller's context gives a
+// Result.Degraded and reaches Config.Observer (with its cause) and, at
+// most once per 10 seconds, Config.Logger. The caller's context gives a
 // decision its values, never its cancellation or deadline: a request whose
 // client went away is still decided and counted.
 //

@@ -19,7 +19,8 @@ var (
 	ErrCostTooHigh = errors.New("core: cost exceeds the bucket capacity (Burst) and could never be allowed")
 )
 
-// Errors a store failure is reported with, through Config.OnError.
+// Errors a store failure is reported with: DecisionEvent.Err, and the
+// log line's cause.
 var (
 	ErrTimeout     = errors.New("core: store decision timed out")
 	ErrCircuitOpen = errors.New("core: circuit breaker open; store not called")

@@ -5,24 +5,34 @@ import (
 	"time"
 )
 
-// fallback is what FailMode decides when the store cannot: allow
-// (FailOpen), deny (FailClosed, until the breaker's next probe), or decide
-// in this process's own buckets, each holding an instance's share of the
-// limit (FailLocal).
+// fallback is what FailMode decides when the store cannot, for every kind
+// of limiter: allow (FailOpen), deny (FailClosed, until the breaker's next
+// probe), or decide in this process — in buckets holding an instance's
+// share of the limit, or among leases holding an instance's share of the
+// slots (FailLocal).
 type fallback struct {
 	mode  FailMode
-	local *MemoryStore // FailLocal's buckets; nil for the other modes
+	local *MemoryStore // FailLocal's buckets and leases; nil for the other modes
 }
 
 // defaultLocalMaxKeys bounds FailLocal's buckets unless LocalMaxKeys says.
 const defaultLocalMaxKeys = 1 << 16
 
-func newFallback(cfg *Config) fallback {
-	f := fallback{mode: cfg.FailMode}
-	if cfg.FailMode == FailLocal {
-		f.local = NewMemoryStore(WithMaxKeys(orDefault(cfg.LocalMaxKeys, defaultLocalMaxKeys)))
+func newFallback(mode FailMode, maxKeys int) fallback {
+	f := fallback{mode: mode}
+	if mode == FailLocal {
+		f.local = NewMemoryStore(WithMaxKeys(orDefault(maxKeys, defaultLocalMaxKeys)))
 	}
 	return f
+}
+
+// closedRetry is FailClosed's RetryAfter: until br, the breaker of the
+// store's node, lets a call through again (its cooldown when closed).
+func closedRetry(br *breaker, now int64) time.Duration {
+	if retry := br.retryIn(now); retry > 0 {
+		return retry
+	}
+	return time.Duration(br.cooldown)
 }
 
 // decide answers op for key under set while the store cannot; br is the
@@ -30,21 +40,17 @@ func newFallback(cfg *Config) fallback {
 func (f *fallback) decide(br *breaker, now int64, op int, key string, n int, set *policySet) Result {
 	name := set.policies[0].Name
 	switch {
-	case f.mode == FailOpen || (op == opRefund && f.mode == FailClosed):
+	case f.mode == FailOpen || (!admits(op) && f.mode == FailClosed):
 		return Result{Allowed: true, Limit: set.limits[0], Name: name, Degraded: true}
 	case f.mode == FailClosed:
-		retry := br.retryIn(now)
-		if retry <= 0 {
-			retry = time.Duration(br.cooldown)
-		}
-		return Result{Limit: set.limits[0], Name: name, RetryAfter: retry, Degraded: true}
+		return Result{Limit: set.limits[0], Name: name, RetryAfter: closedRetry(br, now), Degraded: true}
 	}
 	local := set.local
 	if n > local.minCap {
 		// More than an instance's share could ever hold: deny, take
 		// nothing; a refund of it is capped at the share anyway.
 		n = local.minCap
-		if op != opRefund {
+		if admits(op) {
 			return Result{Limit: local.limits[0], Name: name, RetryAfter: local.limits[0].Window(), Degraded: true, Fallback: true}
 		}
 	}
@@ -55,6 +61,21 @@ func (f *fallback) decide(br *breaker, now int64, op int, key string, n int, set
 	r := resultOf(f.local.apply(op, key, n, local.policies, each), each, local)
 	r.Degraded, r.Fallback = true, true
 	return r
+}
+
+// acquire answers an acquire of a slot of req while the store cannot:
+// FailOpen admits holding nothing (held heldNowhere), FailClosed refuses,
+// FailLocal takes one of req.localMax slots in this process (heldLocally).
+func (f *fallback) acquire(br *breaker, now int64, req *leaseRequest) (a leaseAnswer, held int8) {
+	switch f.mode {
+	case FailOpen:
+		return leaseAnswer{allowed: true}, heldNowhere
+	case FailClosed:
+		return leaseAnswer{retryAfter: closedRetry(br, now)}, heldNowhere
+	}
+	local := *req
+	local.max, local.policies = req.localMax, nil
+	return f.local.acquireLocal(&local), heldLocally
 }
 
 // localLimit is lim shared by instances: the same rate over instances times

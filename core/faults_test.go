@@ -47,8 +47,8 @@ type faultLimiter struct {
 	lim    *core.Limiter
 	store  *core.RedisStore
 	client *redis.Client
-	errs   atomic.Int64 // OnError calls
-	last   atomic.Value // last OnError error
+	errs   atomic.Int64 // degraded decisions observed
+	last   atomic.Value // last cause observed
 }
 
 // faultLimiters returns a limiter per FailMode on the Redis at addr, with
@@ -64,7 +64,7 @@ func faultLimiters(t *testing.T, addr string, limit core.Limit, edit func(*core.
 		fl.store = core.NewRedisStore(fl.client, core.WithPrefix(prefix+mode.String()+":"))
 		cfg := core.Config{
 			Store: fl.store, Limit: limit, FailMode: mode, Instances: faultInstances,
-			OnError: func(err error) { fl.errs.Add(1); fl.last.Store(err) },
+			Observer: onStoreError(func(err error) { fl.errs.Add(1); fl.last.Store(fmt.Errorf("%w", err)) }),
 		}
 		if edit != nil {
 			edit(&cfg)
@@ -499,9 +499,9 @@ func TestFaultReadOnly(t *testing.T) {
 	checkLocalBound(t, limit, stats[core.FailLocal])
 	for _, fl := range ls {
 		if err, _ := fl.last.Load().(error); fl.errs.Load() == 0 || err == nil {
-			t.Errorf("%v: no OnError report", fl.mode)
+			t.Errorf("%v: no store failure observed", fl.mode)
 		} else if !strings.Contains(err.Error(), "READONLY") && !errors.Is(err, core.ErrCircuitOpen) && !errors.Is(err, core.ErrTimeout) {
-			t.Errorf("%v: OnError got %v; want READONLY, a timeout or the open breaker", fl.mode, err)
+			t.Errorf("%v: observed cause %v; want READONLY, a timeout or the open breaker", fl.mode, err)
 		}
 	}
 	if err := admin.ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
@@ -539,7 +539,7 @@ func TestFaultOOM(t *testing.T) {
 	checkLocalBound(t, limit, stats[core.FailLocal])
 	for _, fl := range ls {
 		if err, _ := fl.last.Load().(error); err == nil || (!strings.Contains(err.Error(), "OOM") && !errors.Is(err, core.ErrCircuitOpen)) {
-			t.Errorf("%v: OnError got %v; want OOM or the open breaker", fl.mode, err)
+			t.Errorf("%v: observed cause %v; want OOM or the open breaker", fl.mode, err)
 		}
 	}
 	// The test's own server. At 1 MB the connections' own buffers keep an

@@ -68,7 +68,7 @@ func FuzzConfig(f *testing.F) {
 			mode  core.FailMode
 		}{
 			{"memory", core.NewMemoryStore(core.WithClock(clock.Now)), core.FailClosed},
-			{"FailLocal fallback", &limitertest.DownStore{}, core.FailLocal},
+			{"FailLocal fallback", limitertest.NewDownStore(), core.FailLocal},
 			{"miniredis", core.NewRedisStore(rc, core.WithPrefix(strings.ReplaceAll(t.Name(), "{", "(")+":")), core.FailClosed},
 		} {
 			l, err := core.New(core.Config{

@@ -169,7 +169,7 @@ func TestCostAboveBurst(t *testing.T) {
 		})
 	}
 	t.Run("FailLocal share", func(t *testing.T) {
-		l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerMinute(10), FailMode: core.FailLocal, Instances: 5})
+		l := limitertest.New(t, core.Config{Store: limitertest.NewDownStore(), Limit: core.PerMinute(10), FailMode: core.FailLocal, Instances: 5})
 		res, err := l.AllowN(ctx, "k", 3) // a share holds 2
 		if err != nil || res.Allowed || !res.Degraded || res.RetryAfter <= 0 {
 			t.Fatalf("AllowN(3) above the local share of 2: %+v, %v; want a degraded denial", res, err)

@@ -50,11 +50,11 @@ func TestMaxInFlightBoundsCallsPastDeadlines(t *testing.T) {
 			var overloaded atomic.Int64
 			l := limitertest.New(t, core.Config{Store: store, Limit: core.PerSecond(10), FailMode: core.FailOpen, Timeout: 20 * time.Millisecond,
 				MaxInFlight: bound, BreakerFailures: 1 << 30, DenyCacheSize: -1,
-				OnError: func(err error) {
+				Observer: onStoreError(func(err error) {
 					if errors.Is(err, core.ErrOverloaded) {
 						overloaded.Add(1)
 					}
-				}})
+				})})
 			var peak atomic.Int64
 			stop := make(chan struct{})
 			watched := make(chan struct{})

@@ -32,12 +32,15 @@ type Config struct {
 	// Names default to Limit.String() and must differ from each other and
 	// from Name.
 	Extra []NamedLimit
-	// Timeout bounds one decision from its start, whatever it waits on
-	// and whatever the Redis client's own timeouts and retries; past it,
-	// FailMode decides. It alone bounds the store call: the caller's
-	// context gives its values, never its cancellation or deadline (a
-	// client that went away must not turn a decision into a store
-	// failure). Default 50ms.
+	// Timeout bounds what one decision waits, from its start, whatever it
+	// waits on and whatever the Redis client's own timeouts and retries;
+	// past it, FailMode decides. The store call itself may run on after
+	// its caller stopped waiting (a call is given at least 1s, so that a
+	// slow Redis does not cost a connection per call), counted in
+	// MaxInFlight until it ends. The caller's context gives its values,
+	// never its cancellation or deadline (a client that went away must
+	// not turn a decision into a store failure). At least 1ms; default
+	// 50ms.
 	Timeout time.Duration
 	// Instances is the number of app instances sharing the limit. Required
 	// with FailLocal, whose in-process buckets hold Limit / Instances (rate
@@ -73,36 +76,36 @@ type Config struct {
 	// Not used with a MemoryStore (nothing to save). A Reset on another
 	// instance does not clear this instance's cache.
 	DenyCacheSize int
-	// Observer, if set, sees every decision and breaker change (metrics).
+	// Observer, if set, sees every decision and breaker change: metrics,
+	// and the one hook for store failures (DecisionEvent.Err says why a
+	// decision was degraded).
 	Observer Observer
-	// OnError, if set, is called with the reason for every degraded decision
-	// (errors.Is ErrTimeout, ErrCircuitOpen, ErrOverloaded, or the store's
-	// error). It runs on the request's goroutine: keep it fast.
-	OnError func(error)
-	// Logger receives one warning per LogInterval at most while decisions are
-	// degraded, with how many were. Default slog.Default().
+	// Logger receives one warning per 10 seconds at most while decisions
+	// are degraded, naming the policy, with how many were and the cause.
+	// Default slog.Default().
 	Logger *slog.Logger
-	// LogInterval is the least time between two degraded-decision log lines.
-	// Default 10s.
-	LogInterval time.Duration
+	// MaxWait is how far ahead a key's bucket may be booked: a reservation
+	// (ReserveN, WaitN) waits at most MaxWait, so the bucket owes at most
+	// the tokens that refill in MaxWait; Charge may leave it owing
+	// max(Burst, that). Default 0: nothing is booked ahead (ReserveN takes
+	// only tokens that are there). See docs/waiting.md.
+	MaxWait time.Duration
 }
 
 // Limiter decides whether requests keyed by a subject (an IP, an API key, a
 // user) are within its limit. It is safe for concurrent use; make one per
 // policy at startup and share it.
 type Limiter struct {
-	store    storeCalls   // Config.Store, as New resolved it
-	mem      *MemoryStore // store, when it is one: see take
-	set      *policySet   // Limit, then Extra
-	perLimit limitSets    // AllowLimit's limits, then Extra
-	timeout  time.Duration
-	bound    int64        // MaxInFlight
-	clock    func() int64 // ns, monotonic: breakers, denial cache, log throttle
-	breakers nodeBreakers
-	denials  *denyCache // nil when disabled, or for an in-process store
-	fallback fallback   // what FailMode decides when the store cannot
-	observer Observer
-	report   reporter
+	guard                  // how it reaches the store (see guard)
+	mem      *MemoryStore  // the store, when it is one: see take
+	set      *policySet    // Limit, then Extra
+	perLimit limitSets     // AllowLimit's limits, then Extra
+	denials  *denyCache    // nil when disabled, or for an in-process store
+	maxWait  time.Duration // Config.MaxWait
+
+	// base is the limiter whose state this one uses: itself, or for a
+	// view (With) the limiter it was made from, deciding under set.
+	base *Limiter
 }
 
 // Defaults for Config's zero values.
@@ -111,19 +114,25 @@ const (
 	DefaultBreakerFailures = 3
 	DefaultBreakerCooldown = 500 * time.Millisecond
 	DefaultMaxInFlight     = 4096
-	DefaultLogInterval     = 10 * time.Second
 )
 
 // New checks cfg and returns a Limiter. It does not contact the store: an
 // app starts even when Redis is unreachable, and FailMode covers it.
 func New(cfg Config) (*Limiter, error) {
-	store, err := resolveStore(cfg.Store)
-	if err != nil {
+	if cfg.Store == nil {
+		return nil, ErrNoStore
+	}
+	gc := cfg.guardConfig()
+	if err := gc.check("Config"); err != nil {
 		return nil, err
 	}
-	if err := cfg.check(); err != nil {
-		return nil, err
+	if cfg.DenyCacheSize < -1 {
+		return nil, fmt.Errorf("%w: DenyCacheSize %d; use -1 to disable", ErrInvalidConfig, cfg.DenyCacheSize)
 	}
+	if cfg.MaxWait < 0 || cfg.MaxWait > maxMaxWait {
+		return nil, fmt.Errorf("%w: MaxWait %v is outside [0, %v]", ErrInvalidConfig, cfg.MaxWait, maxMaxWait)
+	}
+	cfg.Instances = gc.instances
 	defaulted := []bool{cfg.Name == ""}
 	for _, nl := range cfg.Extra {
 		defaulted = append(defaulted, nl.Name == "")
@@ -133,24 +142,15 @@ func New(cfg Config) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	l := &Limiter{
-		store:    store,
-		set:      set,
-		perLimit: limitSets{extra: cfg.Extra, name: cfg.Name, instances: cfg.Instances},
-		timeout:  orDefault(cfg.Timeout, DefaultTimeout),
-		bound:    int64(orDefault(cfg.MaxInFlight, DefaultMaxInFlight)),
-		clock:    func() int64 { return int64(time.Since(start)) },
-		breakers: nodeBreakers{node: store.nodes(), one: breaker{
-			threshold: int64(orDefault(cfg.BreakerFailures, DefaultBreakerFailures)),
-			cooldown:  int64(orDefault(cfg.BreakerCooldown, DefaultBreakerCooldown)),
-		}},
-		fallback: newFallback(&cfg),
-		observer: cfg.Observer,
-		report:   newReporter(&cfg),
+	gc.name = cfg.Name
+	l := &Limiter{set: set, perLimit: limitSets{extra: cfg.Extra, name: cfg.Name, instances: cfg.Instances}, maxWait: cfg.MaxWait}
+	l.base = l
+	if err := l.guard.init(gc); err != nil {
+		return nil, err
 	}
-	l.mem, _ = store.(*MemoryStore)
-	if store.remote() && cfg.DenyCacheSize != -1 {
+	store := l.store
+	l.mem = store.memory()
+	if l.mem == nil && cfg.DenyCacheSize != -1 {
 		l.denials = newDenyCache(orDefault(cfg.DenyCacheSize, defaultDenyCacheSize), l.timeout)
 	}
 	if book := store.policyNames(); book != nil {
@@ -161,32 +161,12 @@ func New(cfg Config) (*Limiter, error) {
 	return l, nil
 }
 
-// check rejects what no Limiter can run with (the policies are checked by
-// newPolicySet), and clears Instances, which only FailLocal uses.
-func (cfg *Config) check() error {
-	switch cfg.FailMode {
-	case FailOpen, FailClosed, FailLocal:
-	case 0:
-		return ErrFailModeUnset
-	default:
-		return fmt.Errorf("%w (got %d)", ErrInvalidFailMode, int(cfg.FailMode))
-	}
-	if cfg.FailMode != FailLocal {
-		cfg.Instances, cfg.LocalMaxKeys = 0, 0
-	} else if cfg.Instances == 0 {
-		return fmt.Errorf("%w: FailLocal needs Config.Instances, the number of app instances sharing the limit", ErrInvalidConfig)
-	}
-	switch {
-	case cfg.Timeout < 0 || cfg.BreakerCooldown < 0 || cfg.BreakerFailures < 0 || cfg.MaxInFlight < 0 || cfg.LogInterval < 0 || cfg.Instances < 0:
-		return fmt.Errorf("%w: Timeout, Instances, BreakerFailures, BreakerCooldown, MaxInFlight and LogInterval must not be negative", ErrInvalidConfig)
-	case cfg.BreakerCooldown > time.Second:
-		return fmt.Errorf("%w: BreakerCooldown %v exceeds 1s; a recovered store would stay unused too long", ErrInvalidConfig, cfg.BreakerCooldown)
-	case cfg.DenyCacheSize < -1:
-		return fmt.Errorf("%w: DenyCacheSize %d; use -1 to disable", ErrInvalidConfig, cfg.DenyCacheSize)
-	case cfg.LocalMaxKeys < 0:
-		return fmt.Errorf("%w: LocalMaxKeys %d is negative", ErrInvalidConfig, cfg.LocalMaxKeys)
-	}
-	return nil
+// guardConfig is what cfg says of the Limiter's guard.
+func (cfg *Config) guardConfig() guardConfig {
+	return guardConfig{store: cfg.Store, name: cfg.Name, mode: cfg.FailMode, timeout: cfg.Timeout,
+		failures: cfg.BreakerFailures, cooldown: cfg.BreakerCooldown, maxInFlight: cfg.MaxInFlight,
+		instances: cfg.Instances, localMaxKeys: cfg.LocalMaxKeys,
+		observer: cfg.Observer, logger: cfg.Logger}
 }
 
 func validName(name string) error {
@@ -228,7 +208,7 @@ func (l *Limiter) Limits() []NamedLimit {
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
-	return l.take(ctx, key, 1, l.set) // AllowN's body: small enough to inline
+	return l.base.take(ctx, key, 1, l.set) // AllowN's body: small enough to inline
 }
 
 // AllowN decides whether key may spend n tokens now, and takes them if so.
@@ -239,11 +219,12 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // (ErrCostTooHigh). When the store cannot decide within Config.Timeout, the
 // FailMode does, and the Result says Degraded.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
-	return l.take(ctx, key, n, l.set)
+	return l.base.take(ctx, key, n, l.set)
 }
 
 // AllowLimit is AllowN under lim instead of Config.Limit, in the same
-// buckets (the same Name): for a limit known only per request, such as a
+// buckets (the same Name) — shorthand for With(lim) then AllowN: for a
+// limit known only per request, such as a
 // tenant's own quota read from a database. What key has spent carries
 // over between limits (see the README, "Limits per tenant"). Config.Extra
 // still applies: lim takes Config.Limit's place and is decided together
@@ -258,14 +239,14 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 // (as New would refuse it as Config.Limit), and n above lim's burst
 // ErrCostTooHigh.
 func (l *Limiter) AllowLimit(ctx context.Context, key string, n int, lim Limit) (Result, error) {
-	set, err := l.setFor(lim)
+	set, err := l.base.setFor(lim)
 	if err != nil {
 		return Result{}, err
 	}
-	return l.take(ctx, key, n, set)
+	return l.base.take(ctx, key, n, set)
 }
 
-// setFor returns the policy set deciding under lim.
+// setFor returns the policy set deciding under lim; l is a base.
 func (l *Limiter) setFor(lim Limit) (*policySet, error) {
 	if lim == l.set.limits[0] {
 		return l.set, nil
@@ -279,9 +260,9 @@ func (l *Limiter) setFor(lim Limit) (*policySet, error) {
 // answer had it been denied. One store round trip, never a write; for a
 // status endpoint, or the headers of a request that is not limited. Store
 // trouble is decided as for AllowN (FailOpen answers allowed), taking
-// nothing. The store must implement Peeker, as both of this package's do.
+// nothing.
 func (l *Limiter) Peek(ctx context.Context, key string, n int) (Result, error) {
-	return l.decide(ctx, opPeek, key, n, l.set)
+	return l.base.decide(ctx, opPeek, key, n, l.set)
 }
 
 // Refund gives n tokens back to key's bucket under every limit, each
@@ -296,27 +277,29 @@ func (l *Limiter) Peek(ctx context.Context, key string, n int) (Result, error) {
 // made. A refund forgets this instance's cached denial of key; other
 // instances' cached denials run to their end (they only ever deny).
 func (l *Limiter) Refund(ctx context.Context, key string, n int) (Result, error) {
-	return l.decide(ctx, opRefund, key, n, l.set)
+	return l.base.decide(ctx, opRefund, key, n, l.set)
 }
 
 // PeekLimit is Peek under lim instead of Config.Limit, as AllowLimit is
-// AllowN: what AllowLimit(ctx, key, n, lim) would answer now.
+// AllowN: what AllowLimit(ctx, key, n, lim) would answer now. It is
+// shorthand for With(lim) then Peek, the way to prefer.
 func (l *Limiter) PeekLimit(ctx context.Context, key string, n int, lim Limit) (Result, error) {
-	set, err := l.setFor(lim)
+	set, err := l.base.setFor(lim)
 	if err != nil {
 		return Result{}, err
 	}
-	return l.decide(ctx, opPeek, key, n, set)
+	return l.base.decide(ctx, opPeek, key, n, set)
 }
 
 // RefundLimit is Refund under lim instead of Config.Limit: it gives back
-// what AllowLimit(ctx, key, n, lim) took, capped at lim's burst.
+// what AllowLimit(ctx, key, n, lim) took, capped at lim's burst. It is
+// shorthand for With(lim) then Refund, the way to prefer.
 func (l *Limiter) RefundLimit(ctx context.Context, key string, n int, lim Limit) (Result, error) {
-	set, err := l.setFor(lim)
+	set, err := l.base.setFor(lim)
 	if err != nil {
 		return Result{}, err
 	}
-	return l.decide(ctx, opRefund, key, n, set)
+	return l.base.decide(ctx, opRefund, key, n, set)
 }
 
 // take is AllowN under set. Allow and AllowN inline into their callers,
@@ -345,11 +328,6 @@ func (l *Limiter) decide(ctx context.Context, op int, key string, n int, set *po
 	if key == "" || n < 1 || n > set.minCap {
 		return Result{}, checkCall(key, n, set)
 	}
-	if op != opTake {
-		if err := l.store.cannot(op); err != nil {
-			return Result{}, err
-		}
-	}
 	// Keys of any length cost bounded memory in every store and cache.
 	key = l.store.subject(key)
 	var each []Outcome
@@ -358,7 +336,7 @@ func (l *Limiter) decide(ctx context.Context, op int, key string, n int, set *po
 	}
 	if !l.store.remote() {
 		// Arguments are checked: no I/O, no failure, no guard.
-		o, _ := l.store.call(ctx, time.Time{}, op, key, n, set.policies, each, 0)
+		o, _ := l.store.call(ctx, ask{op: op, subj: key, n: n, policies: set.policies, each: each})
 		if l.observer != nil {
 			l.observe(ctx, op, DecisionEvent{Allowed: o.Allowed})
 		}
@@ -390,9 +368,9 @@ func checkCall(key string, n int, set *policySet) error {
 }
 
 // Reset makes key's bucket full again (for example after a successful
-// login). It needs a store implementing Resetter, as both of this
-// package's stores do.
+// login).
 func (l *Limiter) Reset(ctx context.Context, key string) error {
+	l = l.base
 	if key == "" {
 		return ErrEmptyKey
 	}
@@ -418,6 +396,7 @@ func resultOf(o Outcome, each []Outcome, set *policySet) Result {
 		Remaining:  int(o.Remaining),
 		RetryAfter: o.RetryAfter,
 		ResetAfter: o.ResetAfter,
+		extra:      o.extra,
 	}
 	if each != nil {
 		r.Policies = make([]PolicyResult, len(each))

@@ -142,7 +142,7 @@ func TestFailModes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	t.Run("open", func(t *testing.T) {
-		l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerSecond(1), FailMode: core.FailOpen})
+		l := limitertest.New(t, core.Config{Store: limitertest.NewDownStore(), Limit: core.PerSecond(1), FailMode: core.FailOpen})
 		for i := 0; i < 5; i++ {
 			res, err := l.Allow(ctx, "k")
 			if err != nil || !res.Allowed || !res.Degraded {
@@ -151,7 +151,7 @@ func TestFailModes(t *testing.T) {
 		}
 	})
 	t.Run("closed", func(t *testing.T) {
-		l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerSecond(100), FailMode: core.FailClosed})
+		l := limitertest.New(t, core.Config{Store: limitertest.NewDownStore(), Limit: core.PerSecond(100), FailMode: core.FailClosed})
 		res, err := l.Allow(ctx, "k")
 		if err != nil || res.Allowed || !res.Degraded || res.RetryAfter <= 0 || res.RetryAfter > time.Second {
 			t.Fatalf("got %+v %v, want degraded deny with 0 < RetryAfter ≤ 1s", res, err)
@@ -160,7 +160,7 @@ func TestFailModes(t *testing.T) {
 	t.Run("local", func(t *testing.T) {
 		// 10 per second across 4 instances: each holds a burst of 2 and
 		// refills 10 tokens per 4 s.
-		l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerSecond(10), FailMode: core.FailLocal, Instances: 4})
+		l := limitertest.New(t, core.Config{Store: limitertest.NewDownStore(), Limit: core.PerSecond(10), FailMode: core.FailLocal, Instances: 4})
 		var allowed int
 		for i := 0; i < 10; i++ {
 			res, err := l.Allow(ctx, "k")
@@ -182,17 +182,17 @@ func TestFailModes(t *testing.T) {
 
 func TestBreakerStopsCallingAndProbes(t *testing.T) {
 	t.Parallel()
-	s := &limitertest.DownStore{}
+	s := limitertest.NewDownStore()
 	var reported atomic.Int64
 	l := limitertest.New(t, core.Config{
 		Store: s, Limit: core.PerSecond(1), FailMode: core.FailOpen, Timeout: 50 * time.Millisecond,
 		BreakerFailures: 3, BreakerCooldown: 100 * time.Millisecond,
-		OnError: func(err error) {
-			if !strings.Contains(err.Error(), "core: limiter") {
-				t.Errorf("OnError got %q", err)
+		Observer: onStoreError(func(err error) {
+			if !errors.Is(err, limitertest.ErrDown) && !errors.Is(err, core.ErrCircuitOpen) {
+				t.Errorf("observed cause %q; want the store's error or the open breaker", err)
 			}
 			reported.Add(1)
-		},
+		}),
 	})
 	var now atomic.Int64
 	core.SetClock(l, func() time.Duration { return time.Duration(now.Load()) })
@@ -204,7 +204,7 @@ func TestBreakerStopsCallingAndProbes(t *testing.T) {
 		t.Fatalf("store called %d times in 50 decisions, want 3 (then the breaker opens)", got)
 	}
 	if reported.Load() != 50 {
-		t.Errorf("OnError called %d times, want every degraded decision (50)", reported.Load())
+		t.Errorf("%d degraded decisions observed, want every degraded decision (50)", reported.Load())
 	}
 	now.Add(int64(99 * time.Millisecond))
 	l.Allow(ctx, "k")
@@ -225,7 +225,8 @@ func TestDegradedLogIsRateLimited(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
-	l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerSecond(1), FailMode: core.FailOpen, Logger: logger, LogInterval: time.Hour})
+	l := limitertest.New(t, core.Config{Store: limitertest.NewDownStore(), Limit: core.PerSecond(1), FailMode: core.FailOpen, Logger: logger})
+	core.SetClock(l, func() time.Duration { return time.Second }) // within one log interval
 	for i := 0; i < 1000; i++ {
 		l.Allow(context.Background(), "k")
 	}

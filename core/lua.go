@@ -18,22 +18,35 @@ import "github.com/redis/go-redis/v9"
 // replay record (named by the call's id); a lone take under one policy
 // sends only the record's expiry, the policy and n. The operations: 1
 // takes n tokens, all or nothing over the request's policies; 2 peeks (whether n would be taken, taking nothing); 3 refunds
-// n tokens to every policy, each capped at its capacity. The reply is one
+// n tokens to every policy, each capped at its capacity; 4 to 7 wait or
+// owe (DESIGN §11: reserve, charge, cancel, pause; see waiting), and
+// their run carries one more argument after its count. The reply is one
 // string of integers separated by ",": per request, allowed (1 or 0; a
-// refund is always 1), then per policy whole tokens left, µs until n
-// tokens exist (0 unless not allowed) and µs until the bucket is full.
+// refund is always 1), then per policy whole tokens left (0 while the
+// bucket owes), µs until n tokens exist (0 unless not allowed; a
+// reservation's: its wait) and µs until the bucket is full; operations 4
+// to 7 end with one more (a reservation's time on the server's clock in
+// µs, a charge's tokens forgiven, else 0).
+//
+// A bucket may owe tokens (its units below 0, DESIGN §11): a take is
+// then refused until the refill repays the debt and n. A bucket in debt
+// never takes the lone take's straight line below.
 //
 // A bucket's value is "<units>:<tick>:<policy>": the tokens (in units) it
 // held at that tick of the server's clock, counted in the policy that
 // wrote it; a missing key is a full bucket. So any limit reads what any
-// other wrote: the bucket is refilled to now in its own policy, and what
-// it has spent carries over (capacity − spent in the reader's units,
-// rounded toward fewer tokens, clamped to [0, capacity]); a bucket in the
-// reader's own policy is read with no rounding at all. A decision that
-// writes nothing (a denial, a peek) leaves a bucket in its own policy,
-// refilling at its rate: its waits are counted so.
+// other wrote: what it has spent carries over (capacity − spent in the
+// reader's units, rounded toward fewer tokens, clamped to [0, capacity];
+// a debt carries over as it is), and of two readings the larger holds:
+// the bucket refilled to now in its own policy, then carried; and the
+// bucket carried as of its stamp, then refilled at the reader's rate
+// since — the clamped state the reader refills from, though its denials
+// write nothing (DESIGN §3). A bucket in the reader's own policy is read
+// with no rounding at all. The waits of a decision that writes nothing
+// (a denial, a peek) are those of whichever reading gets there first.
 //
-// Only an allowed take and a refund write, each bucket once, where its
+// Only an allowed take, a refund and operations 4 to 7 (but a refused
+// reservation, or a cancel once its reservation is due) write, each bucket once, where its
 // last request is decided (a bucket asked again passes what it holds from
 // one request to the next), stamped with the current tick, expiring one
 // to two seconds after it would be full again (whole seconds, each
@@ -196,13 +209,73 @@ end
 -- request being decided: tokens, whether stamped ahead, units in its own
 -- policy, and that policy. A request's part of the reply goes where its
 -- buckets' values were, in vals.
-local rp, toks, aheads, owns, kept = {false}, {false}, {false}, {false}, {false}
+local rp, toks, aheads, owns, kept, stamped = {false}, {false}, {false}, {false}, {false}, {false}
+-- waiting is the arithmetic of operations 4 to 7 on policy p's bucket,
+-- which holds tok units, for n tokens (need units); x is the operation's
+-- argument. 4 reserves: takes n, the bucket owing what it lacks (the
+-- caller checked that they exist within x µs), and waits until they do;
+-- 5 charges: takes n, never refused, the debt bounded by the capacity or
+-- what refills in x µs (MaxWait), whichever is more: the excess is
+-- forgiven (extra: the most tokens forgiven), and waits until a token
+-- exists; 6 cancels a reservation due at x µs (the caller checked it is
+-- not yet due): gives back n less what later bookings counted on (the
+-- debt still owed at x), capped at the capacity; 7 pauses: the bucket
+-- owes at least what refills in x µs. It returns the units left, the µs
+-- to wait and extra.
+local function waiting(op, x, p, need, tok, extra)
+  local cap, rate, unit, tick, phase = p[1], p[2], p[3], p[4], p[7]
+  local left, wait = tok - need, 0
+  if op == 4 then
+    if left < 0 then wait = ceil(-left / rate) * tick - phase end
+  elseif op == 5 then
+    local most = floor(x / tick) * rate
+    if most < cap then most = cap end
+    if most > 4503599627370496 then most = 4503599627370496 end
+    if left < -most then
+      local f = ceil((-most - left) / unit)
+      if f > extra then extra = f end
+      left = -most
+    end
+    if left < unit then wait = ceil((unit - left) / rate) * tick - phase end
+  elseif op == 6 then
+    local back = need + tok + (floor(x / tick) - p[5]) * rate
+    left = tok
+    if back > need then back = need end
+    if back > 0 then
+      left = tok + back
+      if left > cap then left = cap end
+    end
+  else
+    local owe = floor(x / tick) * rate
+    if owe > 4503599627370496 then owe = 4503599627370496 end
+    left = tok
+    if -owe < tok then left = -owe end
+  end
+  return left, wait, extra
+end
+-- carry returns the units under policy p of a bucket holding x units
+-- under policy q: a debt as it is (rounded toward more of it), else p's
+-- capacity less what was spent (rounded toward fewer tokens), at least 0.
+local function carry(x, q, p)
+  if x < 0 then
+    local d = -x * p[3]
+    if d < 9007199254740992 then return -ceil(d / q[3]) end
+    return -ceil(-x / q[3] * p[3])
+  end
+  local spent = (q[1] - x) * p[3]
+  if spent < 9007199254740992 then spent = ceil(spent / q[3]) else spent = ceil((q[1] - x) / q[3] * p[3]) end
+  if spent >= p[1] then return 0 end
+  return p[1] - spent
+end
 local k, a, d = 0, 5 + P + 2 * R, 0
 while d < D do
   local op, n, m = int(ARGV[a]), int(ARGV[a+1]), int(ARGV[a+2])
   for i = 1, m do rp[i] = pols[int(ARGV[a+2+i])] end
   local count = int(ARGV[a+3+m])
   a, d = a + 4 + m, d + count
+  -- Operations 4 to 7 take one more argument (see waiting).
+  local x = 0
+  if op > 3 then x, a = ARGV[a] + 0, a + 1 end
   for _ = 1, count do
     local allowed = 1
     for i = 1, m do
@@ -217,7 +290,7 @@ while d < D do
       else
         local v = vals[b]
         if v then
-          local u, x, desc = match(v, '^(%d+):(%d+):(.*)')
+          local u, x, desc = match(v, '^(-?%d+):(%d+):(.*)')
           if u then
             units, ts, rq = u + 0, x + 0, byDesc[desc]
             if rq == nil then rq = policy(desc) end
@@ -225,7 +298,7 @@ while d < D do
         end
       end
       if later and later[b] then U[b], T[b], Q[b], W[b] = units, ts, rq, e and W[e] end
-      local tok, ahead, own, q = p[1], false, nil, nil
+      local tok, ahead, own, q, st = p[1], false, nil, nil, nil
       if units then
         q = rq or p
         local el = q[5] - ts
@@ -234,20 +307,44 @@ while d < D do
         if tok >= q[1] or el >= ceil((q[1] - tok) / q[2]) then tok = q[1] else tok = tok + el * q[2] end
         own = tok
         if q ~= p then
-          local spent = (q[1] - tok) * p[3]
-          if spent < 9007199254740992 then spent = ceil(spent / q[3]) else spent = ceil((q[1] - tok) / q[3] * p[3]) end
-          tok = p[1] - spent
-          if tok < 0 then tok = 0 end
+          -- Two readings, the larger holds: the bucket refilled in q to
+          -- now, then carried; and the bucket as q left it at its stamp,
+          -- carried, then refilled at p's own rate since (the clamped
+          -- state p refills from, whatever p's decisions wrote).
+          tok, st = carry(own, q, p), carry(units, q, p)
+          local pel = p[5] - floor(ts * q[4] / p[4])
+          if pel > 0 and st < p[1] then
+            if pel >= ceil((p[1] - st) / p[2]) then st = p[1] else st = st + pel * p[2] end
+          end
+          if st > tok then tok = st end
+          stamped[i] = st
         end
       end
       toks[i], aheads[i], owns[i], kept[i] = tok, ahead, own, q
       if tok < n * p[3] then allowed = 0 end
     end
-    local write = 0
+    local write, extra = 0, 0
     if op == 1 then
       if allowed == 1 then write = -1 end
     elseif op == 3 then
       allowed, write = 1, 1
+    elseif op > 3 then
+      allowed, write = 1, 2
+      if op == 4 then
+        -- Booked when its n tokens exist under every policy within x µs.
+        local most = 0
+        for i = 1, m do
+          local p = rp[i]
+          local short = n * p[3] - toks[i]
+          if short > 0 then
+            local w = ceil(short / p[2]) * p[4] - p[7]
+            if w > most then most = w end
+          end
+        end
+        if most > x then allowed, write = 0, 0 else extra = now + most end
+      elseif op == 6 and now >= x then
+        allowed, write = 0, 0
+      end
     end
     for i = 1, m do
       local p, b = rp[i], k + i
@@ -260,29 +357,43 @@ while d < D do
       elseif write == 1 then
         left = left + need
         if left > cap then left = cap end
+      elseif write == 2 then
+        left, retry, extra = waiting(op, x, p, need, left, extra)
       elseif allowed == 0 and left < need then
         retry = ceil((need - left) / rate) * tick - phase
       end
       if left < cap then reset = ceil((cap - left) / rate) * tick - phase end
       local q = kept[i]
       if q and q ~= p and write == 0 and not (op == 1 and aheads[i]) then
-        -- Nothing is written: the bucket goes on refilling in its own
-        -- policy q, so the waits are q's, up to the units that p reads
-        -- as n tokens (then full).
-        local qphase, own = q[7], owns[i]
+        -- Nothing is written: the bucket stays in its own policy q, and
+        -- either reading may reach n tokens (or full) first: the one
+        -- refilling in q, up to the units that p reads as n tokens, or
+        -- the one refilling at p's rate from the stamp.
+        local qphase, own, st = q[7], owns[i], stamped[i]
         if allowed == 0 and left < need then
           local x = (cap - need) * q[3]
           if x < 9007199254740992 then x = floor(x / unit) else x = floor((cap - need) / unit * q[3]) end
+          if x > q[1] then x = q[1] end
           retry = ceil((q[1] - x - own) / q[2]) * q[4] - qphase
+          local rs = ceil((need - st) / rate) * tick - phase
+          if rs < retry then retry = rs end
         end
-        if left < cap then reset = ceil((q[1] - own) / q[2]) * q[4] - qphase end
+        if left < cap then
+          reset = ceil((q[1] - own) / q[2]) * q[4] - qphase
+          local rs = ceil((cap - st) / rate) * tick - phase
+          if rs < reset then reset = rs end
+        end
       end
       -- The request's first policy leads with whether it is allowed; an
       -- allowed request has nothing to wait for.
-      if allowed == 1 then
-        vals[b] = format(i == 1 and '1,%d,0,%d' or '%d,0,%d', floor(left / unit), reset)
+      local rem = floor(left / unit)
+      if rem < 0 then rem = 0 end
+      if allowed == 1 and write ~= 2 then
+        vals[b] = format(i == 1 and '1,%d,0,%d' or '%d,0,%d', rem, reset)
+      elseif allowed == 1 then
+        vals[b] = format(i == 1 and '1,%d,%d,%d' or '%d,%d,%d', rem, retry, reset)
       else
-        vals[b] = format(i == 1 and '0,%d,%d,%d' or '%d,%d,%d', floor(left / unit), retry, reset)
+        vals[b] = format(i == 1 and '0,%d,%d,%d' or '%d,%d,%d', rem, retry, reset)
       end
       local again = later and later[b]
       if write ~= 0 or (op == 1 and aheads[i]) then
@@ -293,6 +404,7 @@ while d < D do
         if e and W[e] then put(KEYS[b], W[e], U[e], Q[e]) end
       end
     end
+    if op > 3 then vals[k + m] = vals[k + m] .. format(',%d', extra) end
     k = k + m
   end
 end

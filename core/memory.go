@@ -105,35 +105,42 @@ type memBucket struct {
 const memEpoch = 10_000_000_000_000_000
 
 // read returns the units b holds at now under p, whose shape is hp: under
-// b's own policy, refilled at every tick boundary passed, then, when p is
-// another policy, what was spent carried over (see carry); own is then the
-// units under b's own policy, else -1. ahead reports a bucket stamped in a
-// later tick than now (an injected clock moved back): it is read as of
-// its stamp.
-func (b *memBucket) read(p *Policy, hp unique.Handle[policyShape], now int64) (tokens, own int64, ahead bool) {
+// b's own policy, refilled at every tick boundary passed. When p is
+// another policy, two readings are kept and the larger holds: b refilled
+// under its own policy to now, then carried into p (see carry); and b as
+// it was at its stamp, carried, then refilled at p's own rate since (st):
+// the clamped state p refills from, whether or not p's decisions wrote
+// anything. own is then the units under b's own policy, else -1. ahead
+// reports a bucket stamped in a later tick than now (an injected clock
+// moved back): it is read as of its stamp.
+func (b *memBucket) read(p *Policy, hp unique.Handle[policyShape], now int64) (tokens, own, st int64, ahead bool) {
 	if b.shape == hp {
 		if p.Tick == 1 {
 			ahead = b.ts > now
 		} else {
 			ahead = b.ts/p.Tick > now/p.Tick
 		}
-		return p.refill(b.units, b.ts, now), -1, ahead
+		return p.refill(b.units, b.ts, now), -1, 0, ahead
 	}
 	sp := b.shape.Value()
 	old := sp.policy()
 	own = old.refill(b.units, b.ts, now)
-	return carry(p, &sp, own), own, b.ts/sp.tick > now/sp.tick
+	tokens = carry(p, &sp, own)
+	st = p.refill(carry(p, &sp, b.units), b.ts, max(now, b.ts))
+	return max(tokens, st), own, st, b.ts/sp.tick > now/sp.tick
 }
 
 // decideKept is Policy.decide for a bucket read under p but kept under its
 // own policy sp (a denied take, a peek: nothing is written), which holds
-// own units: the waits are those of the bucket as it stays, refilling
-// under sp, so a RetryAfter announced under a lowered limit is the true
-// one: the next take under p finds n tokens then.
-func (p *Policy) decideKept(sp *policyShape, own, tokens int64, n int, allowed bool, now int64) decision {
-	d := decision{allowed: allowed, remaining: tokens / p.Unit}
+// own units, and read as st from its stamp (see memBucket.read): the
+// waits are those of whichever reading gets there first, so a RetryAfter
+// announced under a changed limit is the true one: the next take under p
+// finds n tokens then.
+func (p *Policy) decideKept(sp *policyShape, own, st, tokens int64, n int, allowed bool, now int64) decision {
+	d := decision{allowed: allowed, remaining: max(0, tokens/p.Unit)}
 	need := int64(n) * p.Unit
 	phase := now % sp.tick
+	ds, _ := p.decide(st, n, false, now)
 	if tokens < need {
 		// carry(own') ≥ need ⇔ own' ≥ sp.capacity - ⌊(capacity - need) × sp.unit / Unit⌋.
 		hi, lo := bits.Mul64(uint64(p.Capacity-need), uint64(sp.unit))
@@ -144,18 +151,31 @@ func (p *Policy) decideKept(sp *policyShape, own, tokens int64, n int, allowed b
 			q = uint64(sp.capacity) // cannot happen: tokens < need means q < capacity
 		}
 		target := sp.capacity - int64(min(q, uint64(sp.capacity)))
-		d.retryAfter = time.Duration(ceilDiv(target-own, sp.refill)*sp.tick-phase) * time.Microsecond
+		d.retryAfter = min(ds.retryAfter, time.Duration(ceilDiv(target-own, sp.refill)*sp.tick-phase)*time.Microsecond)
 	}
 	if tokens < p.Capacity {
-		d.resetAfter = time.Duration(ceilDiv(sp.capacity-own, sp.refill)*sp.tick-phase) * time.Microsecond
+		d.resetAfter = min(ds.resetAfter, time.Duration(ceilDiv(sp.capacity-own, sp.refill)*sp.tick-phase)*time.Microsecond)
 	}
 	return d
 }
 
 // carry returns the units under p of a bucket holding tok units under
-// shape sp: p's capacity less what was spent, ⌈spent × p.Unit / sp.unit⌉
-// (rounded only here, where the scale changes), clamped to [0, capacity].
+// shape sp: a debt as it is, ⌈debt × p.Unit / sp.unit⌉ (so a limit that
+// changes keeps what is owed), else p's capacity less what was spent,
+// ⌈spent × p.Unit / sp.unit⌉ (rounded only here, where the scale
+// changes), clamped to [0, capacity].
 func carry(p *Policy, sp *policyShape, tok int64) int64 {
+	if tok < 0 {
+		hi, lo := bits.Mul64(uint64(-tok), uint64(p.Unit))
+		if hi >= uint64(sp.unit) {
+			return -maxExact // beyond any debt a policy can hold
+		}
+		q, r := bits.Div64(hi, lo, uint64(sp.unit))
+		if r != 0 {
+			q++
+		}
+		return -int64(min(q, maxExact))
+	}
 	spent := sp.capacity - tok
 	if spent <= 0 {
 		return p.Capacity
@@ -340,7 +360,7 @@ func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
 	// One lookup: buckets are updated in place.
 	h, hp := keyHash(hs, k), k.shape
 	var b *memBucket
-	tokens, own, ahead := p.Capacity, int64(-1), false
+	tokens, own, st, ahead := p.Capacity, int64(-1), int64(0), false
 	if i, ok := sh.find(h, k.name, subject); ok {
 		b = &sh.slots[i].memBucket
 		now = s.recheck(b.ts, now)
@@ -348,7 +368,7 @@ func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
 			// read, inlined for the common case.
 			tokens, ahead = p.refill(b.units, b.ts, now), b.ts > now
 		} else {
-			tokens, own, ahead = b.read(p, hp, now)
+			tokens, own, st, ahead = b.read(p, hp, now)
 		}
 	}
 	need := int64(n) * p.Unit
@@ -374,7 +394,7 @@ func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
 	}
 	sh.mu.Unlock()
 	if own >= 0 {
-		return p.decideKept(&kept, own, tokens, n, false, now)
+		return p.decideKept(&kept, own, st, tokens, n, false, now)
 	}
 	d, _ := p.decide(tokens, n, false, now)
 	return d
@@ -404,6 +424,7 @@ type memRead struct {
 	key    memKey
 	tokens int64 // under the policy decided
 	own    int64 // under the bucket's own policy when another, else -1
+	st     int64 // when own ≥ 0: read from the bucket's stamp (see memBucket.read)
 	shape  unique.Handle[policyShape]
 	ahead  bool
 }
@@ -412,6 +433,9 @@ type memRead struct {
 // for every policy of subject at once, with the script's arithmetic. The
 // shard is locked.
 func (sh *memShard) applyMany(s *MemoryStore, hs uint64, subject string, op, n int, policies []Policy, each []Outcome, now int64) Outcome {
+	if kind, x := splitOp(op); kind > opRefund {
+		return sh.applyWait(s, hs, subject, kind, x, n, policies, each, now)
+	}
 	var small [4]memRead
 	reads := small[:0]
 	if len(policies) > len(small) {
@@ -436,7 +460,7 @@ func (sh *memShard) applyMany(s *MemoryStore, hs uint64, subject string, op, n i
 			d, _ = p.decide(r.tokens, n, false, now)
 		default:
 			sp := r.shape.Value()
-			d = p.decideKept(&sp, r.own, r.tokens, n, false, now)
+			d = p.decideKept(&sp, r.own, r.st, r.tokens, n, false, now)
 		}
 		d.allowed = op == opRefund || allowed
 		// Looked up again: an insert for an earlier policy may have moved
@@ -472,7 +496,7 @@ func (sh *memShard) readAll(s *MemoryStore, hs uint64, subject string, n int, po
 				reads, allowed, i = reads[:0], true, -1
 				continue
 			}
-			r.tokens, r.own, r.ahead = b.read(p, k.shape, now)
+			r.tokens, r.own, r.st, r.ahead = b.read(p, k.shape, now)
 			r.shape = b.shape
 		}
 		reads = append(reads, r)
@@ -495,7 +519,7 @@ func (s *MemoryStore) Len() int {
 	return n
 }
 
-// Reset implements Resetter: subject's buckets become full again.
+// Reset makes subject's buckets full again.
 func (s *MemoryStore) Reset(_ context.Context, subject string, policies []Policy) error {
 	sh, hs, _ := s.lock(subject)
 	for i := range policies {

@@ -141,25 +141,40 @@ func nameless(p Policy) Policy {
 }
 
 // read returns b's units at now under p: refilled under the policy that
-// wrote it, then, under another policy, capacity less what was spent,
-// ⌈spent × Unit / old Unit⌉, clamped to [0, capacity]. ahead: stamped in
-// a later tick than now.
+// wrote it. Under another policy, the larger of two readings: those units
+// carried (see carryRef), and the units b held at its stamp, carried, then
+// refilled under p from the stamp. ahead: stamped in a later tick than
+// now.
 func (b refBucket) read(p *Policy, now int64) (tokens int64, ahead bool) {
 	ahead = floorDivRef(b.ts, b.by.Tick) > floorDivRef(now, b.by.Tick)
 	tok := refillRef(&b.by, b.units, b.ts, now)
 	if b.by.Capacity == p.Capacity && b.by.Refill == p.Refill && b.by.Unit == p.Unit && b.by.Tick == p.Tick {
 		return tok, ahead
 	}
-	spent := new(big.Int).Mul(big.NewInt(b.by.Capacity-tok), big.NewInt(p.Unit))
-	q, m := new(big.Int).DivMod(spent, big.NewInt(b.by.Unit), new(big.Int))
-	if m.Sign() != 0 {
-		q.Add(q, big.NewInt(1))
+	st := refillRef(p, carryRef(&b.by, p, b.units), b.ts, now)
+	return max(carryRef(&b.by, p, tok), st), ahead
+}
+
+// carryRef returns the units under p of tok units under q: a debt scaled,
+// ⌈debt × Unit / q's Unit⌉, else capacity less what was spent, ⌈spent ×
+// Unit / q's Unit⌉, clamped to [0, capacity].
+func carryRef(q, p *Policy, tok int64) int64 {
+	ceilScaled := func(x int64) *big.Int {
+		v := new(big.Int).Mul(big.NewInt(x), big.NewInt(p.Unit))
+		d, m := new(big.Int).DivMod(v, big.NewInt(q.Unit), new(big.Int))
+		if m.Sign() != 0 {
+			d.Add(d, big.NewInt(1))
+		}
+		return d
 	}
-	left := new(big.Int).Sub(big.NewInt(p.Capacity), q)
+	if tok < 0 {
+		return -ceilScaled(-tok).Int64()
+	}
+	left := new(big.Int).Sub(big.NewInt(p.Capacity), ceilScaled(q.Capacity-tok))
 	if left.Sign() < 0 {
-		return 0, ahead
+		return 0
 	}
-	return left.Int64(), ahead
+	return left.Int64()
 }
 
 // outcome is one policy's answer with left units after the operation, with
@@ -188,20 +203,20 @@ func (m refStore) kept(k refKey, p *Policy, i int, allowed bool, tokens, need, n
 	if floorDivRef(b.ts, b.by.Tick) > floorDivRef(now, b.by.Tick) {
 		b = refBucket{min(b.units, b.by.Capacity), now, b.by}
 	}
-	t0 := floorDivRef(now, b.by.Tick)
-	// first returns the µs from now to the first tick at which the bucket
-	// reads at least want under p.
+	// first returns the µs from now to the first at which the bucket reads
+	// at least want under p (a tick boundary of one policy or the other).
 	first := func(want int64) time.Duration {
-		lo, hi := int64(0), ceilDivRef(b.by.Capacity, b.by.Refill)+1
+		lo := int64(0)
+		hi := (ceilDivRef(b.by.Capacity, b.by.Refill)+1)*b.by.Tick + (ceilDivRef(p.Capacity, p.Refill)+1)*p.Tick
 		for lo < hi {
 			mid := lo + (hi-lo)/2
-			if got, _ := b.read(p, (t0+mid)*b.by.Tick); got >= want {
+			if got, _ := b.read(p, now+mid); got >= want {
 				hi = mid
 			} else {
 				lo = mid + 1
 			}
 		}
-		return time.Duration((t0+lo)*b.by.Tick-now) * time.Microsecond
+		return time.Duration(lo) * time.Microsecond
 	}
 	o := Outcome{Allowed: allowed, Policy: i, Remaining: tokens / p.Unit}
 	if tokens < need {
@@ -921,7 +936,10 @@ func TestMemoryEvictionSparesTheDecision(t *testing.T) {
 // can overflow) is refused by both stores before any arithmetic.
 func TestTakeRejectsPoliciesNewRefuses(t *testing.T) {
 	t.Parallel()
-	stores := map[string]Store{
+	type taker interface {
+		Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error)
+	}
+	stores := map[string]taker{
 		"memory": NewMemoryStore(),
 		// Never dialed: the request is refused first.
 		"redis": NewRedisStore(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})),

@@ -2,7 +2,7 @@ package core
 
 import "context"
 
-// Peek implements Peeker: it never blocks on I/O and writes nothing.
+// Peek answers as Take would, taking nothing: it never blocks on I/O and writes nothing.
 func (s *MemoryStore) Peek(_ context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
 	if err := checkTake(subject, n, policies); err != nil {
 		return Outcome{}, err
@@ -10,7 +10,7 @@ func (s *MemoryStore) Peek(_ context.Context, subject string, n int, policies []
 	return s.apply(opPeek, subject, n, policies, each), nil
 }
 
-// Refund implements Refunder.
+// Refund gives n tokens back to subject under every policy, each capped at its capacity, and answers with the buckets after it.
 func (s *MemoryStore) Refund(_ context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
 	if err := checkTake(subject, n, policies); err != nil {
 		return Outcome{}, err

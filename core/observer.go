@@ -8,13 +8,18 @@ import (
 // Observer watches a Limiter's decisions: metrics, tracing and logs attach
 // here without the library importing them (see package
 // github.com/sluicehq/ratelimit/metrics for Prometheus, module
-// github.com/sluicehq/ratelimit/otel for OpenTelemetry). Methods are called
-// on the request's goroutine and must be fast and safe for concurrent use.
+// github.com/sluicehq/ratelimit/otel for OpenTelemetry). A Concurrency
+// reports to its Observer as a Limiter does. Methods are called on the
+// goroutine that made the decision or met the store's failure (a
+// request's; for a Concurrency, also its renewal goroutine's) and must
+// be fast and safe for concurrent use.
 type Observer interface {
 	// Decision is called once for every decision AllowN or AllowLimit
-	// returns without an error. Peek and Refund decide nothing and are not
-	// reported here (a degraded one still reaches Config.OnError and the
-	// log).
+	// returns without an error (and, for a Concurrency, every acquire).
+	// It is the hook for store failures: a degraded decision's Err says
+	// why (errors.Is ErrTimeout, ErrCircuitOpen, ErrOverloaded, or the
+	// store's error). Peek and Refund decide nothing and are not reported
+	// here (a degraded one says Result.Degraded, and is logged).
 	Decision(e DecisionEvent)
 	// BreakerChange is called when the circuit breaker opens (the store
 	// stops being called) or closes (a probe succeeded).

@@ -43,7 +43,7 @@ func TestObserverSeesDecisions(t *testing.T) {
 func TestObserverSeesDegradationAndBreaker(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	s := &limitertest.DownStore{}
+	s := limitertest.NewDownStore()
 	l := limitertest.New(t, core.Config{Store: s, Limit: core.PerHour(1), FailMode: core.FailClosed, Observer: rec,
 		BreakerFailures: 2, BreakerCooldown: time.Millisecond})
 	core.SetClock(l, func() time.Duration { return 0 }) // the breaker stays open

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // policySet is what one decision is made under: a limit (Config.Limit, or
@@ -14,6 +15,8 @@ type policySet struct {
 	policies []Policy
 	minCap   int        // the smallest burst: a cost above it is never served
 	local    *policySet // FailLocal's shares (limits / Instances); nil otherwise
+
+	view atomic.Pointer[Limiter] // the limiter deciding under this set (Limiter.With), made once
 }
 
 // newPolicySet validates named (the main limit first) and builds its set;

@@ -186,42 +186,42 @@ func hashSubject(subject string) string {
 // answers (which can deny early, never admit more). Cancelling ctx is
 // treated like its deadline.
 func (s *RedisStore) Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return s.do(ctx, deadlineOf(ctx), opTake, hashSubject(subject), n, policies, each, 0)
+	return s.do(ctx, ask{op: opTake, subj: hashSubject(subject), n: n, policies: policies, each: each, deadline: deadlineOf(ctx)})
 }
 
-// Peek implements Peeker with one script call that writes nothing.
+// Peek answers as Take would, taking nothing: one script call that writes nothing.
 func (s *RedisStore) Peek(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return s.do(ctx, deadlineOf(ctx), opPeek, hashSubject(subject), n, policies, each, 0)
+	return s.do(ctx, ask{op: opPeek, subj: hashSubject(subject), n: n, policies: policies, each: each, deadline: deadlineOf(ctx)})
 }
 
-// Refund implements Refunder with one script call.
+// Refund gives n tokens back to subject under every policy, each capped at its capacity, in one script call, and answers with the buckets after it.
 func (s *RedisStore) Refund(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return s.do(ctx, deadlineOf(ctx), opRefund, hashSubject(subject), n, policies, each, 0)
+	return s.do(ctx, ask{op: opRefund, subj: hashSubject(subject), n: n, policies: policies, each: each, deadline: deadlineOf(ctx)})
 }
 
-// do queues one request for subj (as the store keys it: hashSubject's)
-// and waits for its answer, at most until deadline (zero: none) or until
-// ctx is cancelled.
-// With bound > 0, it refuses (ErrOverloaded) a request that would make
+// do queues the request of a (its subject as the store keys it:
+// hashSubject's) and waits for its answer, at most until a.deadline
+// (zero: none) or until ctx is cancelled.
+// With a.bound > 0, it refuses (ErrOverloaded) a request that would make
 // more than bound decisions running in the store: queued, or in a call,
 // including calls that outlive their callers' deadlines.
-func (s *RedisStore) do(ctx context.Context, deadline time.Time, op int, subj string, n int, policies []Policy, each []Outcome, bound int64) (Outcome, error) {
-	if err := checkTake(subj, n, policies); err != nil {
+func (s *RedisStore) do(ctx context.Context, a ask) (Outcome, error) {
+	if err := checkOp(a.op, a.subj, a.n, a.policies); err != nil {
 		return Outcome{}, err
 	}
-	if !admit(&s.running, bound) {
+	if !admit(&s.running, a.bound) {
 		return Outcome{}, ErrOverloaded
 	}
-	r := newRequest(ctx, deadline, op, subj, n, policies)
+	r := newRequest(ctx, a.deadline, a.op, a.subj, a.n, a.policies)
 	var dest string
 	if s.split {
-		dest = s.node(subj)
+		dest = s.node(a.subj)
 	}
 	if s.alone(r, dest) {
 		s.sendAlone(r, dest)
 	} else {
 		s.enqueue(r, dest)
-		if err := wait(ctx, deadline, r); err != nil {
+		if err := wait(ctx, a.deadline, r); err != nil {
 			return Outcome{}, err // r may still be in a call: not reused
 		}
 	}
@@ -229,7 +229,7 @@ func (s *RedisStore) do(ctx context.Context, deadline time.Time, op int, subj st
 	if r.err != nil {
 		return Outcome{}, r.err
 	}
-	return parseReply(r.reply, each)
+	return parseReply(r.reply, a.each)
 }
 
 // admit counts one more in running unless bound (> 0) are already
@@ -300,8 +300,9 @@ func (s *RedisStore) node(subj string) string {
 
 // parseReply reads one request's part of the script's reply: allowed,
 // then per policy whole tokens left, µs until n tokens exist and µs until
-// the bucket is full, separated by commas. It returns the binding outcome
-// and fills each (when not nil) with every policy's.
+// the bucket is full, separated by commas, and for a waiting operation
+// one more field (Outcome.extra). It returns the binding outcome and fills
+// each (when not nil) with every policy's.
 func parseReply(reply string, each []Outcome) (Outcome, error) {
 	var v [3]int64
 	allowed, rest, ok := nextInt(reply)
@@ -313,6 +314,10 @@ func parseReply(reply string, each []Outcome) (Outcome, error) {
 		for j := range v {
 			if v[j], rest, ok = nextInt(rest); !ok {
 				return Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, truncate(reply))
+			}
+			if j == 0 && i > 0 && rest == "" {
+				best.extra = v[0]
+				return best, nil
 			}
 		}
 		o := Outcome{
@@ -358,7 +363,7 @@ func nextInt(s string) (v int64, rest string, ok bool) {
 	return v, s[i:], true
 }
 
-// Reset implements Resetter: it deletes subject's buckets, which are then full.
+// Reset deletes subject's buckets, which are then full.
 func (s *RedisStore) Reset(ctx context.Context, subject string, policies []Policy) error {
 	return s.clear(ctx, hashSubject(subject), policies)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/fakestore"
 	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
@@ -19,6 +20,15 @@ type heldStore struct {
 	hold    chan struct{} // when set, the next take waits on it after deciding
 	decided chan struct{}
 	calls   atomic.Int64
+}
+
+func (s *heldStore) store() core.Store {
+	return fakestore.New(func(ctx context.Context, c fakestore.Call) (core.Outcome, error) {
+		if c.Op == fakestore.Refund {
+			return s.Refund(ctx, c.Subject, c.N, c.Policies, c.Each)
+		}
+		return s.Take(ctx, c.Subject, c.N, c.Policies, c.Each)
+	})
 }
 
 func (s *heldStore) Take(_ context.Context, _ string, n int, _ []core.Policy, _ []core.Outcome) (core.Outcome, error) {
@@ -53,7 +63,7 @@ func (s *heldStore) Refund(_ context.Context, _ string, n int, _ []core.Policy, 
 func TestRefundRacingProbeLeavesNoStaleDenial(t *testing.T) {
 	t.Parallel()
 	s := &heldStore{tokens: 1}
-	l := limitertest.New(t, core.Config{Store: s, Limit: core.PerMinute(2), FailMode: core.FailClosed, Timeout: 5 * time.Second})
+	l := limitertest.New(t, core.Config{Store: s.store(), Limit: core.PerMinute(2), FailMode: core.FailClosed, Timeout: 5 * time.Second})
 	var now atomic.Int64
 	core.SetClock(l, func() time.Duration { return time.Duration(now.Load()) })
 	ctx := context.Background()

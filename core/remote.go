@@ -69,62 +69,30 @@ func (l *Limiter) takeCached(ctx context.Context, key string, n int, set *policy
 // observe tells the Observer (not nil) about a decision: a take, never a
 // peek or a refund, which decide nothing.
 func (l *Limiter) observe(ctx context.Context, op int, e DecisionEvent) {
-	if op != opTake {
-		return
+	if op == opTake {
+		l.decided(ctx, e, time.Time{})
 	}
-	e.Policy = l.Name()
-	if !e.Allowed {
-		e.DryRun = isDryRun(ctx)
-	}
-	l.observer.Decision(e)
 }
 
-// remote asks the store to take, peek or refund (op), through the breaker
-// of the node deciding key, by the decision's deadline: Timeout from start.
+// remote asks the store to take, peek or refund (op), through the guard,
+// by the decision's deadline: Timeout from start.
 func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *policySet, each []Outcome, start time.Time) Result {
-	br := l.breakers.forKey(key)
-	call, probe := br.allow(l.clock())
-	if !call {
-		return l.degrade(ctx, br, op, key, n, set, ErrCircuitOpen, time.Time{})
+	br, probe, err := l.begin(key)
+	if err != nil {
+		return l.degrade(ctx, br, op, key, n, set, err, time.Time{})
 	}
 	// The caller's values, never its cancellation or deadline.
 	deadline := start.Add(l.timeout)
-	o, err := l.store.call(withoutCancel(ctx), deadline, op, key, n, set.policies, each, l.bound)
-	if errors.Is(err, ErrOverloaded) {
-		br.release(probe)
-		return l.degrade(ctx, br, op, key, n, set, ErrOverloaded, time.Time{})
-	}
-	if err != nil {
-		dialErr, last, told := l.store.why()
-		// A caller stops waiting by its own timer, a hair before the
-		// clock reads the deadline.
-		call := callOf(err)
-		timedOut := !time.Now().Before(deadline) || (call == 0 && errors.Is(err, context.DeadlineExceeded))
-		err = failureCause(err, timedOut, dialErr, last)
-		switch {
-		case slotMoving(err):
-			// The node is healthy; one slot is on the move. Its other
-			// slots' subjects must not be degraded for it.
-			br.release(probe)
-		case timedOut && told && last == nil && dialErr == nil:
-			// The store's calls succeed; this decision waited too long
-			// for one (a burst, or this process starved of CPU). It is
-			// degraded, but no reason to stop calling the store: only
-			// failing calls open the breaker.
-			br.release(probe)
-		default:
-			if br.failedCall(probe, l.clock(), call) && l.observer != nil {
-				l.observer.BreakerChange(l.Name(), true)
-			}
+	o, err := l.store.call(withoutCancel(ctx), ask{op: op, subj: key, n: n, policies: set.policies, each: each, deadline: deadline, bound: l.bound})
+	if err = l.end(br, probe, err, deadline); err != nil {
+		if errors.Is(err, ErrOverloaded) {
+			start = time.Time{}
 		}
 		return l.degrade(ctx, br, op, key, n, set, err, start)
 	}
-	if br.success(probe) {
-		l.recovered()
-	}
 	r := resultOf(o, each, set)
-	if l.observer != nil {
-		l.observe(ctx, op, DecisionEvent{Allowed: r.Allowed, Latency: time.Since(start)})
+	if l.observer != nil && op == opTake {
+		l.decided(ctx, DecisionEvent{Allowed: r.Allowed}, start)
 	}
 	return r
 }
@@ -149,23 +117,10 @@ func slotMoving(err error) bool {
 // why; start is when the store was asked (zero: it was not).
 func (l *Limiter) degrade(ctx context.Context, br *breaker, op int, key string, n int, set *policySet, cause error, start time.Time) Result {
 	now := l.clock()
-	l.report.degradedBy(cause, now)
+	l.report.degradedBy("", cause, now)
 	r := l.fallback.decide(br, now, op, key, n, set)
-	if l.observer != nil {
-		var latency time.Duration
-		if !start.IsZero() {
-			latency = time.Since(start)
-		}
-		l.observe(ctx, op, DecisionEvent{Allowed: r.Allowed, Degraded: true, Latency: latency, Err: cause})
+	if l.observer != nil && op == opTake {
+		l.decided(ctx, DecisionEvent{Allowed: r.Allowed, Degraded: true, Err: cause}, start)
 	}
 	return r
-}
-
-// recovered notes a closed breaker: the observer always, the log at most
-// once per interval.
-func (l *Limiter) recovered() {
-	if l.observer != nil {
-		l.observer.BreakerChange(l.Name(), false)
-	}
-	l.report.recovered(l.clock())
 }

@@ -2,46 +2,57 @@ package core
 
 import (
 	"cmp"
-	"fmt"
+	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/sluicehq/ratelimit/internal/logline"
 )
 
-// reporter makes every degraded decision visible without flooding:
-// Config.OnError hears each one, the log one line per interval at most,
-// with how many there were (DESIGN §4). One per limiter.
+// reporter logs store failures without flooding, the same for every kind
+// of limiter: one line per logInterval at most, naming the policy, with
+// how many there were (DESIGN §4); the Observer hears each degraded
+// decision (guard.decided). One per limiter.
 type reporter struct {
 	policy  string
 	mode    FailMode
-	onError func(error)
+	timeout time.Duration // the limiter's Timeout, which a timed-out line gives
 	logger  *slog.Logger
-	every   int64 // ns between two log lines
 
 	degraded logline.Line // times are the owner's clock
 	recovery logline.Line
 }
 
-func newReporter(cfg *Config) reporter {
-	return reporter{policy: cfg.Name, mode: cfg.FailMode, onError: cfg.OnError,
-		logger: cmp.Or(cfg.Logger, slog.Default()), every: int64(orDefault(cfg.LogInterval, DefaultLogInterval))}
+// logInterval is the least time between two lines of one limiter's log
+// about its store: an outage of any length logs a line per limiter and
+// logInterval, with how many decisions it degraded meanwhile.
+const logInterval = int64(10 * time.Second)
+
+func newReporter(cfg guardConfig) reporter {
+	return reporter{policy: cfg.name, mode: cfg.mode, logger: cmp.Or(cfg.logger, slog.Default())}
 }
 
-// degradedBy reports one decision FailMode made because of cause, at now.
-func (r *reporter) degradedBy(cause error, now int64) {
-	if r.onError != nil {
-		r.onError(fmt.Errorf("core: limiter %q: store unavailable, FailMode %v decided: %w", r.policy, r.mode, cause))
-	}
-	if n, due := r.degraded.Count(now, r.every); due {
-		r.logger.Warn("ratelimit: store unavailable; decisions degraded",
-			"policy", r.policy, "fail_mode", r.mode.String(), "degraded", n, "cause", cause.Error())
+// degradedBy counts one store call that failed because of cause, at now,
+// and logs it when due: a decision FailMode then made (op ""), or a
+// release or renewal (op names it) that the store could not make.
+func (r *reporter) degradedBy(op string, cause error, now int64) {
+	if n, due := r.degraded.Count(now, logInterval); due {
+		msg := "ratelimit: store unavailable; decisions degraded"
+		if errors.Is(cause, ErrTimeout) {
+			msg = "ratelimit: store decision timed out after " + r.timeout.String() + "; decisions degraded"
+		}
+		args := []any{"policy", r.policy, "fail_mode", r.mode.String(), "degraded", n, "cause", cause.Error()}
+		if op != "" {
+			args = append(args, "op", op)
+		}
+		r.logger.Warn(msg, args...)
 	}
 }
 
 // recovered logs, at most once per interval, that the store answers again,
 // with the degraded decisions not yet logged.
 func (r *reporter) recovered(now int64) {
-	if r.recovery.Due(now, r.every) {
+	if r.recovery.Due(now, logInterval) {
 		r.logger.Info("ratelimit: store answering again; decisions no longer degraded",
 			"policy", r.policy, "degraded_since_last_log", r.degraded.Flush())
 	}

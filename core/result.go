@@ -16,6 +16,8 @@ type Result struct {
 	// Policies lists every limit's part of the decision when the limiter
 	// has several (Config.Extra), in configuration order; nil otherwise.
 	Policies []PolicyResult
+
+	extra int64 // Outcome.extra: a reservation's time on the store's clock, a charge's tokens forgiven
 }
 
 // PolicyResult is one limit's part of a multi-limit decision.

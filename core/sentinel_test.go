@@ -133,8 +133,8 @@ func TestSentinelFailover(t *testing.T) {
 			FailMode: mode,
 			// Generous for a loaded CI machine: a slow decision must not
 			// count as an outage.
-			Timeout: time.Second,
-			OnError: tr.onError,
+			Timeout:  time.Second,
+			Observer: onStoreError(tr.onError),
 		})
 		traffic = append(traffic, tr)
 	}

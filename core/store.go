@@ -6,52 +6,41 @@ import (
 	"time"
 )
 
-// Store keeps token buckets and decides atomically. RedisStore shares them
-// across instances; MemoryStore keeps them in this process.
+// Store keeps the buckets (and a Concurrency's leases) and decides
+// atomically: NewRedisStore shares them across instances, NewMemoryStore
+// keeps them in this process. It is sealed (its other methods are
+// unexported): every guarantee a limiter makes — all or nothing across
+// limits, exactly once under re-sent calls, the store's clock, leases
+// that end by themselves — is the store's, and only these two are tested
+// to keep them.
 //
-// A Store must be safe for concurrent use. Implementations outside this
-// package are bounded by Config.Timeout like RedisStore.
+// A Store is safe for concurrent use, and may be shared by any number of
+// limiters.
 type Store interface {
-	// Take decides whether subject may spend n tokens under every policy at
-	// once: all or nothing, so a denial by one policy takes nothing from the
-	// others. It returns the binding policy's outcome (Outcome.Policy is its
-	// index): when denied, the denying policy with the longest RetryAfter;
-	// when allowed, the policy with the fewest tokens left. When each is not
-	// nil (len(each) == len(policies)), Take also fills in every policy's
-	// outcome. An error means the store could not decide, or the request
-	// was malformed: an empty subject (ErrEmptyKey), n < 1
-	// (ErrInvalidCost), n above a policy's burst (ErrCostTooHigh), or a
-	// policy New would refuse (ErrInvalidLimit).
+	// Take decides whether subject may spend n tokens under every policy
+	// at once, without a Limiter: all or nothing, so a denial by one
+	// policy takes nothing from the others. It returns the binding
+	// policy's outcome (Outcome.Policy is its index): when denied, the
+	// denying policy with the longest RetryAfter; when allowed, the policy
+	// with the fewest tokens left. When each is not nil (len(each) ==
+	// len(policies)), Take also fills in every policy's outcome. An error
+	// means the store could not decide, or the request was malformed: an
+	// empty subject (ErrEmptyKey), n < 1 (ErrInvalidCost), n above a
+	// policy's burst (ErrCostTooHigh), or a policy New would refuse
+	// (ErrInvalidLimit). The stores' Peek answers as Take would, writing
+	// nothing; their Refund adds n tokens under every policy, each capped
+	// at its capacity; their Reset makes the buckets full.
 	Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error)
+
+	storeCalls
 }
 
-// Peeker is a Store that can tell whether a cost would be taken, taking
-// nothing: Peek answers as Take would (Outcome.Allowed: it would be taken)
-// and writes nothing (Limiter.Peek). Both stores of this package
-// implement it.
-type Peeker interface {
-	Peek(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error)
-}
-
-// Refunder is a Store that can give tokens back: Refund adds n tokens to
-// subject's bucket under every policy, each capped at its capacity, and
-// answers with the buckets' state after it (Limiter.Refund). Both stores of
-// this package implement it.
-type Refunder interface {
-	Refund(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error)
-}
-
-// Resetter is a Store that can forget a subject's buckets (Limiter.Reset).
-// Both stores of this package implement it.
-type Resetter interface {
-	Reset(ctx context.Context, subject string, policies []Policy) error
-}
-
-// Policy is one limit in the integer form stores compute with: tokens are
-// counted in units, Unit units to a token, and Refill units arrive every
-// Tick microseconds (1, or 1000 or 10^6 for limits whose numbers would
-// not fit below 2^53 in microseconds). Both stay exact: no rounding ever
-// accumulates. Build policies with Policies.
+// Policy is one limit in the integer form the stores' Take, Peek, Refund
+// and Reset compute with: tokens are counted in units, Unit units to a
+// token, and Refill units arrive every Tick microseconds (1, or 1000 or
+// 10^6 for limits whose numbers would not fit below 2^53 in
+// microseconds). Both stay exact: no rounding ever accumulates. Build
+// policies with Policies.
 type Policy struct {
 	Name     string // namespaces the bucket: one bucket per (Name, subject)
 	Capacity int64  // bucket capacity in units (Burst × Unit)
@@ -64,13 +53,15 @@ type Policy struct {
 	mem  memKey // MemoryStore's, built once
 }
 
-// Outcome is a store's answer for one policy.
+// Outcome is a store's answer for one policy (Take, Peek, Refund).
 type Outcome struct {
 	Allowed    bool
 	Policy     int           // index of the policy this outcome is for
 	Remaining  int64         // whole tokens left after the decision
 	RetryAfter time.Duration // when denied: until n tokens exist; else 0
 	ResetAfter time.Duration // until the bucket is full
+
+	extra int64 // a waiting operation's (see waitops.go): a reservation's time on the store's clock (µs), a charge's tokens forgiven
 }
 
 // checkTake rejects what no store may decide: an empty subject (one bucket
@@ -141,7 +132,7 @@ func (p *Policy) decide(tokens int64, n int, allowed bool, now int64) (d decisio
 		d.retryAfter = time.Duration(ceilDiv(need-tokens, p.Refill)*p.Tick-phase) * time.Microsecond
 	}
 	d.allowed = allowed
-	d.remaining = left / p.Unit
+	d.remaining = max(0, left/p.Unit) // none while the bucket owes tokens
 	if left < p.Capacity {
 		d.resetAfter = time.Duration(ceilDiv(p.Capacity-left, p.Refill)*p.Tick-phase) * time.Microsecond
 	}

@@ -88,7 +88,7 @@ func isTimeout(err error) bool {
 }
 
 // failureCause is what a failed store call under the decision's deadline
-// reports (to OnError, the log and metrics): the dial error when the
+// reports (to the Observer, the log and metrics): the dial error when the
 // store cannot connect, whatever the call returned; ErrTimeout, with the
 // store's own error, when the call ran out of time; else the error.
 func failureCause(err error, timedOut bool, dialErr, last error) error {

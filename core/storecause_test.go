@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
-// causes collects what OnError is told.
+// causes collects the causes the Observer is told.
 type causes struct {
 	mu   sync.Mutex
 	errs []error
@@ -55,7 +55,7 @@ func TestRefusedConnectionReportsDialError(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		var got causes
 		l := limitertest.New(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(10), FailMode: core.FailOpen,
-			OnError: got.add, BreakerFailures: 100})
+			Observer: onStoreError(got.add), BreakerFailures: 100})
 		for range 3 {
 			if r, _ := l.Allow(context.Background(), "k"); !r.Degraded {
 				t.Fatalf("ContextTimeoutEnabled %v: %+v; want degraded", bounded, r)
@@ -63,7 +63,7 @@ func TestRefusedConnectionReportsDialError(t *testing.T) {
 		}
 		for _, err := range got.all() {
 			if !strings.Contains(err.Error(), "connection refused") || errors.Is(err, core.ErrTimeout) {
-				t.Errorf("ContextTimeoutEnabled %v: OnError got %q; want the dial error, not a timeout", bounded, err)
+				t.Errorf("ContextTimeoutEnabled %v: observed cause %q; want the dial error, not a timeout", bounded, err)
 			}
 		}
 	}
@@ -87,7 +87,7 @@ func TestClientTimeoutIsTimeout(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	var got causes
 	l := limitertest.New(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(10), FailMode: core.FailOpen,
-		OnError: got.add, Timeout: 2 * time.Second, BreakerFailures: 100})
+		Observer: onStoreError(got.add), Timeout: 2 * time.Second, BreakerFailures: 100})
 	start := time.Now()
 	if r, _ := l.Allow(context.Background(), "k"); !r.Degraded {
 		t.Fatalf("%+v; want degraded", r)
@@ -97,6 +97,6 @@ func TestClientTimeoutIsTimeout(t *testing.T) {
 	}
 	errs := got.all()
 	if len(errs) != 1 || !errors.Is(errs[0], core.ErrTimeout) {
-		t.Fatalf("OnError got %v; want one error matching ErrTimeout", errs)
+		t.Fatalf("observed cause %v; want one error matching ErrTimeout", errs)
 	}
 }

@@ -66,9 +66,10 @@ func middleware(l *core.Limiter, k KeyFunc, opts []Option) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			var err error
 			ch := nethttp.Chain{
-				Route:  c.Path,
-				Routes: func() ([]string, string, bool) { return routes(c) },
-				Next:   func(w http.ResponseWriter) int { return serve(next, c, w, &err) },
+				Route:          c.Path,
+				Routes:         func() ([]string, string, bool) { return routes(c) },
+				NoOptionsRoute: func() bool { return noOptionsRoute(c) },
+				Next:           func(w http.ResponseWriter) int { return serve(next, c, w, &err) },
 			}
 			if k != nil {
 				ch.Key = func() (string, error) { return k(c) }

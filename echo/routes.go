@@ -1,6 +1,10 @@
 package echo
 
-import "github.com/labstack/echo/v4"
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
 
 // routes lists the routes of c's Echo, for nethttp.Chain.Routes, or says
 // that the middleware runs in e.Pre. c.Path() is empty both before
@@ -38,4 +42,31 @@ func echoRoutes(e *echo.Echo) []string {
 		add(router.Routes())
 	}
 	return list
+}
+
+// noOptionsRoute reports, for nethttp.Chain.NoOptionsRoute, that no route
+// of c's Echo serves OPTIONS at the request's path: no route matches it,
+// or the route matched has no OPTIONS handler (Any registers one), so
+// echo answers it itself (404, 405 or its automatic OPTIONS reply). A
+// RouteNotFound handler at the path is the app's: it serves.
+func noOptionsRoute(c echo.Context) bool {
+	e, r := c.Echo(), c.Request()
+	router := e.Router()
+	if hr, ok := e.Routers()[r.Host]; ok {
+		router = hr
+	}
+	path := c.Path()
+	if path == "" { // before routing (e.Pre), or no route: route it to tell
+		probe := e.NewContext(r, nil)
+		router.Find(r.Method, echo.GetPath(r), probe)
+		if path = probe.Path(); path == "" {
+			return true
+		}
+	}
+	for _, rt := range router.Routes() {
+		if rt.Path == path && (rt.Method == http.MethodOptions || rt.Method == echo.RouteNotFound) {
+			return false
+		}
+	}
+	return true
 }

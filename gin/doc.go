@@ -19,7 +19,7 @@
 // twin here (WithKey, WithCost, WithSkip, WithDryRun, WithHeaders,
 // WithDenyHandler, WithErrorHandler, WithObserver, WithLimiterFunc,
 // WithLimitFunc,
-// WithRoutes, WithCountIf, WithLogger); nethttp's own work as well.
+// WithRoutes, WithCountIf, WithLogger, WithDelay); nethttp's own work as well.
 //
 // The default key is keyfuncs.IP(), RemoteAddr only, not gin's
 // c.ClientIP(), which believes forwarding headers from every peer unless

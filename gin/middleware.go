@@ -64,7 +64,10 @@ func middleware(l *core.Limiter, k KeyFunc, opts []Option) gin.HandlerFunc {
 		ch := nethttp.Chain{
 			Route:  c.FullPath,
 			Routes: func() ([]string, string, bool) { return routes(c) },
-			Next:   func(w http.ResponseWriter) int { return serve(c, w) },
+			// gin runs its middlewares after routing; a request no route
+			// serves (404, 405) has no FullPath.
+			NoOptionsRoute: func() bool { return c.FullPath() == "" },
+			Next:           func(w http.ResponseWriter) int { return serve(c, w) },
 		}
 		if k != nil {
 			ch.Key = func() (string, error) { return k(c) }

@@ -18,13 +18,17 @@ import (
 // While the handler runs, the slot is renewed in the background
 // (core.Lease.KeepAlive).
 //
-// When every slot is held the call gets codes.ResourceExhausted with a
-// RetryInfo detail (until the earliest holder's lease ends: an upper
-// bound, holders usually finish sooner); codes.Unavailable when the store
-// is down and c is core.FailClosed. The header metadata describes slots:
-// ratelimit-limit is Max, ratelimit-remaining the slots left free; with a
-// Rate (core.ConcurrencyConfig.Rate: a slot and a token, or neither), it
-// is the Rate's, and a refusal's RetryInfo the wait of whichever refused.
+// When every slot is held the call gets codes.ResourceExhausted, "too
+// many calls in flight; retry in 1s", with a RetryInfo detail of a second
+// (a slot frees whenever a holder finishes; the earliest lease end is only
+// an upper bound); codes.Unavailable when the store is down and c is
+// core.FailClosed. The header metadata describes slots: ratelimit-limit
+// is Max, ratelimit-remaining the slots left free, and no
+// ratelimit-policy that would read as a rate (nethttp.NewConcurrencyFields).
+// With a Rate (core.ConcurrencyConfig.Rate: a slot and a token, or
+// neither), it is the Rate's, and a refusal for lack of tokens is the
+// Rate's ("rate limit exceeded", its wait); one by the slots alone is as
+// above.
 //
 // The options are WithKey, WithSkip, WithDryRun (every call goes on; a
 // refused one holds no slot), WithObserver, WithHeaders and WithLogger.
@@ -108,6 +112,9 @@ func (in *concurrencyInterceptor) acquire(ctx context.Context, fullMethod string
 		return lease, md, nil
 	case in.dryRun:
 		return nil, md, nil
+	}
+	if res, slots := in.fields.Refusal(res); slots {
+		return nil, md, slotRefusal(res)
 	}
 	return nil, md, refusal(res)
 }

@@ -220,8 +220,14 @@ func TestConcurrencyWithRate(t *testing.T) {
 		t.Fatalf("stream: %v, metadata %v; want OK, the rate's limit 2, 1 token left", st, md)
 	}
 	c := wantCodes(t, func() call { return s.check(t) }, codes.ResourceExhausted)[0] // the slot is held
-	if got := c.get(t, "ratelimit-remaining"); got != "1" {
-		t.Errorf("refused by the slot: remaining %q, want 1 (no token taken)", got)
+	// The slots' refusal, not the rate's (issue 36 item 10): their
+	// fields, no policy reading as a rate, a second to wait, not the
+	// 30 s Lease. (The last token is still there: see below.)
+	if c.get(t, "ratelimit-limit") != "1" || c.get(t, "ratelimit-remaining") != "0" || len(c.md.Get("ratelimit-policy")) != 0 {
+		t.Errorf("refused by the slot: metadata %v, want the slots' (limit 1, remaining 0, no policy)", c.md)
+	}
+	if d, ok := c.retryDelay(); !ok || d > time.Second || c.st.Message() != "too many calls in flight; retry in 1s" {
+		t.Errorf("refused by the slot: %q, RetryInfo %v; want a second, saying slots", c.st.Message(), d)
 	}
 	done.wait(t, healthpb.Health_Check_FullMethodName)
 	end1()

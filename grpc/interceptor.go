@@ -3,6 +3,7 @@ package grpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/internal/logline"
+	"github.com/sluicehq/ratelimit/keyfuncs"
 	"github.com/sluicehq/ratelimit/nethttp"
 )
 
@@ -25,7 +27,9 @@ import (
 // codes.ResourceExhausted with a google.rpc.RetryInfo detail, or
 // codes.Unavailable when the store is down and l is core.FailClosed (see
 // the package documentation). It panics if l is nil, an option is nil, or
-// a WithMethods name cannot match.
+// a WithMethods name is a method its service does not have (by the
+// protobuf registry); a WithMethods service the registry does not know
+// is logged once, at the first call, not refused (see WithMethods).
 func UnaryServerInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
 	in := newRateInterceptor(l, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -225,7 +229,30 @@ func (in *interceptor) logFailure(err error) {
 		kind = "cost"
 	}
 	in.logger.Warn("ratelimit: gRPC calls could not be rate limited",
-		"kind", kind, "count", n, "error", err.Error())
+		"kind", kind, "count", n, "error", loggable(err))
+}
+
+// loggable is the text logged for err, which holds no client input: a
+// key error is named by the keyfuncs or metadata error it matches, or is
+// the server's own (no peer, an empty key), else by its type only, since
+// a KeyFunc of the user's may put what the client sent in its text. A
+// cost error is core's own text.
+func loggable(err error) string {
+	var ke *keyError
+	if !errors.As(err, &ke) {
+		return err.Error()
+	}
+	const prefix = "grpc: no rate-limit key: "
+	var me *metadataError
+	if errors.As(ke.err, &me) {
+		return prefix + me.Error()
+	}
+	for _, s := range append([]error{errEmptyKey, ErrNoPeer, keyfuncs.ErrInvalidAddr}, clientErrors...) {
+		if errors.Is(ke.err, s) {
+			return prefix + s.Error()
+		}
+	}
+	return prefix + "the key function failed (" + fmt.Sprintf("%T", ke.err) + "; its text is not logged: it may carry what the client sent)"
 }
 
 func (in *rateInterceptor) logUnchecked() {

@@ -348,3 +348,19 @@ func TestHandlerRunsOnlyWhenAllowed(t *testing.T) {
 		t.Errorf("handler ran %d times, want 2", ran)
 	}
 }
+
+// WithLogger's promise holds for a KeyFunc of the user's whose error
+// quotes the call's metadata: its text is not logged (issue 36 item 12).
+func TestLoggerNeverLogsClientText(t *testing.T) {
+	t.Parallel()
+	var log logBuffer
+	key := ratelimit.WithKey(func(ctx context.Context, _ string) (string, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		return "", errors.New("no account for token " + strings.Join(md.Get("x-token"), ","))
+	})
+	s := serveBoth(t, both(limitertest.NewLimiter(t, core.PerMinute(10)), key, ratelimit.WithLogger(log.logger())))
+	wantCodes(t, func() call { return s.check(t, "x-token", "attacker-text") }, codes.InvalidArgument)
+	if got := log.String(); !strings.Contains(got, "could not be rate limited") || strings.Contains(got, "attacker-text") {
+		t.Errorf("log: %s; want the line, without the client's text", got)
+	}
+}

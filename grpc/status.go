@@ -18,8 +18,15 @@ import (
 // (a FailLocal refusal is a real, if approximate, limit). Either carries a
 // RetryInfo detail with res.RetryAfter, and a message with it rounded up
 // to the millisecond.
-func refusal(res core.Result) error {
-	code, msg := codes.ResourceExhausted, "rate limit exceeded; retry in "
+func refusal(res core.Result) error { return refuse(res, "rate limit exceeded; retry in ") }
+
+// slotRefusal is the status of a call refused because every slot of its
+// key is held: refusal's, saying so.
+func slotRefusal(res core.Result) error { return refuse(res, "too many calls in flight; retry in ") }
+
+// refuse is refusal with msg starting a ResourceExhausted's message.
+func refuse(res core.Result, msg string) error {
+	code := codes.ResourceExhausted
 	if res.Degraded && !res.Fallback {
 		code, msg = codes.Unavailable, "rate limiting is unavailable; retry in "
 	}

@@ -29,9 +29,32 @@ type ipConfig struct {
 
 	errMissing, errRepeated, errInvalid error // for header, built once
 
-	// Each logged once per KeyFunc: a RemoteAddr without a port, a
-	// trusted peer's request without its forwarding header.
+	// Each logged once per KeyFunc, to logger: a RemoteAddr without a
+	// port, a trusted peer's request without its forwarding header.
+	logger                           *slog.Logger
 	loggedNoPort, loggedNoForwarding atomic.Bool
+}
+
+// Logger sets where IP reports, once each, what a request shows about the
+// server's own setup: a RemoteAddr a middleware rewrote from request
+// headers (it has no port), a trusted proxy's request without its
+// forwarding header. Default slog.Default(). The middlewares' default key
+// (nethttp and every adapter, without WithKey) is IP(Logger(l)) with l
+// their WithLogger's; give Logger to a key passed to WithKey likewise. It
+// panics on nil.
+func Logger(l *slog.Logger) IPOption {
+	if l == nil {
+		panic("keyfuncs: Logger(nil)")
+	}
+	return func(c *ipConfig) { c.logger = l }
+}
+
+// log returns c's logger.
+func (c *ipConfig) log() *slog.Logger {
+	if c.logger == nil {
+		return slog.Default()
+	}
+	return c.logger
 }
 
 // peer parses RemoteAddr. One without a port was not written by net/http
@@ -41,7 +64,7 @@ type ipConfig struct {
 func (c *ipConfig) peer(r *http.Request) (netip.Addr, bool) {
 	a, ok := parseAddr(r.RemoteAddr, false)
 	if ok && !c.loggedNoPort.Load() && !hasPort(r.RemoteAddr) && c.loggedNoPort.CompareAndSwap(false, true) {
-		slog.Error("keyfuncs: RemoteAddr has no port: a middleware rewrote it from request headers " +
+		c.log().Error("keyfuncs: RemoteAddr has no port: a middleware rewrote it from request headers " +
 			"(chi's middleware.RealIP, for one), which any client can set, so clients choose their own " +
 			"rate-limit keys; remove that middleware and trust proxies with TrustedProxies or TrustedHeader")
 	}
@@ -63,7 +86,7 @@ func hasPort(s string) bool {
 // the peer's own address, and logs that once.
 func (c *ipConfig) unforwarded(peer netip.Addr, header string) string {
 	if !c.loggedNoForwarding.Load() && c.loggedNoForwarding.CompareAndSwap(false, true) {
-		slog.Warn("keyfuncs: a trusted proxy sent a request without its forwarding header "+
+		c.log().Warn("keyfuncs: a trusted proxy sent a request without its forwarding header "+
 			"(a health check?): such requests are keyed by the proxy's own address", "header", header)
 	}
 	return c.key(peer)

@@ -49,6 +49,7 @@ type Collector struct {
 	breaker     *prometheus.GaugeVec
 	requests    *prometheus.CounterVec
 	leases      leaseVecs
+	waits       waitVecs
 
 	mu       sync.Mutex // serialises additions to policies
 	policies atomic.Pointer[map[string]*policyMetrics]
@@ -58,6 +59,7 @@ type Collector struct {
 var (
 	_ core.Observer        = (*Collector)(nil)
 	_ core.LeaseObserver   = (*Collector)(nil)
+	_ core.WaitObserver    = (*Collector)(nil)
 	_ prometheus.Collector = (*Collector)(nil)
 )
 
@@ -71,6 +73,7 @@ type policyMetrics struct {
 	timeout, circuitOpen, overloaded, other          prometheus.Counter
 	breaker                                          prometheus.Gauge
 	leases                                           atomic.Pointer[leaseMetrics] // an in-flight limit's, from its first lease event
+	waits                                            atomic.Pointer[waitMetrics]  // from the policy's first booking or charge
 }
 
 // Option configures New.
@@ -131,10 +134,11 @@ func New(opts ...Option) *Collector {
 		}, []string{"policy"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "http_requests_total",
-			Help: "HTTP requests seen by the middleware, by policy and outcome (allowed, denied, dry_run, key_error, error).",
+			Help: "HTTP requests seen by the middleware, by policy and outcome (allowed, denied, unavailable, dry_run, key_error, error).",
 		}, []string{"policy", "outcome"}),
 	}
 	c.leases = newLeaseVecs(ns)
+	c.waits = newWaitVecs(ns)
 	c.policies.Store(&map[string]*policyMetrics{})
 	c.http.Store(&map[string]*httpMetrics{})
 	return c
@@ -149,6 +153,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.breaker.Describe(ch)
 	c.requests.Describe(ch)
 	c.leases.describe(ch)
+	c.waits.describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -160,6 +165,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.breaker.Collect(ch)
 	c.requests.Collect(ch)
 	c.leases.collect(ch)
+	c.waits.collect(ch)
 }
 
 // Decision implements core.Observer.

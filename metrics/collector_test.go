@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/fakestore"
 	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 	"github.com/sluicehq/ratelimit/metrics"
@@ -178,7 +179,7 @@ func TestWithLimiter(t *testing.T) {
 	for range 5 {
 		lim.Allow(context.Background(), "k")
 	}
-	failing, err := core.New(core.Config{Store: &limitertest.DownStore{}, Limit: core.PerHour(2), FailMode: core.FailClosed, Name: "down",
+	failing, err := core.New(core.Config{Store: limitertest.NewDownStore(), Limit: core.PerHour(2), FailMode: core.FailClosed, Name: "down",
 		Observer: c, BreakerFailures: 2, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -247,15 +248,11 @@ func TestDryRunRefusalIsWouldDeny(t *testing.T) {
 	}
 }
 
-// peekingStore is a MemoryStore behind another type: the Limiter decides
-// through it as through Redis (deadline, breaker, denial cache).
-type peekingStore struct{ *core.MemoryStore }
-
 // TestPeekAndRefundAreNotDecisions (issue 23, item 4): 3 takes, 10 peeks
 // and 5 refunds are 3 decisions, through a remote store as on memory.
 func TestPeekAndRefundAreNotDecisions(t *testing.T) {
 	t.Parallel()
-	for name, store := range map[string]core.Store{"memory": core.NewMemoryStore(), "remote": peekingStore{core.NewMemoryStore()}} {
+	for name, store := range map[string]core.Store{"memory": core.NewMemoryStore(), "remote": fakestore.Over(core.NewMemoryStore(), nil)} {
 		c := metrics.New()
 		lim, err := core.New(core.Config{Store: store, Limit: core.PerHour(2), FailMode: core.FailOpen, Name: "p", Observer: c})
 		if err != nil {
@@ -292,11 +289,19 @@ func TestHTTPObservers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	down, err := core.New(core.Config{Store: &limitertest.DownStore{}, Limit: core.PerHour(1), FailMode: core.FailClosed, Name: "closed", Instances: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	key := nethttp.WithKey(keyfuncs.Header("X-API-Key"))
-	enforced := nethttp.Middleware(lim, key, nethttp.WithObserver(c.HTTPObserver()))(ok)
-	trial := nethttp.Middleware(dry, key, nethttp.WithDryRun(), nethttp.WithObserver(c.HTTPObserver()))(ok)
-	for _, h := range []http.Handler{enforced, trial} {
+	key, quiet := nethttp.WithKey(keyfuncs.Header("X-API-Key")), nethttp.WithLogger(slog.New(slog.DiscardHandler))
+	enforced := nethttp.Middleware(lim, key, quiet, nethttp.WithObserver(c.HTTPObserver()))(ok)
+	trial := nethttp.Middleware(dry, key, quiet, nethttp.WithDryRun(), nethttp.WithObserver(c.HTTPObserver()))(ok)
+	// FailClosed while the store is down: 503s, not the limit's 429s
+	// (issue 36 item 11: both were "denied"); a key error is labelled
+	// with the middleware's policy, not "".
+	closed := nethttp.Middleware(down, key, quiet, nethttp.WithObserver(c.HTTPObserver()))(ok)
+	for _, h := range []http.Handler{enforced, trial, closed} {
 		for _, apiKey := range []string{"a", "a", "a", ""} {
 			r := httptest.NewRequest("GET", "/", nil)
 			if apiKey != "" {
@@ -306,16 +311,26 @@ func TestHTTPObservers(t *testing.T) {
 		}
 	}
 	want := `
-# HELP ratelimit_http_requests_total HTTP requests seen by the middleware, by policy and outcome (allowed, denied, dry_run, key_error, error).
+# HELP ratelimit_http_requests_total HTTP requests seen by the middleware, by policy and outcome (allowed, denied, unavailable, dry_run, key_error, error).
 # TYPE ratelimit_http_requests_total counter
+ratelimit_http_requests_total{outcome="allowed",policy="closed"} 0
 ratelimit_http_requests_total{outcome="allowed",policy="trial"} 1
 ratelimit_http_requests_total{outcome="allowed",policy="web"} 1
+ratelimit_http_requests_total{outcome="denied",policy="closed"} 0
 ratelimit_http_requests_total{outcome="denied",policy="trial"} 0
 ratelimit_http_requests_total{outcome="denied",policy="web"} 2
+ratelimit_http_requests_total{outcome="dry_run",policy="closed"} 0
 ratelimit_http_requests_total{outcome="dry_run",policy="trial"} 2
 ratelimit_http_requests_total{outcome="dry_run",policy="web"} 0
-ratelimit_http_requests_total{outcome="error",policy=""} 0
-ratelimit_http_requests_total{outcome="key_error",policy=""} 2
+ratelimit_http_requests_total{outcome="error",policy="closed"} 0
+ratelimit_http_requests_total{outcome="error",policy="trial"} 0
+ratelimit_http_requests_total{outcome="error",policy="web"} 0
+ratelimit_http_requests_total{outcome="key_error",policy="closed"} 1
+ratelimit_http_requests_total{outcome="key_error",policy="trial"} 1
+ratelimit_http_requests_total{outcome="key_error",policy="web"} 1
+ratelimit_http_requests_total{outcome="unavailable",policy="closed"} 3
+ratelimit_http_requests_total{outcome="unavailable",policy="trial"} 0
+ratelimit_http_requests_total{outcome="unavailable",policy="web"} 0
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "ratelimit_http_requests_total"); err != nil {
 		t.Error(err)

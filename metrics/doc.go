@@ -21,7 +21,7 @@
 //	ratelimit_store_latency_seconds{policy}        histogram  time waiting for the store, per decision that asked it
 //	ratelimit_store_errors_total{policy,kind}      counter    kind: timeout, circuit_open, overloaded, other
 //	ratelimit_breaker_open{policy}                 gauge      1 while the circuit breaker keeps the store uncalled, else 0
-//	ratelimit_http_requests_total{policy,outcome}  counter    outcome: allowed, denied, dry_run, key_error, error
+//	ratelimit_http_requests_total{policy,outcome}  counter    outcome: allowed, denied, unavailable, dry_run, key_error, error
 //	ratelimit_inflight_held{policy}                gauge      slots of an in-flight limit held by this instance's requests
 //	ratelimit_lease_renewals_total{policy}         counter    leases extended by this instance's renewals
 //	ratelimit_lease_expiries_total{policy}         counter    leases found past their deadline (holder stopped renewing) and removed

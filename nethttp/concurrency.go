@@ -15,17 +15,22 @@ import (
 // the handler runs and gives it back when the handler returns, panics or
 // its client goes away. While the handler runs longer, the slot is
 // renewed in the background (core.Lease.KeepAlive). When every slot is
-// held the response is 429 Too Many Requests with Retry-After (until the
-// earliest holder's lease ends: an upper bound) and a problem document,
-// from the same DenyHandler as rate limits; 503 when the store is down
-// and c is core.FailClosed. The header fields describe slots:
-// RateLimit-Limit is Max, RateLimit-Remaining the slots left free.
+// held the response is 429 Too Many Requests, saying so in its problem
+// document ("too many requests in flight; retry in 1 second"), with
+// Retry-After: 1 (a slot frees when a holder finishes, at any moment
+// before the earliest lease ends, which is only an upper bound); 503 when
+// the store is down and c is core.FailClosed. The header fields describe
+// slots: RateLimit-Limit is Max, RateLimit-Remaining the slots left free,
+// and no RateLimit-Policy that would read as a rate (draft-11's gives
+// the quota unit, qu="concurrent-requests"; see NewConcurrencyFields).
 //
 // When c has a Rate (core.ConcurrencyConfig.Rate), each request takes a
 // slot and a token together or neither, and the header fields are the
-// Rate's, as its Middleware would set them; a refusal's Retry-After is
-// the wait of whichever refused (the longer when both did), and the
-// DenyHandler's core.Result names it (Result.Name).
+// Rate's, as its Middleware would set them; a refusal for lack of tokens
+// is the Rate's (its fields, its wait, DefaultDenyHandler's "rate limit
+// exceeded"), one by the slots alone the slots' as above. The
+// DenyHandler, when WithDenyHandler gives one, gets the core.Result
+// those describe, which names the limit that refused (Result.Name).
 //
 // The options are the Gate's: WithKey, WithSkip, WithDryRun (every
 // request goes on; a refused one holds no slot), WithDenyHandler,
@@ -55,6 +60,8 @@ type ConcurrencyGate struct {
 	gate   Gate // the options, and the failure log
 	c      *core.Concurrency
 	fields *Fields
+	// denySlots: no WithDenyHandler, so a refusal by slots says so.
+	denySlots bool
 }
 
 // NewConcurrencyGate returns the gate of c with opts applied, then the
@@ -79,20 +86,20 @@ func NewConcurrencyGate(c *core.Concurrency, opts ...Option) *ConcurrencyGate {
 			panic("nethttp: Concurrency: " + name + " does not apply to an in-flight limit")
 		}
 	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
 	if cfg.key == nil {
-		cfg.key = keyfuncs.IP()
+		cfg.key = keyfuncs.IP(keyfuncs.Logger(cfg.logger))
 	}
 	if cfg.deny == nil {
-		cfg.deny = DefaultDenyHandler
+		cfg.deny, g.denySlots = DefaultDenyHandler, true
 	}
 	if cfg.onError == nil {
 		cfg.onError = DefaultErrorHandler
 	}
 	if cfg.now == nil {
 		cfg.now = time.Now
-	}
-	if cfg.logger == nil {
-		cfg.logger = slog.Default()
 	}
 	g.fields = NewConcurrencyFields(c, cfg.style)
 	return g
@@ -121,10 +128,10 @@ func (g *ConcurrencyGate) Acquire(w http.ResponseWriter, r *http.Request) (*core
 	}
 	key, err := cfg.key(r)
 	if err != nil {
-		return nil, g.gate.fail(w, r, &keyError{err})
+		return nil, g.gate.fail(w, r, g.policy(), &keyError{err})
 	}
 	if key == "" {
-		return nil, g.gate.fail(w, r, errEmptyKey)
+		return nil, g.gate.fail(w, r, g.policy(), errEmptyKey)
 	}
 	ctx := r.Context()
 	if cfg.dryRun {
@@ -132,7 +139,7 @@ func (g *ConcurrencyGate) Acquire(w http.ResponseWriter, r *http.Request) (*core
 	}
 	lease, res, err := g.c.Acquire(ctx, key)
 	if err != nil {
-		return nil, g.gate.fail(w, r, err)
+		return nil, g.gate.fail(w, r, g.policy(), err)
 	}
 	if cfg.observe != nil {
 		cfg.observe(r, res, nil, cfg.dryRun)
@@ -148,14 +155,24 @@ func (g *ConcurrencyGate) Acquire(w http.ResponseWriter, r *http.Request) (*core
 	if cfg.dryRun {
 		return nil, true
 	}
+	res, slots := g.fields.Refusal(res)
 	setRetryAfter(h, &res)
-	cfg.deny(w, r, res)
+	if slots && g.denySlots {
+		denySlots(w, res)
+	} else {
+		cfg.deny(w, r, res)
+	}
 	return nil, false
 }
 
-// rateOnly returns the part of an acquire's Result that the header fields
-// describe: all of it, or with a Rate, the Rate's part (res.Policies less
-// the slots, listed last), with the wait of whichever refused.
+// policy is the Result an observer gets with an error: the slots'
+// policy name and limit, nothing decided.
+func (g *ConcurrencyGate) policy() core.Result {
+	return core.Result{Limit: g.c.Limit(), Name: g.c.Name()}
+}
+
+// rateOnly returns the Rate's part of an acquire's Result (res.Policies
+// less the slots, listed last), with the Rate's wait when it refused.
 func rateOnly(res core.Result) core.Result {
 	n := len(res.Policies) - 1
 	if n < 1 {
@@ -174,8 +191,20 @@ func rateOnly(res core.Result) core.Result {
 	}
 	p := rate[b]
 	hr := core.Result{Allowed: res.Allowed, Limit: p.Limit, Name: p.Name, Remaining: p.Remaining, RetryAfter: res.RetryAfter, ResetAfter: p.ResetAfter}
+	if wait := maxRetry(rate); wait > 0 {
+		hr.RetryAfter = wait // not the slots' when both refused
+	}
 	if n > 1 {
 		hr.Policies = rate
 	}
 	return hr
+}
+
+// maxRetry is the longest RetryAfter of ps: 0 when each had its tokens.
+func maxRetry(ps []core.PolicyResult) time.Duration {
+	var d time.Duration
+	for _, p := range ps {
+		d = max(d, p.RetryAfter)
+	}
+	return d
 }

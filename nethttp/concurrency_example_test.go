@@ -10,7 +10,8 @@ import (
 )
 
 // One export at a time per client address: a second request while the
-// first runs is refused with 429 and Retry-After.
+// first runs is refused with 429 and Retry-After: 1 (a slot frees
+// whenever a holder finishes).
 func ExampleConcurrency() {
 	exports, err := core.NewConcurrency(core.ConcurrencyConfig{
 		Store:    core.NewMemoryStore(core.WithClock(fixed)),
@@ -34,5 +35,5 @@ func ExampleConcurrency() {
 	h.ServeHTTP(first, httptest.NewRequest(http.MethodGet, "/export", nil))
 	fmt.Println(first.Code, second.Code, second.Header().Get("Retry-After"), second.Header().Get("RateLimit-Limit"))
 	// Output:
-	// 200 429 15 1
+	// 200 429 1 1
 }

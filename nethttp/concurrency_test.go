@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,13 +55,15 @@ func TestConcurrencyRefusesWhenFull(t *testing.T) {
 	finish := holding(t, mw)
 
 	w := limitertest.Get(h, "/")
-	const body = `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in 30 seconds"}`
+	// Slots, not a rate: no RateLimit-Policy reading "1 per 30 s", and a
+	// Retry-After of a second, not the 30 s Lease (issue 36 item 10).
+	const body = `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"too many requests in flight; retry in 1 second"}`
 	if w.Code != http.StatusTooManyRequests || w.Body.String() != body {
 		t.Fatalf("while the slot is held: %d %s, want 429 %s", w.Code, w.Body, body)
 	}
 	wantHeader(t, w.Header(), map[string]string{
-		"Content-Type": problem, "X-Content-Type-Options": "nosniff", "Retry-After": "30",
-		"Ratelimit-Limit": "1", "Ratelimit-Remaining": "0", "Ratelimit-Reset": "30", "Ratelimit-Policy": "1;w=30",
+		"Content-Type": problem, "X-Content-Type-Options": "nosniff", "Retry-After": "1",
+		"Ratelimit-Limit": "1", "Ratelimit-Remaining": "0", "Ratelimit-Reset": "1",
 	})
 
 	w = finish()
@@ -67,7 +71,7 @@ func TestConcurrencyRefusesWhenFull(t *testing.T) {
 		t.Fatalf("holder: %d, want 200", w.Code)
 	}
 	wantHeader(t, w.Header(), map[string]string{
-		"Content-Type": "*", "Ratelimit-Limit": "1", "Ratelimit-Remaining": "0", "Ratelimit-Reset": "30", "Ratelimit-Policy": "1;w=30",
+		"Content-Type": "*", "Ratelimit-Limit": "1", "Ratelimit-Remaining": "0", "Ratelimit-Reset": "30",
 	})
 	for i := range 3 {
 		if w := limitertest.Get(h, "/"); w.Code != http.StatusOK {
@@ -230,12 +234,15 @@ func TestConcurrencyWithRate(t *testing.T) {
 	finish := holding(t, mw) // 1 slot held, 2 tokens left
 
 	w := limitertest.Get(h, "/") // refused by the slot: no token taken
+	// The slots' fields and body, not the rate's (issue 36 item 10: it
+	// said "rate limit exceeded", Remaining 2 and Retry-After 30).
 	wantHeader(t, w.Header(), map[string]string{
-		"Content-Type": problem, "X-Content-Type-Options": "nosniff", "Retry-After": "30",
-		"Ratelimit-Limit": "3", "Ratelimit-Remaining": "2", "Ratelimit-Reset": "30", "Ratelimit-Policy": "3;w=60",
+		"Content-Type": problem, "X-Content-Type-Options": "nosniff", "Retry-After": "1",
+		"Ratelimit-Limit": "1", "Ratelimit-Remaining": "0", "Ratelimit-Reset": "1",
 	})
-	if w.Code != http.StatusTooManyRequests {
-		t.Fatalf("while the slot is held: %d, want 429", w.Code)
+	const body = `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"too many requests in flight; retry in 1 second"}`
+	if w.Code != http.StatusTooManyRequests || w.Body.String() != body {
+		t.Fatalf("while the slot is held: %d %s, want 429 %s", w.Code, w.Body, body)
 	}
 	if w = finish(); w.Code != http.StatusOK {
 		t.Fatalf("holder: %d", w.Code)
@@ -249,8 +256,9 @@ func TestConcurrencyWithRate(t *testing.T) {
 		}
 	}
 	w = limitertest.Get(h, "/") // refused by the rate: no slot held
-	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "20" || w.Header().Get("Ratelimit-Remaining") != "0" {
-		t.Fatalf("tokens gone: %d %v, want 429, Retry-After 20", w.Code, w.Header())
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "20" || w.Header().Get("Ratelimit-Remaining") != "0" ||
+		w.Header().Get("Ratelimit-Policy") != "3;w=60" || !strings.Contains(w.Body.String(), "rate limit exceeded; retry in 20 seconds") {
+		t.Fatalf("tokens gone: %d %v %s, want 429, the rate's fields, Retry-After 20", w.Code, w.Header(), w.Body)
 	}
 	want := []string{"exports-rate", "exports", "exports-rate", "exports-rate", "exports-rate"}
 	if len(names) != len(want) {
@@ -260,5 +268,56 @@ func TestConcurrencyWithRate(t *testing.T) {
 		if names[i] != want[i] {
 			t.Fatalf("observer saw %v, want %v", names, want)
 		}
+	}
+}
+
+// TestConcurrencyFieldsSaySlots: in every style, a refusal by slots
+// carries no field reading as a rate: draft-06 has no RateLimit-Policy
+// (it read "1;w=30", one per 30 s), draft-11's gives the quota unit
+// (issue 36 item 10).
+func TestConcurrencyFieldsSaySlots(t *testing.T) {
+	t.Parallel()
+	for style, want := range map[HeaderStyle]map[string]string{
+		HeadersDraft06: {"Ratelimit-Limit": "1", "Ratelimit-Remaining": "0", "Ratelimit-Reset": "1", "Retry-After": "1"},
+		HeadersDraft11: {"Ratelimit-Policy": `"exports";q=1;qu="concurrent-requests"`, "Ratelimit": `"exports";r=0;t=1`, "Retry-After": "1"},
+		HeadersNone:    {"Retry-After": "1"},
+	} {
+		mw := Concurrency(newConcurrency(t, 1, limitertest.NewClock().Now), WithHeaders(style))
+		finish := holding(t, mw)
+		w := limitertest.Get(mw(okHandler), "/")
+		finish()
+		got := map[string]string{}
+		for k, v := range w.Header() {
+			if k != "Content-Type" && k != "X-Content-Type-Options" {
+				got[k] = strings.Join(v, ",")
+			}
+		}
+		if w.Code != http.StatusTooManyRequests || !maps.Equal(got, want) {
+			t.Errorf("%v: %d %v, want 429 %v", style, w.Code, got, want)
+		}
+	}
+}
+
+// TestConcurrencyWithRateBothRefuse: when the slots are full and the
+// Rate's tokens gone too, the refusal is the Rate's, with the Rate's own
+// wait (1 s here), not the 30 s until the earliest lease ends.
+func TestConcurrencyWithRateBothRefuse(t *testing.T) {
+	t.Parallel()
+	store := core.NewMemoryStore(core.WithClock(limitertest.NewClock().Now))
+	rate, err := core.New(core.Config{Store: store, Limit: core.PerSecond(1), Name: "exports-rate", FailMode: core.FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := core.NewConcurrency(core.ConcurrencyConfig{Store: store, Name: "exports", Max: 1, Lease: 30 * time.Second, FailMode: core.FailClosed, Rate: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw := Concurrency(c)
+	finish := holding(t, mw) // the slot and the token
+	w := limitertest.Get(mw(okHandler), "/")
+	finish()
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "1" || w.Header().Get("Ratelimit-Policy") != "1;w=1" ||
+		!strings.Contains(w.Body.String(), "rate limit exceeded; retry in 1 second") {
+		t.Fatalf("both refused: %d %v %s; want the rate's 429, Retry-After 1", w.Code, w.Header(), w.Body)
 	}
 }

@@ -29,7 +29,7 @@ import (
 // the decision made before the handler; the next response shows the
 // refund. Nothing is given back for a denied, degraded or dry-run decision
 // (nothing was taken). A refund the store cannot make is reported like a
-// degraded decision (Config.OnError, the log), never to the client.
+// degraded decision (Result.Degraded, the log), never to the client.
 // Default: every allowed request counts.
 func WithCountIf(counts func(r *http.Request, status int) bool) Option {
 	mustNotBeNil(counts == nil, "WithCountIf")

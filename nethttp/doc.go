@@ -32,10 +32,12 @@
 //
 // WithSkip exempts requests (health checks); WithDryRun decides and sends
 // the fields but refuses nothing; WithObserver sees every decision.
-// A CORS preflight (OPTIONS with Access-Control-Request-Method) is never
-// counted or refused; ExposedHeaders lists the fields a CORS
-// configuration, which must run before the limiter, exposes to
-// JavaScript.
+// ExposedHeaders lists the fields a CORS configuration, which must run
+// before the limiter, exposes to JavaScript. A CORS preflight (OPTIONS with
+// Origin and Access-Control-Request-Method) goes through uncounted only
+// where the router says no route serves OPTIONS at its path (see
+// Chain.NoOptionsRoute): any client can send those fields, so one that
+// would reach a handler is decided like any request.
 //
 // # Header fields
 //
@@ -54,7 +56,9 @@
 // route or group; WithRoutes, overrides by route pattern ("GET
 // /users/{id}", never the raw path, which would make a bucket per id);
 // and WithLimiterFunc, a limiter chosen per request (plan tiers). A route
-// override comes first, then the function, then the default limiter.
+// override comes first, then the function, then the default limiter; a
+// route override keeps its own limit even with WithLimitFunc, which sets
+// the limit of the others.
 // A pattern is "[METHOD ]path" in the router's own syntax ("POST /login",
 // "/users/{id}" for every method), the same in every adapter. Wrapped
 // around a ServeMux, the middleware asks the mux where the request goes;
@@ -71,7 +75,8 @@
 // JSON body, an account found in the database), build a Gate once with
 // NewGate and serve the rest of the handler with Gate.ServeKey: the same
 // decision, header fields, 429 and problem document as the middleware's,
-// and every option, WithCountIf's settlement included.
+// and every option but WithKey (the key given replaces it), WithCountIf's
+// settlement included.
 //
 //	attempts := ratelimit.NewGate(loginLimiter, ratelimit.WithCountIf(failed)) // at startup
 //	…
@@ -87,7 +92,8 @@
 // Gate.Serve per request with the router's response writer and request,
 // and a Chain: Next runs the rest of the router's chain on the writer it
 // is given, Route gives the route pattern, Routes lists the routes for a
-// check at the first request, Key a router-native key. When Serve returns
+// check at the first request, NoOptionsRoute says that no route serves a
+// CORS preflight (else it is counted), Key a router-native key. When Serve returns
 // false the response is written and the adapter stops the chain. It
 // declares `type Option = nethttp.Option` and so offers every option of
 // this package. For a router whose middleware is func(http.Handler)
@@ -120,8 +126,12 @@
 //
 // Header values that depend only on the limit are formatted once, small
 // integers come from a table, and header slices are assigned directly
-// under canonical keys: with the memory store and a key function that
-// does not allocate, the allowed path allocates nothing (see
+// under canonical keys. With the memory store and a key function that
+// does not allocate, the allowed path costs one allocation in the default
+// style: the array the response's header values live in, so that no
+// response shares them with another; none with HeadersNone, two with
+// HeadersDraft11 (its RateLimit value is formatted per response) and
+// HeadersLegacy; keyfuncs.IP adds one for the key (see
 // BenchmarkMiddlewareAllowed and TestAllowedAllocs).
 package nethttp
 

@@ -51,3 +51,23 @@ func TestFieldsAreMiddlewares(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldsFormatOnce: for a limiter with several limits, Fields formats
+// their values once, as a Gate does, not per decision (issue 36 item 12:
+// NewFields ignored Extra, and gRPC reformatted every multi-limit reply).
+func TestFieldsFormatOnce(t *testing.T) {
+	lim := limitertest.New(t, core.Config{
+		Store: core.NewMemoryStore(core.WithClock(limitertest.NewClock().Now)), FailMode: core.FailOpen,
+		Limit: core.PerSecond(100), Extra: []core.NamedLimit{{Name: "hourly", Limit: core.PerHour(1000)}},
+	})
+	res, err := lim.Allow(t.Context(), "k")
+	if err != nil || len(res.Policies) != 2 {
+		t.Fatalf("%v, %v: want two policies", res, err)
+	}
+	f := NewFields(lim.Limit(), lim.Name(), HeadersDraft06)
+	h := http.Header{}
+	f.Set(h, res)
+	if got := testing.AllocsPerRun(100, func() { clear(h); f.Set(h, res) }); got > 1 {
+		t.Errorf("%v allocations per Set, want at most 1 (the response's own values)", got)
+	}
+}

@@ -3,8 +3,10 @@ package nethttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,8 +23,10 @@ import (
 // sends the same status codes, header fields and bodies; and a handler
 // that works out the key itself limits with Gate.ServeKey.
 //
-// A Gate has two entry points, and every option applies to both:
-// Serve for adapters, ServeKey for handlers. It is safe for concurrent
+// A Gate has two entry points, and every option applies to both but
+// WithKey, which ServeKey's key replaces (a Gate given WithKey says so,
+// once, at error level, at its first ServeKey): Serve for adapters,
+// ServeKey for handlers. It is safe for concurrent
 // use. Build it once (at startup) and share it: construction validates
 // the options and formats the header values of every limiter it knows.
 type Gate struct {
@@ -31,6 +35,9 @@ type Gate struct {
 	def     *core.Limiter
 	headers map[*core.Limiter]*policyHeaders // the default's and WithRoutes'; read-only
 	table   routeTable                       // WithRoutes; nil without
+
+	// keyLogged: ServeKey reported that it ignores WithKey.
+	keyLogged atomic.Bool
 
 	// Whether the WithRoutes patterns were checked against the router.
 	routesChecked atomic.Bool
@@ -70,11 +77,10 @@ func (rt Router) NewGate(l *core.Limiter, opts ...Option) *Gate {
 		panic(err.Error())
 	}
 	g.table = newRouteTable(g.routes)
-	if g.table == nil {
-		g.mux = nil
-	}
+	g.checkDelay(l)
 	g.headers = map[*core.Limiter]*policyHeaders{l: limiterHeaders(l)}
 	for _, rl := range g.routes {
+		g.checkDelay(rl)
 		if g.headers[rl] == nil {
 			g.headers[rl] = limiterHeaders(rl)
 		}
@@ -92,8 +98,11 @@ func newConfig(opts []Option) config {
 		}
 		o(&c)
 	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
 	if c.key == nil {
-		c.key = keyfuncs.IP()
+		c.key = keyfuncs.IP(keyfuncs.Logger(c.logger))
 	}
 	if c.deny == nil {
 		c.deny = DefaultDenyHandler
@@ -103,9 +112,6 @@ func newConfig(opts []Option) config {
 	}
 	if c.now == nil {
 		c.now = time.Now
-	}
-	if c.logger == nil {
-		c.logger = slog.Default()
 	}
 	return c
 }
@@ -131,6 +137,17 @@ type Chain struct {
 	// "" means the routes cannot be listed: nothing is checked. nil: never
 	// checked.
 	Routes func() (routes []string, misplaced string, ok bool)
+
+	// NoOptionsRoute, if not nil, reports that no route of the router
+	// serves r's path for OPTIONS: a CORS preflight (OPTIONS with Origin
+	// and Access-Control-Request-Method) is then answered by what stands
+	// before the routes (a CORS middleware) or by the router itself (404,
+	// 405, an automatic OPTIONS answer), never by a handler of the app,
+	// and the Gate lets it through uncounted. The Gate calls it only for a
+	// preflight. nil: the router cannot tell, and a preflight is decided
+	// like any request, so that no client reaches a handler uncounted by
+	// sending a preflight's header fields.
+	NoOptionsRoute func() bool
 
 	// Key, if not nil, gives the request's key instead of the Gate's
 	// KeyFunc: a router-native key (a user that an authentication
@@ -161,7 +178,7 @@ type Chain struct {
 // request's cost with the status of the response Next wrote (see
 // WithCountIf).
 func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, ch Chain) bool {
-	if g.exempt(r) {
+	if g.exempt(r) || ch.NoOptionsRoute != nil && isPreflight(r) && ch.NoOptionsRoute() {
 		ch.Next(w)
 		return true
 	}
@@ -193,10 +210,17 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, ch Chain) bool {
 // database): it decides for key and, when the request may go on, serves
 // next with w, as Middleware would have; else it writes the refusal (429
 // with the header fields, Retry-After and a problem document, or 503, or
-// 500 for an empty key, the handler's bug) and next does not run. Every option of g applies
-// but WithKey, WithCountIf's settlement included; WithRoutes looks up
-// r.Pattern. Build g once, at startup, with NewGate.
+// 500 for an empty key, the handler's bug) and next does not run. Every
+// option of g applies, WithCountIf's settlement included, but WithKey:
+// key replaces it, and a Gate given WithKey logs so, once, at error
+// level, at its first ServeKey. WithRoutes looks up r.Pattern. It runs in
+// a handler, so a CORS preflight is decided like any request. Build g
+// once, at startup, with NewGate.
 func (g *Gate) ServeKey(w http.ResponseWriter, r *http.Request, key string, next http.Handler) {
+	if g.keySet && !g.keyLogged.Load() && g.keyLogged.CompareAndSwap(false, true) {
+		g.logger.Error("ratelimit: Gate.ServeKey ignores the Gate's WithKey: the key it is given replaces it; build the Gate without WithKey",
+			"router", g.router.Name)
+	}
 	if g.exempt(r) {
 		next.ServeHTTP(w, r)
 		return
@@ -210,31 +234,34 @@ func (g *Gate) ServeKey(w http.ResponseWriter, r *http.Request, key string, next
 }
 
 // exempt reports whether r goes through without a key or a decision:
-// WithSkip's requests and CORS preflights.
+// WithSkip's requests. (A CORS preflight goes through uncounted only where
+// the router says no route serves it: Chain.NoOptionsRoute.)
 func (g *Gate) exempt(r *http.Request) bool {
-	return isPreflight(r) || g.skip != nil && g.skip(r)
+	return g.skip != nil && g.skip(r)
 }
 
-// isPreflight reports whether r is a CORS preflight: an OPTIONS request
-// with Access-Control-Request-Method. A browser sends one before a
-// cross-origin request it may not send unasked; counting it would charge
-// the client twice per call, and refusing it (a 429 without CORS headers)
-// would show the page a network error instead of the 429 its real request
-// would get.
+// isPreflight reports whether r is shaped as a CORS preflight: an OPTIONS
+// request with Origin and Access-Control-Request-Method. A browser sends
+// one before a cross-origin request it may not send unasked; counting it
+// would charge the client twice per call, and refusing it (a 429 without
+// CORS headers) would show the page a network error instead of the 429
+// its real request would get. Any client can send these fields, so the
+// shape alone exempts nothing: see Chain.NoOptionsRoute.
 func isPreflight(r *http.Request) bool {
-	return r.Method == http.MethodOptions && len(r.Header["Access-Control-Request-Method"]) > 0
+	return r.Method == http.MethodOptions && len(r.Header["Origin"]) > 0 &&
+		len(r.Header["Access-Control-Request-Method"]) > 0
 }
 
 // decide decides for key (or reports err) and writes the refusal; it
 // returns whether the request goes on, and what WithCountIf may give back.
 func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string, err error) (bool, charge) {
 	if err != nil {
-		return g.fail(w, r, &keyError{err}), charge{}
+		return g.fail(w, r, policyOf(g.def), &keyError{err}), charge{}
 	}
 	if key == "" {
-		return g.fail(w, r, errEmptyKey), charge{}
+		return g.fail(w, r, policyOf(g.def), errEmptyKey), charge{}
 	}
-	lim := g.limiterFor(r, route)
+	lim, routed := g.limiterFor(r, route)
 	n := 1
 	if g.cost != nil {
 		n = g.cost(r)
@@ -245,13 +272,17 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	}
 	var res core.Result
 	var limit core.Limit
-	if g.limitOf == nil {
-		res, err = lim.AllowN(ctx, key, n)
-	} else {
+	perRequest := g.limitOf != nil && !routed // a route's own limit is never replaced
+	if perRequest {
 		limit, res, err = g.allowLimit(ctx, r, lim, key, n)
+	} else {
+		res, err = lim.AllowN(ctx, key, n)
 	}
 	if err != nil {
-		return g.fail(w, r, err), charge{}
+		return g.fail(w, r, policyOf(lim), err), charge{}
+	}
+	if g.delay > 0 && !res.Allowed && !res.Degraded && res.RetryAfter <= g.delay {
+		res = g.shape(ctx, r, lim, limit, key, n, res) // WithDelay: delay.go
 	}
 	if g.observe != nil {
 		g.observe(r, res, nil, g.dryRun)
@@ -262,7 +293,7 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	}
 	if res.Allowed || g.dryRun {
 		if g.countIf != nil && res.Allowed && !res.Degraded && !g.dryRun {
-			return true, charge{lim: lim, key: key, n: n, limit: limit, perRequest: g.limitOf != nil}
+			return true, charge{lim: lim, key: key, n: n, limit: limit, perRequest: perRequest}
 		}
 		return true, charge{}
 	}
@@ -284,10 +315,11 @@ func (g *Gate) allowLimit(ctx context.Context, r *http.Request, lim *core.Limite
 	return limit, res, nil
 }
 
-// fail handles a request that could not be decided.
-func (g *Gate) fail(w http.ResponseWriter, r *http.Request, err error) bool {
+// fail handles a request that could not be decided; policy names the
+// limiter it went to, for the observer.
+func (g *Gate) fail(w http.ResponseWriter, r *http.Request, policy core.Result, err error) bool {
 	if g.observe != nil {
-		g.observe(r, core.Result{}, err, g.dryRun)
+		g.observe(r, policy, err, g.dryRun)
 	}
 	g.logFailure(err)
 	if g.dryRun {
@@ -297,21 +329,25 @@ func (g *Gate) fail(w http.ResponseWriter, r *http.Request, err error) bool {
 	return false
 }
 
-// limiterFor picks the limiter: the route's, then WithLimiterFunc's, then
-// the default. Routes are matched by pattern only, so no request can make
-// the set of limiters grow.
-func (g *Gate) limiterFor(r *http.Request, route string) *core.Limiter {
+// policyOf is the Result an observer gets with an error: l's policy
+// name and limit, nothing decided.
+func policyOf(l *core.Limiter) core.Result { return core.Result{Limit: l.Limit(), Name: l.Name()} }
+
+// limiterFor picks the limiter: the route's (routed), then
+// WithLimiterFunc's, then the default. Routes are matched by pattern only,
+// so no request can make the set of limiters grow.
+func (g *Gate) limiterFor(r *http.Request, route string) (lim *core.Limiter, routed bool) {
 	if g.table != nil && route != "" {
 		if l := g.table.lookup(r.Method, route); l != nil {
-			return l
+			return l, true
 		}
 	}
 	if g.pick != nil {
 		if l := g.pick(r); l != nil {
-			return l
+			return l, false
 		}
 	}
-	return g.def
+	return g.def, false
 }
 
 // headersFor returns the header values of lim, formatted at construction
@@ -338,9 +374,8 @@ var gateEpoch = time.Now()
 const logInterval = 10 * time.Second
 
 // logFailure logs at most one line per logInterval about requests that
-// could not be rate limited. The error's kind is logged, never its text
-// when it could carry client input: keyfuncs errors name what was missing
-// (header names, reasons), not what the client sent.
+// could not be rate limited: the error's kind, and its text only where it
+// cannot carry client input (see loggable).
 func (g *Gate) logFailure(err error) {
 	n, due := g.failures.Count(int64(time.Since(gateEpoch)), int64(logInterval))
 	if !due {
@@ -357,5 +392,42 @@ func (g *Gate) logFailure(err error) {
 		kind = "empty key"
 	}
 	g.logger.Warn("ratelimit: requests could not be rate limited",
-		"kind", kind, "count", n, "error", err.Error())
+		"kind", kind, "count", n, "error", loggable(err))
 }
+
+// keyfuncsErrors are the errors of package keyfuncs, whose text carries
+// no client input (at most a header name the server configured).
+var keyfuncsErrors = []error{
+	keyfuncs.ErrMissingHeader, keyfuncs.ErrRepeatedHeader, keyfuncs.ErrValueTooLong, keyfuncs.ErrInvalidAddr,
+	keyfuncs.ErrInvalidForwarding, keyfuncs.ErrUnidentifiedClient, keyfuncs.ErrNoUser, keyfuncs.ErrEmptyKey,
+}
+
+// loggable is the text logged for err, which holds no client input: a
+// key function's error is named by the keyfuncs error it matches (and
+// the header it names), else by its type only, since a KeyFunc of the
+// user's may put what the client sent in its text; likewise a
+// WithLimitFunc function's error, unless it is core's. The cost errors
+// and the empty key are core's and this package's own text.
+func loggable(err error) string {
+	var ke *keyError
+	if errors.As(err, &ke) {
+		for _, s := range keyfuncsErrors {
+			if errors.Is(ke.err, s) {
+				var h interface{ Header() string }
+				if errors.As(ke.err, &h) {
+					return ErrKey.Error() + ": " + s.Error() + " " + strconv.Quote(h.Header())
+				}
+				return ErrKey.Error() + ": " + s.Error()
+			}
+		}
+		return ErrKey.Error() + ": the key function failed (" + typeName(ke.err) + "; its text is not logged: it may carry what the client sent)"
+	}
+	var le *limitError
+	if errors.As(err, &le) && !errors.Is(le.err, core.ErrInvalidLimit) && !errors.Is(le.err, core.ErrCostTooHigh) {
+		return "nethttp: WithLimitFunc: the function failed (" + typeName(le.err) + "; its text is not logged: it may carry what the client sent)"
+	}
+	return err.Error()
+}
+
+// typeName is the dynamic type of err, as %T prints it.
+func typeName(err error) string { return fmt.Sprintf("%T", err) }

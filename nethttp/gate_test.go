@@ -40,7 +40,7 @@ func TestDenied429Body(t *testing.T) {
 
 func TestFailClosedDegraded503(t *testing.T) {
 	t.Parallel()
-	l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerMinute(3), FailMode: core.FailClosed})
+	l := limitertest.New(t, core.Config{Store: limitertest.NewDownStore(), Limit: core.PerMinute(3), FailMode: core.FailClosed})
 	for _, style := range []HeaderStyle{HeadersDraft06, HeadersDraft11, HeadersLegacy, HeadersNone} {
 		t.Run(style.String(), func(t *testing.T) {
 			w := limitertest.Get(Middleware(l, WithHeaders(style))(okHandler), "/")
@@ -61,7 +61,7 @@ func TestFailClosedDegraded503(t *testing.T) {
 func TestFailOpenDegradedSendsNoRateLimitFields(t *testing.T) {
 	t.Parallel()
 	var seen core.Result
-	l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerMinute(3), FailMode: core.FailOpen})
+	l := limitertest.New(t, core.Config{Store: limitertest.NewDownStore(), Limit: core.PerMinute(3), FailMode: core.FailOpen})
 	for _, style := range []HeaderStyle{HeadersDraft06, HeadersDraft11, HeadersLegacy, HeadersNone} {
 		w := limitertest.Get(Middleware(l, WithHeaders(style), WithObserver(func(_ *http.Request, res core.Result, _ error, _ bool) { seen = res }))(okHandler), "/")
 		if w.Code != http.StatusOK || !seen.Degraded {
@@ -212,7 +212,7 @@ func TestDryRun(t *testing.T) {
 	if w := limitertest.Get(h, "/"); w.Code != 200 || errs != 1 {
 		t.Fatalf("dry run key error: %d, %d errors observed", w.Code, errs)
 	}
-	l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerMinute(3), FailMode: core.FailClosed})
+	l := limitertest.New(t, core.Config{Store: limitertest.NewDownStore(), Limit: core.PerMinute(3), FailMode: core.FailClosed})
 	if w := limitertest.Get(Middleware(l, WithDryRun())(okHandler), "/"); w.Code != 200 || len(w.Header()) != 1 {
 		t.Fatalf("dry run FailClosed: %d %v", w.Code, w.Header())
 	}
@@ -494,7 +494,7 @@ func TestOverTheWire(t *testing.T) {
 // Retry-After, not the blanket 503 of FailClosed.
 func TestFailLocalDegraded(t *testing.T) {
 	t.Parallel()
-	l := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerMinute(1), FailMode: core.FailLocal, Instances: 1})
+	l := limitertest.New(t, core.Config{Store: limitertest.NewDownStore(), Limit: core.PerMinute(1), FailMode: core.FailLocal, Instances: 1})
 	h := Middleware(l)(okHandler)
 	w := limitertest.Get(h, "/")
 	if w.Code != http.StatusOK || len(rateLimitFields(w.Header())) != 0 {

@@ -19,6 +19,11 @@ import (
 // (WithRoutes); wrapped around each handler (mux.Handle("POST /login",
 // mw(h))), it reads Request.Pattern. See WithRoutes and WithServeMux.
 //
+// A CORS preflight goes through uncounted only when the middleware knows
+// the mux (it wraps it, or WithServeMux) and no route of the mux serves
+// OPTIONS at the preflight's path; otherwise it is decided like any
+// request (see the guide, "Browsers").
+//
 // Middleware panics if l is nil, an option is nil, or a WithRoutes pattern
 // is not written as net/http's ServeMux writes patterns.
 func Middleware(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
@@ -30,13 +35,17 @@ func Middleware(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			g.checkMux(mux, r)
-			g.Serve(w, r, Chain{
+			ch := Chain{
 				Route: func() string { return route(mux, r) },
 				Next: func(w http.ResponseWriter) int {
 					next.ServeHTTP(w, r)
 					return http.StatusOK
 				},
-			})
+			}
+			if mux != nil {
+				ch.NoOptionsRoute = func() bool { return muxPattern(mux, r) == "" }
+			}
+			g.Serve(w, r, ch)
 		})
 	}
 }

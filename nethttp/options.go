@@ -23,6 +23,7 @@ type Option func(*config)
 
 type config struct {
 	key     keyfuncs.KeyFunc
+	keySet  bool // by WithKey, not the default
 	cost    func(*http.Request) int
 	skip    func(*http.Request) bool
 	deny    DenyHandler
@@ -37,15 +38,17 @@ type config struct {
 	logger  *slog.Logger
 	countIf func(*http.Request, int) bool
 	limitOf func(*http.Request) (core.Limit, error)
+	delay   time.Duration // WithDelay
 }
 
 // WithKey sets how a request is turned into the key of its bucket. Default
-// keyfuncs.IP(): the client address from RemoteAddr. A key error, or an
+// keyfuncs.IP(keyfuncs.Logger(l)), l being WithLogger's: the client
+// address from RemoteAddr. A key error, or an
 // empty key, goes to the ErrorHandler (400 by default), never to a shared
 // bucket.
 func WithKey(k keyfuncs.KeyFunc) Option {
 	mustNotBeNil(k == nil, "WithKey")
-	return func(c *config) { c.key = k }
+	return func(c *config) { c.key, c.keySet = k, true }
 }
 
 // WithCost sets how many tokens a request spends. Default 1 for every
@@ -83,7 +86,9 @@ func WithErrorHandler(h ErrorHandler) Option {
 
 // WithObserver calls f once for every request that is not skipped, before
 // any response is written: with the decision, or with the error the
-// ErrorHandler is about to receive (res is then zero). dryRun reports
+// ErrorHandler is about to receive (res then holds only the Name and
+// Limit of the limiter the request went to: the middleware's default
+// one for a key error, which comes before any limiter is chosen). dryRun reports
 // WithDryRun: a refusal (!res.Allowed) or an error did not stop the
 // request, so one observer counts both modes right (metrics.Collector's
 // HTTPObserver does). It serves metrics and logging, and shows what
@@ -123,8 +128,8 @@ func WithLimiterFunc(f func(*http.Request) *core.Limiter) Option {
 
 // WithLimitFunc sets the limit of each request, read per request (a
 // tenant's own quota from a database, say): the request is decided under
-// f's limit by the limiter chosen for it (WithRoutes, WithLimiterFunc or
-// the default), in that limiter's buckets (its Name, so what a key has
+// f's limit by the limiter chosen for it (WithLimiterFunc's or the
+// default), in that limiter's buckets (its Name, so what a key has
 // spent carries over when its limit changes; see
 // core.Limiter.AllowLimit), and the header fields show that limit. An
 // error from f, or a limit core.Limiter.AllowLimit refuses (a zero Rate,
@@ -132,6 +137,10 @@ func WithLimiterFunc(f func(*http.Request) *core.Limiter) Option {
 // never to a default limit. f runs for each request WithSkip does not
 // exempt, after the key: keep it fast (cache what it reads). Default:
 // the limiter's own limit.
+//
+// A route with its own limiter (WithRoutes) keeps its own limit: f is not
+// asked for its requests, so a stricter route ("POST /v1/export" at 5 a
+// minute) is never replaced by a tenant's larger quota.
 func WithLimitFunc(f func(r *http.Request) (core.Limit, error)) Option {
 	mustNotBeNil(f == nil, "WithLimitFunc")
 	return func(c *config) { c.limitOf = f }
@@ -143,7 +152,8 @@ func WithLimitFunc(f func(r *http.Request) (core.Limit, error)) Option {
 // echo and gin; a sub-router's or group's routes with its prefix). Without
 // a method, the limit applies to every method of the route; "GET" covers
 // HEAD too. /users/1 and /users/2 share one limit instead of making one
-// bucket per id. Requests whose route has no entry (or none, a 404) use
+// bucket per id. A route's limiter decides under its own limit, never
+// WithLimitFunc's. Requests whose route has no entry (or none, a 404) use
 // WithLimiterFunc, then the default limiter. The map is copied. Calling
 // WithRoutes again adds to the routes.
 //
@@ -189,7 +199,8 @@ func WithRoutes(routes map[string]*core.Limiter) Option {
 // Middleware wrapping mux itself needs no WithServeMux; give it when other
 // middleware stands between (Middleware(…)(logging(mux))). That is one
 // more route match per request; wrapping each handler instead costs
-// nothing. Only used with WithRoutes.
+// nothing. Used with WithRoutes, and for CORS preflights: one that mux
+// routes nowhere goes through uncounted (see Middleware).
 func WithServeMux(mux *http.ServeMux) Option {
 	mustNotBeNil(mux == nil, "WithServeMux")
 	return func(c *config) { c.mux = mux }

@@ -42,6 +42,20 @@ type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 //
 // The seconds are those of Retry-After.
 func DefaultDenyHandler(w http.ResponseWriter, r *http.Request, res core.Result) {
+	deny(w, res, `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in `)
+}
+
+// denySlots is the default response of Concurrency to a request refused
+// because every slot of its key is held: DefaultDenyHandler's, saying so.
+//
+//	{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"too many requests in flight; retry in 1 second"}
+func denySlots(w http.ResponseWriter, res core.Result) {
+	deny(w, res, `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"too many requests in flight; retry in `)
+}
+
+// deny writes a 429 whose detail starts as start says, or the 503 of a
+// blanket refusal while the store is down.
+func deny(w http.ResponseWriter, res core.Result, start string) {
 	secs := retrySeconds(res.RetryAfter)
 	var buf [160]byte
 	b := buf[:0]
@@ -50,7 +64,7 @@ func DefaultDenyHandler(w http.ResponseWriter, r *http.Request, res core.Result)
 		status = http.StatusServiceUnavailable
 		b = append(b, `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"rate limiting is unavailable; retry in `...)
 	} else {
-		b = append(b, `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in `...)
+		b = append(b, start...)
 	}
 	b = strconv.AppendInt(b, secs, 10)
 	if secs == 1 {

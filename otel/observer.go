@@ -38,6 +38,7 @@ const (
 	outcomeDegradedDenied    = "degraded_denied"
 	outcomeWouldDeny         = "would_deny"
 	outcomeDegradedWouldDeny = "degraded_would_deny"
+	outcomeUnavailable       = "unavailable"
 	outcomeDryRun            = "dry_run"
 	outcomeKeyError          = "key_error"
 	outcomeError             = "error"
@@ -122,7 +123,7 @@ func New(mp metric.MeterProvider) (*Observer, error) {
 		metric.WithDescription("1 while the policy's circuit breaker keeps the store uncalled, else 0."))
 	err = errors.Join(err, e)
 	o.requests, e = m.Int64Counter(nameRequests, metric.WithUnit("{request}"),
-		metric.WithDescription("HTTP requests seen by the middleware, by policy and outcome (allowed, denied, dry_run, key_error, error)."))
+		metric.WithDescription("HTTP requests seen by the middleware, by policy and outcome (allowed, denied, unavailable, dry_run, key_error, error)."))
 	err = errors.Join(err, e)
 	o.leases, e = newLeaseInstruments(m)
 	err = errors.Join(err, e)

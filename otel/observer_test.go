@@ -209,7 +209,7 @@ func TestWithLimiters(t *testing.T) {
 	// A second per decision, not 50ms: under -race on a busy machine
 	// miniredis can be slower than that.
 	remote := newLimiter(core.Config{Store: core.NewRedisStore(client), FailMode: core.FailOpen, Name: "redis", Timeout: time.Second})
-	down := newLimiter(core.Config{Store: &limitertest.DownStore{}, FailMode: core.FailClosed, Name: "down", BreakerFailures: 2})
+	down := newLimiter(core.Config{Store: limitertest.NewDownStore(), FailMode: core.FailClosed, Name: "down", BreakerFailures: 2})
 	for _, lim := range []*core.Limiter{mem, remote} {
 		for range 5 {
 			lim.Allow(ctx, "alice")
@@ -340,7 +340,11 @@ func TestHTTPObserver(t *testing.T) {
 	key, quiet := nethttp.WithKey(keyfuncs.Header("X-API-Key")), nethttp.WithLogger(slog.New(slog.DiscardHandler))
 	enforced := nethttp.Middleware(newLimiter("web"), key, quiet, nethttp.WithObserver(o.HTTPObserver()))(ok)
 	trial := nethttp.Middleware(newLimiter("trial"), key, quiet, nethttp.WithDryRun(), nethttp.WithObserver(o.HTTPObserver()))(ok)
-	for _, h := range []http.Handler{enforced, trial} {
+	// FailClosed while the store is down: unavailable, not denied; key
+	// errors carry the middleware's policy (issue 36 item 11).
+	down := limitertest.New(t, core.Config{Store: &limitertest.DownStore{}, Limit: core.PerHour(1), FailMode: core.FailClosed, Name: "closed", Instances: 1})
+	closed := nethttp.Middleware(down, key, quiet, nethttp.WithObserver(o.HTTPObserver()))(ok)
+	for _, h := range []http.Handler{enforced, trial, closed} {
 		for _, apiKey := range []string{"a", "a", "a", ""} {
 			r := httptest.NewRequest("GET", "/", nil)
 			if apiKey != "" {
@@ -351,14 +355,24 @@ func TestHTTPObserver(t *testing.T) {
 	}
 	got := collect(t, reader)
 	want := map[string]point{
-		"ratelimit_http_requests{outcome=allowed,policy=trial}": {value: 1},
-		"ratelimit_http_requests{outcome=allowed,policy=web}":   {value: 1},
-		"ratelimit_http_requests{outcome=denied,policy=trial}":  {value: 0},
-		"ratelimit_http_requests{outcome=denied,policy=web}":    {value: 2},
-		"ratelimit_http_requests{outcome=dry_run,policy=trial}": {value: 2},
-		"ratelimit_http_requests{outcome=dry_run,policy=web}":   {value: 0},
-		"ratelimit_http_requests{outcome=error,policy=}":        {value: 0},
-		"ratelimit_http_requests{outcome=key_error,policy=}":    {value: 2},
+		"ratelimit_http_requests{outcome=allowed,policy=trial}":      {value: 1},
+		"ratelimit_http_requests{outcome=allowed,policy=web}":        {value: 1},
+		"ratelimit_http_requests{outcome=allowed,policy=closed}":     {value: 0},
+		"ratelimit_http_requests{outcome=denied,policy=trial}":       {value: 0},
+		"ratelimit_http_requests{outcome=denied,policy=web}":         {value: 2},
+		"ratelimit_http_requests{outcome=denied,policy=closed}":      {value: 0},
+		"ratelimit_http_requests{outcome=unavailable,policy=trial}":  {value: 0},
+		"ratelimit_http_requests{outcome=unavailable,policy=web}":    {value: 0},
+		"ratelimit_http_requests{outcome=unavailable,policy=closed}": {value: 3},
+		"ratelimit_http_requests{outcome=dry_run,policy=trial}":      {value: 2},
+		"ratelimit_http_requests{outcome=dry_run,policy=web}":        {value: 0},
+		"ratelimit_http_requests{outcome=dry_run,policy=closed}":     {value: 0},
+		"ratelimit_http_requests{outcome=error,policy=trial}":        {value: 0},
+		"ratelimit_http_requests{outcome=error,policy=web}":          {value: 0},
+		"ratelimit_http_requests{outcome=error,policy=closed}":       {value: 0},
+		"ratelimit_http_requests{outcome=key_error,policy=trial}":    {value: 1},
+		"ratelimit_http_requests{outcome=key_error,policy=web}":      {value: 1},
+		"ratelimit_http_requests{outcome=key_error,policy=closed}":   {value: 1},
 	}
 	if len(got) != len(want) {
 		t.Errorf("%d data points, want %d: %v", len(got), len(want), got)

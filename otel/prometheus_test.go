@@ -173,7 +173,7 @@ func traffic(t *testing.T, o core.Observer, httpObservers ...func(*http.Request,
 	t.Cleanup(func() { client.Close() })
 	remote := newLimiter(core.Config{Store: core.NewRedisStore(client), FailMode: core.FailOpen, Name: "redis", Timeout: time.Second})
 	mem := newLimiter(core.Config{Store: core.NewMemoryStore(), FailMode: core.FailOpen, Name: "mem"})
-	down := newLimiter(core.Config{Store: &limitertest.DownStore{}, FailMode: core.FailClosed, Name: "down", BreakerFailures: 2})
+	down := newLimiter(core.Config{Store: limitertest.NewDownStore(), FailMode: core.FailClosed, Name: "down", BreakerFailures: 2})
 	for _, lim := range []*core.Limiter{remote, mem} {
 		for range 4 {
 			lim.Allow(ctx, "alice")

@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
@@ -52,6 +55,7 @@ func TestDemo(t *testing.T) {
 func TestDemoRealRedis(t *testing.T) {
 	t.Parallel()
 	addr := redistest.Addr(t)
+	t.Cleanup(deleteRunKeys(t, addr, time.Now()))
 	o := options{redisAddr: addr, instances: 3, limit: 4, rate: 24, duration: 1500 * time.Millisecond, addr: "127.0.0.1:0", timeout: 2 * time.Second}
 	var out bytes.Buffer
 	rep, err := run(context.Background(), o, &out)
@@ -61,6 +65,27 @@ func TestDemoRealRedis(t *testing.T) {
 	checkReport(t, o, rep)
 	if !strings.Contains(out.String(), "Redis at "+addr+" (-redis)") {
 		t.Errorf("output does not name the Redis at %s:\n%s", addr, out.String())
+	}
+}
+
+// deleteRunKeys returns a cleanup that deletes the keys of the demo runs
+// that started at addr since start: their prefix is "ratelimit-demo:"
+// and the start's UnixNano in base 36.
+func deleteRunKeys(t *testing.T, addr string, start time.Time) func() {
+	return func() {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		defer c.Close()
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, "ratelimit-demo:*", 1000).Iterator()
+		for iter.Next(ctx) {
+			run, _, _ := strings.Cut(strings.TrimPrefix(iter.Val(), "ratelimit-demo:"), ":")
+			if ns, err := strconv.ParseInt(run, 36, 64); err == nil && ns >= start.UnixNano() {
+				c.Del(ctx, iter.Val())
+			}
+		}
+		if err := iter.Err(); err != nil {
+			t.Logf("deleting the demo's keys: %v", err)
+		}
 	}
 }
 

@@ -20,7 +20,7 @@
 // twin here (WithKey, WithCost, WithSkip, WithDryRun, WithHeaders,
 // WithDenyHandler, WithErrorHandler, WithObserver, WithLimiterFunc,
 // WithLimitFunc,
-// WithRoutes, WithCountIf, WithLogger); nethttp's own work as well.
+// WithRoutes, WithCountIf, WithLogger, WithDelay); nethttp's own work as well.
 //
 // The default key is keyfuncs.IP(): RemoteAddr only, an IPv6 client by
 // its /64. Behind proxies use keyfuncs.IP with keyfuncs.TrustedProxies,

@@ -5,6 +5,7 @@ package echo
 import (
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/keyfuncs"
@@ -17,6 +18,14 @@ import (
 func WithCountIf(counts func(r *http.Request, status int) bool) Option {
 	return nethttp.WithCountIf(counts)
 }
+
+// WithDelay shapes instead of refusing: a request over the limit whose
+// tokens will exist within max is booked (core.Limiter.ReserveN, in the
+// order requests reach the store, across every instance) and waits its
+// exact delay, then goes on to the handler, with header fields that
+// describe the bucket after the wait; one that would wait longer is refused
+// as without WithDelay (429, Retry-After). It is nethttp.WithDelay.
+func WithDelay(max time.Duration) Option { return nethttp.WithDelay(max) }
 
 // ErrKey is what an ErrorHandler receives, wrapped, when the KeyFunc
 // failed: errors.Is(err, ErrKey). It is nethttp.ErrKey.

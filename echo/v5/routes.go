@@ -31,3 +31,16 @@ func echoRoutes(e *echo.Echo) []string {
 	}
 	return list
 }
+
+// noOptionsRoute reports, for nethttp.Chain.NoOptionsRoute, that echo
+// routed the request to none of the app's handlers: no route matches it
+// (404), or the route matched has no OPTIONS handler, so echo answers
+// itself (405, or its automatic OPTIONS reply). Before routing (e.Pre) it
+// cannot tell: false.
+func noOptionsRoute(c *echo.Context) bool {
+	switch c.RouteInfo().Name {
+	case echo.NotFoundRouteName, echo.MethodNotAllowedRouteName:
+		return true
+	}
+	return false
+}

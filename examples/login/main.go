@@ -36,7 +36,7 @@ func main() {
 	if err := store.Preload(ctx); err != nil {
 		log.Fatalf("Redis: %v", err)
 	}
-	app, err := newApp(store)
+	app, err := newApp(store, 0) // the default Timeout, 50 ms
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -44,16 +44,17 @@ func main() {
 	log.Fatal(http.ListenAndServe(*addr, app))
 }
 
-// newApp serves POST /login with its two limits in store.
-func newApp(store core.Store) (http.Handler, error) {
+// newApp serves POST /login with its two limits in store, each decision
+// bounded by timeout (0: the default).
+func newApp(store core.Store, timeout time.Duration) (http.Handler, error) {
 	byIP, err := core.New(core.Config{
-		Store: store, Name: "login-ip", Limit: core.PerMinute(20), FailMode: core.FailClosed,
+		Store: store, Name: "login-ip", Limit: core.PerMinute(20), FailMode: core.FailClosed, Timeout: timeout,
 	})
 	if err != nil {
 		return nil, err
 	}
 	byUser, err := core.New(core.Config{
-		Store: store, Name: "login-user", Limit: core.PerHour(5), FailMode: core.FailClosed,
+		Store: store, Name: "login-user", Limit: core.PerHour(5), FailMode: core.FailClosed, Timeout: timeout,
 	})
 	if err != nil {
 		return nil, err

@@ -129,10 +129,10 @@ func TestConcurrencyConformance(t *testing.T) {
 		return got
 	}
 	want := []response{
-		{429, "Content-Type: application/problem+json\nRatelimit-Limit: 1\nRatelimit-Policy: 1;w=20\nRatelimit-Remaining: 0\nRatelimit-Reset: 20\nRetry-After: 20",
-			`{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in 20 seconds"}`},
-		{200, "Content-Type: text/plain; charset=utf-8\nRatelimit-Limit: 1\nRatelimit-Policy: 1;w=20\nRatelimit-Remaining: 0\nRatelimit-Reset: 20", "ok"},
-		{200, "Content-Type: text/plain; charset=utf-8\nRatelimit-Limit: 1\nRatelimit-Policy: 1;w=20\nRatelimit-Remaining: 0\nRatelimit-Reset: 20", "ok"},
+		{429, "Content-Type: application/problem+json\nRatelimit-Limit: 1\nRatelimit-Remaining: 0\nRatelimit-Reset: 1\nRetry-After: 1",
+			`{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"too many requests in flight; retry in 1 second"}`},
+		{200, "Content-Type: text/plain; charset=utf-8\nRatelimit-Limit: 1\nRatelimit-Remaining: 0\nRatelimit-Reset: 20", "ok"},
+		{200, "Content-Type: text/plain; charset=utf-8\nRatelimit-Limit: 1\nRatelimit-Remaining: 0\nRatelimit-Reset: 20", "ok"},
 	}
 	for name, build := range concurrencyApps {
 		t.Run(name, func(t *testing.T) {

@@ -48,7 +48,7 @@ func (e *env) limiter(lim core.Limit) *core.Limiter {
 
 // down returns a limiter of lim on a store that always fails.
 func (e *env) down(lim core.Limit, mode core.FailMode) *core.Limiter {
-	return e.config(core.Config{Store: &limitertest.DownStore{}, Limit: lim, FailMode: mode, Instances: 1})
+	return e.config(core.Config{Store: limitertest.NewDownStore(), Limit: lim, FailMode: mode, Instances: 1})
 }
 
 func (e *env) config(cfg core.Config) *core.Limiter {

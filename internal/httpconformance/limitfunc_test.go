@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 	"github.com/sluicehq/ratelimit/nethttp"
@@ -72,6 +73,43 @@ func TestLimitFuncThreeTenants(t *testing.T) {
 				if w := send(tenant); w.Code != http.StatusInternalServerError {
 					t.Errorf("%s: %d, want 500", tenant, w.Code)
 				}
+			}
+		})
+	}
+}
+
+// TestLimitFuncKeepsRouteLimit: a route's own limiter (WithRoutes) keeps
+// its stricter limit when WithLimitFunc gives every other request a
+// tenant's plan, in every adapter (issue 36 item 8: 20 of 20 exports
+// passed under the plan's 600 a minute).
+func TestLimitFuncKeepsRouteLimit(t *testing.T) {
+	t.Parallel()
+	plan := func(*http.Request) (core.Limit, error) { return core.PerMinute(600), nil }
+	for _, ad := range adapters {
+		t.Run(ad.name, func(t *testing.T) {
+			t.Parallel()
+			e := &env{t: t, clk: limitertest.NewClock()}
+			def := e.config(core.Config{Store: core.NewMemoryStore(core.WithClock(e.clk.Now)), Name: "plans", Limit: core.PerMinute(60), FailMode: core.FailOpen})
+			export := e.config(core.Config{Store: core.NewMemoryStore(core.WithClock(e.clk.Now)), Name: "export", Limit: core.PerMinute(5), FailMode: core.FailOpen})
+			h := ad.build(app{global: &mw{lim: def, opts: []nethttp.Option{nethttp.WithLimitFunc(plan)},
+				routes: map[string]*core.Limiter{"GET " + routeLogin: export}}}, ad)
+			passed, limits := 0, map[string]int{}
+			for range 20 {
+				w := serve(h, step{path: routeLogin})
+				if w.Code == http.StatusOK {
+					passed++
+				}
+				limits[w.Header().Get("RateLimit-Limit")]++
+			}
+			if len(limits) != 1 || limits["5"] != 20 {
+				t.Errorf("exports: RateLimit-Limit %v, want the route's 5 on all 20", limits)
+			}
+			t.Logf("%d of 20 exports passed; RateLimit-Limit %v", passed, limits)
+			if passed != 5 {
+				t.Errorf("%d of 20 exports passed; the route's limit is 5 a minute", passed)
+			}
+			if got := serve(h, step{}).Header().Get("RateLimit-Limit"); got != "600" {
+				t.Errorf("another route: RateLimit-Limit %q, want the plan's 600", got)
 			}
 		})
 	}

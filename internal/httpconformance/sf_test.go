@@ -66,7 +66,7 @@ func TestStructuredFields(t *testing.T) {
 						e := &env{t: t, clk: limitertest.NewClock()}
 						cfg := core.Config{Store: core.NewMemoryStore(core.WithClock(e.clk.Now)), Limit: set.limit, Extra: set.extra, FailMode: sc.mode}
 						if sc.down {
-							cfg.Store, cfg.Instances = &limitertest.DownStore{}, 1
+							cfg.Store, cfg.Instances = limitertest.NewDownStore(), 1
 						}
 						h := ad.build(global(e.config(cfg), nethttp.WithHeaders(style), withClock(e.clk.Now)), ad)
 						for i, advance := range sfSteps {

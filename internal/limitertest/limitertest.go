@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/fakestore"
 )
 
 // Epoch is where every clock of this package starts: 2026-01-01 00:00 UTC,
@@ -134,17 +135,21 @@ func Get(h http.Handler, target string, hdr ...string) *httptest.ResponseRecorde
 // internal address, which no response may carry.
 var ErrDown = errors.New("dial tcp 10.1.2.3:6379: connection refused")
 
-// DownStore is a core.Store that cannot decide: every Take fails with
-// ErrDown. It counts the calls; its zero value is ready to use.
-type DownStore struct{ calls atomic.Int64 }
-
-var _ core.Store = (*DownStore)(nil)
-
-// Take fails with ErrDown.
-func (s *DownStore) Take(context.Context, string, int, []core.Policy, []core.Outcome) (core.Outcome, error) {
-	s.calls.Add(1)
-	return core.Outcome{}, ErrDown
+// DownStore is a core.Store that cannot decide: every call fails with
+// ErrDown. It counts the calls. Make one with NewDownStore.
+type DownStore struct {
+	core.Store
+	calls *atomic.Int64
 }
 
-// Calls returns how many times Take was called.
+// NewDownStore returns a DownStore.
+func NewDownStore() *DownStore {
+	calls := new(atomic.Int64)
+	return &DownStore{calls: calls, Store: fakestore.New(func(context.Context, fakestore.Call) (core.Outcome, error) {
+		calls.Add(1)
+		return core.Outcome{}, ErrDown
+	})}
+}
+
+// Calls returns how many calls the store failed.
 func (s *DownStore) Calls() int64 { return s.calls.Load() }

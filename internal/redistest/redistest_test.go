@@ -3,6 +3,7 @@ package redistest_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -146,5 +147,28 @@ func TestStartSentinelFailover(t *testing.T) {
 	}
 	if got := c.Get(ctx, "k").Val(); got != "v" {
 		t.Errorf("GET k after failover = %q, want the replicated %q", got, "v")
+	}
+}
+
+// TestPrefixCleanup: the keys a test writes under its Prefix on the shared
+// server are gone when it ends, whatever their TTL.
+func TestPrefixCleanup(t *testing.T) {
+	c := redistest.Client(t)
+	ctx := context.Background()
+	var prefix string
+	t.Run("writer", func(t *testing.T) {
+		prefix = redistest.Prefix(t)
+		for i := range 2500 { // more than one SCAN batch
+			if err := c.Set(ctx, prefix+"{k}:"+strconv.Itoa(i), "v", time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	left, err := c.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Fatalf("%d keys under %s left after the test ended, want 0", len(left), prefix)
 	}
 }

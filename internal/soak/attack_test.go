@@ -47,7 +47,7 @@ var attackClients = []struct {
 
 // attackLimiter returns a limiter of attackLimit on a RedisStore of its own
 // (a fresh prefix) with the client options opts, and the count of its
-// OnError calls: one for every degraded decision.
+// degraded decisions observed: one for every degraded decision.
 func attackLimiter(t *testing.T, opts redis.Options, mode core.FailMode) (*core.Limiter, *atomic.Int64) {
 	t.Helper()
 	opts.Addr = redistest.Addr(t)
@@ -58,7 +58,7 @@ func attackLimiter(t *testing.T, opts redis.Options, mode core.FailMode) (*core.
 		Store:    core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))),
 		Limit:    attackLimit,
 		FailMode: mode,
-		OnError:  func(error) { errs.Add(1) },
+		Observer: onStoreError(func(error) { errs.Add(1) }),
 		Logger:   discard,
 		// The attacks are about cancellation: a loaded -race run must
 		// not pass a slow decision off as one.
@@ -127,7 +127,7 @@ func runConnectionAttack(t *testing.T, send func(t *testing.T, addr string)) {
 					t.Errorf("handler ran %d times of %d sent, want at most %d", got, attackSent, want)
 				}
 				if got := errs.Load(); got != 0 {
-					t.Errorf("%d degraded decisions (OnError calls), want 0: a client's cancellation is not a store failure", got)
+					t.Errorf("%d degraded decisions (observed), want 0: a client's cancellation is not a store failure", got)
 				}
 			})
 		}
@@ -203,7 +203,7 @@ func runDeadlineAttack(t *testing.T, spoil func() (context.Context, context.Canc
 				if err != nil {
 					t.Fatalf("victim's Allow: %v", err)
 				}
-				t.Logf("attacker: %d allowed, %d degraded of %d; victim: allowed %v, degraded %v; OnError %d",
+				t.Logf("attacker: %d allowed, %d degraded of %d; victim: allowed %v, degraded %v; observed %d",
 					allowed, degraded, sent, victim.Allowed, victim.Degraded, errs.Load())
 				if want := attackLimit.Capacity(); allowed > want {
 					t.Errorf("attacker: %d of %d allowed, want at most %d", allowed, sent, want)
@@ -215,7 +215,7 @@ func runDeadlineAttack(t *testing.T, spoil func() (context.Context, context.Canc
 					t.Errorf("victim: allowed %v, degraded %v; want allowed by Redis, not degraded", victim.Allowed, victim.Degraded)
 				}
 				if got := errs.Load(); got != 0 {
-					t.Errorf("%d OnError calls, want 0", got)
+					t.Errorf("%d degraded decisions observed, want 0", got)
 				}
 			})
 		}
@@ -240,3 +240,15 @@ func TestAttackCancelledContext(t *testing.T) {
 		return ctx, cancel
 	})
 }
+
+// onStoreError is an Observer passing each degraded decision's cause to
+// the function.
+type onStoreError func(error)
+
+func (f onStoreError) Decision(e core.DecisionEvent) {
+	if e.Err != nil {
+		f(e.Err)
+	}
+}
+
+func (onStoreError) BreakerChange(string, bool) {}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/fakestore"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 	"github.com/sluicehq/ratelimit/nethttp"
@@ -54,18 +55,20 @@ var hostileAddrs = []string{
 	strings.Repeat("9", 4096),
 }
 
-// subjectRecorder is a store that remembers the subjects it was asked about.
+// subjectRecorder remembers the subjects a store was asked about.
 type subjectRecorder struct {
-	core.Store
 	mu       sync.Mutex
 	subjects map[string]bool
 }
 
-func (s *subjectRecorder) Take(ctx context.Context, subject string, n int, ps []core.Policy, each []core.Outcome) (core.Outcome, error) {
-	s.mu.Lock()
-	s.subjects[subject] = true
-	s.mu.Unlock()
-	return s.Store.Take(ctx, subject, n, ps, each)
+// store returns a store deciding in a MemoryStore that records subjects.
+func (s *subjectRecorder) store() core.Store {
+	return fakestore.Over(core.NewMemoryStore(), func(_ context.Context, c fakestore.Call) error {
+		s.mu.Lock()
+		s.subjects[c.Subject] = true
+		s.mu.Unlock()
+		return nil
+	})
 }
 
 func TestHostileHeaders(t *testing.T) {
@@ -82,8 +85,8 @@ func TestHostileHeaders(t *testing.T) {
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	for name, kf := range keys {
 		t.Run(name, func(t *testing.T) {
-			rec := &subjectRecorder{Store: core.NewMemoryStore(), subjects: map[string]bool{}}
-			lim, err := core.New(core.Config{Store: rec, Limit: core.PerMinute(5), FailMode: core.FailClosed})
+			rec := &subjectRecorder{subjects: map[string]bool{}}
+			lim, err := core.New(core.Config{Store: rec.store(), Limit: core.PerMinute(5), FailMode: core.FailClosed, Timeout: 5 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,69 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/ratelimit/internal/corehook"
+)
+
+func init() {
+	corehook.Pause = func(l any, ctx context.Context, key string, d time.Duration) {
+		l.(*Limiter).pause(ctx, key, d)
+	}
+	corehook.ReserveWithin = func(l any, ctx context.Context, key string, n int, most time.Duration) (any, error) {
+		v := l.(*Limiter)
+		return v.base.reserve(ctx, key, n, v.set, min(most, v.base.maxWait))
+	}
+	corehook.MaxWait = func(l any) time.Duration { return l.(*Limiter).base.maxWait }
+}
+
+// Charge takes n tokens from key's bucket after the fact — usage counted
+// from a response: an LLM's tokens, bytes sent — and is never refused:
+// the bucket may go into debt, down to max(Burst, what refills in
+// Config.MaxWait) tokens owed; a charge beyond that is forgiven (counted
+// in the Observer's WaitEvent.Forgiven). While the bucket owes, AllowN
+// refuses with a RetryAfter until the refill has repaid the debt and the
+// request's own cost, and ReserveN books behind the debt.
+//
+// The Result is the bucket after the charge: Allowed is true, Remaining
+// the whole tokens left (0 while it owes), RetryAfter how long until a
+// request of one token would be allowed (0 if now). n may exceed the
+// burst. The error is non-nil only for a caller's mistake (an empty key,
+// n < 1, n so large that no arithmetic holds it: ErrCostTooHigh) or a
+// Store of another package (it cannot charge). A charge the store could
+// not record is Result.Degraded; with FailLocal the in-process bucket
+// gets it.
+func (l *Limiter) Charge(ctx context.Context, key string, n int) (Result, error) {
+	base, set := l.base, l.set
+	switch {
+	case key == "":
+		return Result{}, ErrEmptyKey
+	case n < 1:
+		return Result{}, fmt.Errorf("%w (got %d)", ErrInvalidCost, n)
+	}
+	for _, p := range set.policies {
+		if int64(n) > maxCharge/p.Unit {
+			return Result{}, fmt.Errorf("%w (a charge of %d)", ErrCostTooHigh, n)
+		}
+	}
+	r := base.book(ctx, withArg(opCharge, base.maxWait.Microseconds()), key, n, set)
+	r.Allowed = true
+	if base.observer != nil {
+		base.observeWait(WaitEvent{Charge: true, Booked: true, N: n, Forgiven: int(r.extra), Degraded: r.Degraded})
+	}
+	return r, nil
+}
+
+// pause makes key's bucket owe at least what refills in d (an upstream's
+// Retry-After, at most a day), so that every instance sharing it waits:
+// nethttp's Transport calls it through internal/corehook.
+func (l *Limiter) pause(ctx context.Context, key string, d time.Duration) Result {
+	l, set := l.base, l.set
+	d = min(max(d, 0), maxMaxWait)
+	if key == "" || d == 0 {
+		return Result{}
+	}
+	return l.book(ctx, withArg(opPause, d.Microseconds()), key, 1, set)
+}

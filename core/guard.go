@@ -1,0 +1,185 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// guard is how every kind of limiter — a Limiter's decisions, a
+// Concurrency's acquires, releases and renewals — reaches a store outside
+// this process, so that a store failure is one thing whoever meets it
+// (DESIGN §2a, "One control plane"):
+//
+//   - a circuit breaker per store node, configured by the same fields;
+//   - one bound per store call: Timeout from the call's start, and
+//     MaxInFlight calls running in the store (the store enforces both);
+//   - one rule for what a failure is and its cause (end);
+//   - one fallback per FailMode (fallback);
+//   - one report: the Observer (Decision with its Err, BreakerChange) and
+//     one log line per interval naming the policy (reporter);
+//   - one clock, injectable, for breakers, caches and the log throttle.
+//
+// A store in this process (a MemoryStore) answers at once and never fails
+// a checked call: its limiters call it directly, past the guard.
+type guard struct {
+	store    storeCalls // Config.Store, resolved once (resolveStore)
+	timeout  time.Duration
+	bound    int64        // MaxInFlight
+	clock    func() int64 // ns, monotonic
+	breakers nodeBreakers
+	fallback fallback
+	observer Observer
+	report   reporter
+}
+
+// guardConfig is what a limiter's config says of its guard: the fields
+// Config and ConcurrencyConfig both have, with the same names, meaning
+// and defaults.
+type guardConfig struct {
+	store        Store
+	name         string // the policy reports name
+	mode         FailMode
+	timeout      time.Duration
+	failures     int
+	cooldown     time.Duration
+	maxInFlight  int
+	instances    int // FailLocal
+	localMaxKeys int
+	observer     Observer
+	logger       *slog.Logger
+}
+
+// minTimeout is the least Timeout accepted: below it every decision would
+// be decided by FailMode, whatever the store.
+const minTimeout = time.Millisecond
+
+// check rejects what no limiter can run with; what names the config
+// ("Config", "ConcurrencyConfig") in errors.
+func (cfg *guardConfig) check(what string) error {
+	switch cfg.mode {
+	case FailOpen, FailClosed, FailLocal:
+	case 0:
+		return ErrFailModeUnset
+	default:
+		return fmt.Errorf("%w (got %d)", ErrInvalidFailMode, int(cfg.mode))
+	}
+	if cfg.mode != FailLocal {
+		cfg.instances, cfg.localMaxKeys = 0, 0
+	} else if cfg.instances == 0 {
+		return fmt.Errorf("%w: FailLocal needs %s.Instances, the number of app instances sharing the limit", ErrInvalidConfig, what)
+	}
+	switch {
+	case cfg.timeout < 0 || cfg.cooldown < 0 || cfg.failures < 0 || cfg.maxInFlight < 0 || cfg.instances < 0:
+		return fmt.Errorf("%w: %s: Timeout, Instances, BreakerFailures, BreakerCooldown and MaxInFlight must not be negative", ErrInvalidConfig, what)
+	case cfg.timeout != 0 && cfg.timeout < minTimeout:
+		return fmt.Errorf("%w: %s.Timeout %v is below %v: no store answers that fast, so FailMode would decide every request", ErrInvalidConfig, what, cfg.timeout, minTimeout)
+	case cfg.cooldown > time.Second:
+		return fmt.Errorf("%w: BreakerCooldown %v exceeds 1s; a recovered store would stay unused too long", ErrInvalidConfig, cfg.cooldown)
+	case cfg.localMaxKeys < 0:
+		return fmt.Errorf("%w: LocalMaxKeys %d is negative", ErrInvalidConfig, cfg.localMaxKeys)
+	}
+	return nil
+}
+
+// init resolves cfg's store and sets g up for it; cfg is checked.
+func (g *guard) init(cfg guardConfig) error {
+	store, err := resolveStore(cfg.store)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	*g = guard{
+		store:   store,
+		timeout: orDefault(cfg.timeout, DefaultTimeout),
+		bound:   int64(orDefault(cfg.maxInFlight, DefaultMaxInFlight)),
+		clock:   func() int64 { return int64(time.Since(start)) },
+		breakers: nodeBreakers{node: store.nodes(), one: breaker{
+			threshold: int64(orDefault(cfg.failures, DefaultBreakerFailures)),
+			cooldown:  int64(orDefault(cfg.cooldown, DefaultBreakerCooldown)),
+		}},
+		fallback: newFallback(cfg.mode, cfg.localMaxKeys),
+		observer: cfg.observer,
+		report:   newReporter(cfg),
+	}
+	g.report.timeout = g.timeout
+	return nil
+}
+
+// begin returns the breaker of the node deciding subj, and whether the
+// store may be called now: if not, ErrCircuitOpen; probe says the call is
+// the probe of a half-open breaker (end must follow the call).
+func (g *guard) begin(subj string) (br *breaker, probe bool, err error) {
+	br = g.breakers.forKey(subj)
+	call, probe := br.allow(g.clock())
+	if !call {
+		return br, false, ErrCircuitOpen
+	}
+	return br, probe, nil
+}
+
+// end records how a store call made through br by deadline went: err nil
+// when the store answered. It returns nil then, else the failure's cause,
+// for the fallback and the report.
+//
+// The rule for every limiter: only failing calls count toward the
+// breaker. A call that ran out of time while the store shows no failure
+// of its own (no fresh dial error, its last call answered) says this one
+// waited too long — a burst, this process starved of CPU — and degrades
+// it alone; so do ErrOverloaded (no call was made) and a Cluster slot on
+// the move (the node is healthy).
+func (g *guard) end(br *breaker, probe bool, err error, deadline time.Time) error {
+	if err == nil {
+		if br.success(probe) {
+			g.recovered()
+		}
+		return nil
+	}
+	if errors.Is(err, ErrOverloaded) {
+		br.release(probe)
+		return ErrOverloaded
+	}
+	dialErr, last, told := g.store.why()
+	// A caller stops waiting by its own timer, a hair before the clock
+	// reads the deadline.
+	call := callOf(err)
+	timedOut := !time.Now().Before(deadline) || (call == 0 && errors.Is(err, context.DeadlineExceeded))
+	err = failureCause(err, timedOut, dialErr, last)
+	switch {
+	case slotMoving(err), timedOut && told && last == nil && dialErr == nil:
+		br.release(probe)
+	default:
+		if br.failedCall(probe, g.clock(), call) && g.observer != nil {
+			g.observer.BreakerChange(g.report.policy, true)
+		}
+	}
+	return err
+}
+
+// recovered notes a closed breaker: the observer always, the log at most
+// once per interval.
+func (g *guard) recovered() {
+	if g.observer != nil {
+		g.observer.BreakerChange(g.report.policy, false)
+	}
+	g.report.recovered(g.clock())
+}
+
+// decided tells the Observer about one decision (an acquire, or a
+// Limiter's take), degraded or not; start is when the store was asked
+// (zero: it was not).
+func (g *guard) decided(ctx context.Context, e DecisionEvent, start time.Time) {
+	if g.observer == nil {
+		return
+	}
+	e.Policy = g.report.policy
+	if !start.IsZero() {
+		e.Latency = time.Since(start)
+	}
+	if !e.Allowed {
+		e.DryRun = isDryRun(ctx)
+	}
+	g.observer.Decision(e)
+}

@@ -1,0 +1,83 @@
+package nethttp
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/corehook"
+)
+
+// WithDelay shapes instead of refusing: a request over the limit whose
+// tokens will exist within max is booked (core.Limiter.ReserveN, in the
+// order requests reach the store, across every instance) and waits its
+// exact delay, then goes on to the handler, with header fields that
+// describe the bucket after the wait; one that would wait longer is
+// refused as without WithDelay (429, Retry-After). A client that goes
+// away while it waits gives its booking back. max must be positive and at
+// most the MaxWait (core.Config) of every limiter the middleware knows at
+// construction (its default and WithRoutes'): construction panics
+// otherwise; a limiter from WithLimiterFunc books at most its own
+// MaxWait. Default: no request waits. It does not combine with
+// WithDryRun (construction panics).
+func WithDelay(max time.Duration) Option {
+	if max <= 0 {
+		panic(fmt.Sprintf("nethttp: WithDelay(%v): the wait must be positive", max))
+	}
+	return func(c *config) { c.delay = max }
+}
+
+// checkDelay panics when WithDelay's wait exceeds the MaxWait of one of
+// the limiters the Gate knows (l, and limiters), or comes with WithDryRun.
+func (c *config) checkDelay(limiters ...*core.Limiter) {
+	if c.delay == 0 {
+		return
+	}
+	if c.dryRun {
+		panic("nethttp: WithDelay does not combine with WithDryRun: a dry run must not hold requests")
+	}
+	for _, l := range limiters {
+		if most := corehook.MaxWait(l); c.delay > most {
+			panic(fmt.Sprintf("nethttp: WithDelay(%v) exceeds the MaxWait (%v) of limiter %q: raise core.Config.MaxWait", c.delay, most, l.Name()))
+		}
+	}
+}
+
+// shape turns denied, a refusal of r's request (n tokens of key under
+// lim) that would be served within WithDelay's wait, into a booking and
+// waits for it. It returns the Result to send: the booking's, allowed,
+// after the wait; or a refusal when the booking could not be made (others
+// booked first) or the client went away.
+func (g *Gate) shape(ctx context.Context, r *http.Request, lim *core.Limiter, limit core.Limit, key string, n int, denied core.Result) core.Result {
+	if g.limitOf != nil {
+		v, err := lim.With(limit)
+		if err != nil {
+			return denied
+		}
+		lim = v
+	}
+	rv, err := corehook.ReserveWithin(lim, ctx, key, n, g.delay)
+	if err != nil {
+		return denied
+	}
+	rsv := rv.(*core.Reservation)
+	res := rsv.Result()
+	if !rsv.OK() || res.Degraded {
+		return res
+	}
+	if d := rsv.Delay(); d > 0 {
+		full := time.Now().Add(res.ResetAfter)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			_ = rsv.Cancel(ctx)
+			return denied
+		}
+		res.ResetAfter = max(0, time.Until(full))
+	}
+	return res
+}

@@ -1,0 +1,143 @@
+package nethttp
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/corehook"
+)
+
+// Transport returns an http.RoundTripper for outbound calls that share one
+// limit across every instance using l's store: before each request it
+// waits, in l.WaitN, for the request's tokens (one, or WithCost's) of the
+// request's key (WithKey; default the URL's host), booked in the order the
+// requests reach the store, so instances never poll or herd. l needs a
+// Config.MaxWait: a request that would wait longer, or past its context's
+// deadline, is not sent, and RoundTrip returns the error of WaitN at once
+// (errors.Is core.ErrWaitTooLong; errors.As *core.WaitError says how
+// long). Store trouble is l's FailMode's: FailOpen sends at once,
+// FailClosed fails (core.ErrUnavailable), FailLocal waits on the
+// in-process bucket.
+//
+// An upstream's 429 or 503 with a Retry-After (seconds, or an HTTP date)
+// makes the key's bucket owe what refills in that time (at most a day)
+// before RoundTrip returns the upstream's response, which it passes on as
+// it is: it never retries. So every instance pauses, not only the one that
+// was refused; requests booked before the pause was known may still go
+// (at most what they booked).
+//
+// Everything else is base's (http.DefaultTransport when nil): the request,
+// its body and context, connection reuse. A request Transport does not
+// send has its body closed, as RoundTrip must. WithKey, WithCost,
+// WithSkip (sent at once, not counted) and WithLimitFunc (the request's
+// limit, l.With) apply; Transport panics if l is nil, an option is nil, or
+// an option applies only to serving requests (a deny handler, headers…).
+func Transport(l *core.Limiter, base http.RoundTripper, opts ...Option) http.RoundTripper {
+	if l == nil {
+		panic("nethttp: Transport: nil *core.Limiter")
+	}
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	var c config
+	for _, o := range opts {
+		if o == nil {
+			panic("nethttp: nil Option")
+		}
+		o(&c)
+	}
+	if c.deny != nil || c.onError != nil || c.observe != nil || c.style != 0 || c.dryRun || c.pick != nil ||
+		c.routes != nil || c.mux != nil || c.now != nil || c.logger != nil || c.countIf != nil || c.delay != 0 {
+		panic("nethttp: Transport takes only WithKey, WithCost, WithSkip and WithLimitFunc")
+	}
+	return &transport{l: l, base: base, key: c.key, cost: c.cost, skip: c.skip, limitOf: c.limitOf}
+}
+
+type transport struct {
+	l       *core.Limiter
+	base    http.RoundTripper
+	key     func(*http.Request) (string, error) // nil: the URL's host
+	cost    func(*http.Request) int
+	skip    func(*http.Request) bool
+	limitOf func(*http.Request) (core.Limit, error)
+}
+
+// maxPause bounds the pause an upstream's Retry-After asks for.
+const maxPause = 24 * time.Hour
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.skip != nil && t.skip(req) {
+		return t.base.RoundTrip(req)
+	}
+	l, key, err := t.decide(req)
+	if err == nil {
+		n := 1
+		if t.cost != nil {
+			n = t.cost(req)
+		}
+		err = l.WaitN(req.Context(), key, n)
+	}
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, fmt.Errorf("nethttp: Transport: %w", err)
+	}
+	resp, err := t.base.RoundTrip(req)
+	if err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		if d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && d > 0 {
+			// Recorded even when the caller has gone: every instance
+			// must learn of it.
+			corehook.Pause(l, context.WithoutCancel(req.Context()), key, min(d, maxPause))
+		}
+	}
+	return resp, err
+}
+
+// decide returns the limiter for req (l, or l under WithLimitFunc's limit)
+// and req's key.
+func (t *transport) decide(req *http.Request) (*core.Limiter, string, error) {
+	l := t.l
+	if t.limitOf != nil {
+		lim, err := t.limitOf(req)
+		if err != nil {
+			return nil, "", err
+		}
+		if l, err = l.With(lim); err != nil {
+			return nil, "", err
+		}
+	}
+	if t.key == nil {
+		if req.URL.Host != "" {
+			return l, req.URL.Host, nil
+		}
+		return l, req.Host, nil
+	}
+	key, err := t.key(req)
+	return l, key, err
+}
+
+// retryAfter reads a Retry-After field at now: delay-seconds or an
+// HTTP-date (RFC 9110, 10.2.3).
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseUint(v, 10, 64); err == nil {
+		if s > uint64(maxPause/time.Second) {
+			return maxPause, true
+		}
+		return time.Duration(s) * time.Second, true
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return at.Sub(now), true
+}
