@@ -133,15 +133,16 @@ func (c *denyCache) lookup(subject string, n int, lim Limit, arrival, now int64)
 		return Result{}, nil, 0, cacheMiss
 	}
 	// Wait for the probe in flight, unless it left probeEvery ago and
-	// the caller has the time for a round trip of its own: then it
-	// probes. So while callers wait, probes leave every probeEvery, and
-	// the bucket never refills unseen.
+	// the caller has the time for a round trip of its own, with a margin
+	// of a quarter of what Timeout leaves after one: then it probes. So
+	// while callers wait, probes leave every probeEvery, and the bucket
+	// never refills unseen.
 	if d.probing {
 		every, at := c.probeEvery(d), int64(math.MaxInt64)
 		if now-d.probeAt < every {
 			at = d.probeAt + every
 		}
-		if at != math.MaxInt64 || now+d.took >= arrival+c.timeout {
+		if at != math.MaxInt64 || now+d.took+(c.timeout-d.took)/4 >= arrival+c.timeout {
 			if d.wake == nil {
 				d.wake = make(chan struct{})
 			}

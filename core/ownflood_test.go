@@ -61,15 +61,22 @@ func TestOwnFloodDecidedExactly(t *testing.T) {
 			}
 			l := limitertest.New(t, core.Config{Store: store, Limit: limit, FailMode: tc.mode, Timeout: timeout})
 			ctx := context.Background()
-			// An app that has been running has its connections open: all
-			// of the pool's (a new one costs round trips more: go-redis's
-			// HELLO).
+			// An app that has been running has its connections open, as
+			// many as its load at +30ms needs (a new one costs round trips
+			// more: go-redis's HELLO): 64 callers on keys of their own for
+			// 300 ms first.
+			p.SetLatency(30 * time.Millisecond)
 			var warm sync.WaitGroup
+			warmEnd := time.Now().Add(300 * time.Millisecond)
 			for i := range 64 {
-				warm.Go(func() { l.Allow(ctx, "warm-"+strconv.Itoa(i)) })
+				warm.Go(func() {
+					for time.Now().Before(warmEnd) {
+						l.Allow(ctx, "warm-"+strconv.Itoa(i))
+						time.Sleep(time.Millisecond)
+					}
+				})
 			}
 			warm.Wait()
-			p.SetLatency(30 * time.Millisecond)
 
 			before, err := redisClock.Time(ctx).Result()
 			if err != nil {
