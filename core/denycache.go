@@ -128,7 +128,10 @@ func (c *denyCache) lookup(subject string, n int, lim Limit, arrival, now int64)
 		sh.mu.Unlock()
 		return aged(r, n, time.Duration(max(0, until-now)), time.Duration(now-decidedAt)), nil, 0, cacheDeny
 	}
-	if arrival < d.spareAt {
+	// An answer with tokens to spare came after the caller arrived: it
+	// asks the store, unless a probe sent since it arrived is still out,
+	// whose answer will prove it denied, or find the tokens.
+	if arrival < d.spareAt && (!d.probing || d.probeAt < arrival) {
 		sh.mu.Unlock()
 		return Result{}, nil, 0, cacheMiss
 	}

@@ -67,11 +67,13 @@ func TestDenyCacheLateAnswers(t *testing.T) {
 	}
 
 	// The probe sent at +40ms: allowed with a token to spare. The callers
-	// waiting ask the store; the next ones go on probing: the key may
-	// still be flooded.
+	// waiting ask the store — but those that a probe sent since they
+	// arrived may still prove denied wait for it; the next ones go on
+	// probing: the key may still be flooded.
 	spare := Result{Allowed: true, Limit: lim, Remaining: 1, ResetAfter: 20 * time.Millisecond}
 	c.record("k", 1, lim, s+40*ms, s+70*ms, spare, true)
-	look("the caller arrived at +36ms, after a spare token", s+36*ms, s+70*ms, cacheMiss)
+	look("the caller arrived at +36ms, the +50ms probe out", s+36*ms, s+70*ms, cacheWait)
+	look("the caller arrived at +55ms, after a spare token", s+55*ms, s+70*ms, cacheMiss)
 	look("arrived at +71ms: the +50ms probe is 21 ms old", s+71*ms, s+71*ms, cacheProbe)
 	// The probe sent at +50ms: 12 tokens left, a quarter of the burst.
 	// The key is no longer short: its callers ask the store.
