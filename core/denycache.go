@@ -30,12 +30,12 @@ import (
 // the first answer that proves it denied, or asks the store itself (when
 // the probe it found, or an answer that left tokens to spare, cannot
 // prove it denied: the callers waiting then ask together): so a
-// flood on one key costs about one store call per token or probeEvery,
-// and a waiter is answered within max(probeEvery, a round trip) + a round
-// trip of its arrival — within its Timeout while a round trip is (see
-// probeEvery): a client's own traffic never turns its decisions into
-// FailMode's. An answer after which the bucket has refilled a good part
-// ends it.
+// flood on one key costs about one store call per probeEvery, and a
+// waiter is answered within about max(probeEvery, a round trip) + a
+// round trip of its arrival — within its Timeout while a round trip is
+// well within it (see probeEvery): a client's own traffic does not turn
+// its decisions into FailMode's. An answer after which the bucket has
+// refilled a good part ends it.
 //
 // Memory is bounded: each shard holds at most its share of the capacity
 // (a denial per subject and limit, at most maxLimits limits per subject),
