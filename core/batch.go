@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,11 +19,11 @@ import (
 // per node) and waits for its own answer, or its context's end. A request
 // that finds no call on its way out starts one at once, on a goroutine of
 // its own (a carrier), which takes everything queued by the time it runs:
-// so a decision waits for a call to leave, never for another call to come
+// so a decision waits for a call to leave, not for another call to come
 // back, and under load, while the machine is busy, batches grow by
 // themselves — no timer, no added delay. A queue has at most maxCalls
 // carriers, the client's connection pool: past it requests wait for the
-// first carrier back, which takes them all. One carrier stays a while
+// first carrier back (another call's round trip), which takes them all. One carrier stays a while
 // once its queue is empty, so that a lone caller's next decision wakes it
 // rather than starting a goroutine (and growing its stack) again.
 //
@@ -422,10 +423,28 @@ func (s *RedisStore) sendEach(ctx context.Context, node *redis.Client, call uint
 	}
 }
 
-// noScriptFlags reports a server that cannot run a script flagged in its
-// shebang (tokenBucketsAcross): Redis before 7 fails to compile it.
+// noScriptFlags reports a server that cannot run tokenBucketsAcross, a
+// script flagged in its shebang that reaches keys it did not declare, on
+// any call: Redis before 7 fails to compile it; Dragonfly refuses a flag
+// it does not know ("Invalid flag: allow-cross-slot-keys", from
+// ScriptParams::ApplyFlags in its src/server/script_mgr.cc) or, taking
+// it, the first key the script did not declare ("script tried accessing
+// undeclared key", dragonflydb/dragonfly#3212 and #3245; unless it runs
+// with --default_lua_flags=allow-undeclared-keys), raised by the script's
+// first read, before it wrote anything. Its batches go per subject.
 func noScriptFlags(err error) bool {
-	return redis.HasErrorPrefix(err, "Error compiling script") || redis.HasErrorPrefix(err, "Unexpected flag")
+	return redis.HasErrorPrefix(err, "Error compiling script") || redis.HasErrorPrefix(err, "Unexpected flag") ||
+		redis.HasErrorPrefix(err, "Invalid flag") || undeclaredKey(err)
+}
+
+// undeclaredKey reports Dragonfly's refusal of a key a script did not
+// declare, which it words "script tried accessing undeclared key" (newer
+// versions add ", key: <key>") inside its error running the script: "ERR
+// Error running script (call to <sha>): @user_script:<line>: script tried
+// accessing undeclared key".
+func undeclaredKey(err error) bool {
+	var rErr redis.Error
+	return errors.As(err, &rErr) && strings.Contains(rErr.Error(), "tried accessing undeclared key")
 }
 
 // notRun reports a Redis answer that the script was not run: the node

@@ -2,57 +2,84 @@ package core
 
 import (
 	"hash/maphash"
+	"math"
 	"sync"
 	"time"
 )
 
-// denyCache remembers, per subject, the earliest moment the bucket could
-// serve a cost again, and denies that cost (or more) locally until then, so
-// a flood on an exhausted key costs almost no round trips.
+// denyCache remembers, per subject and limit, the earliest moment the
+// bucket could serve a cost again, and denies that cost locally to the
+// callers that arrived before then, so a flood on an exhausted key costs
+// almost no round trips.
 //
 // It stays exact. A deadline comes from the store's own answer — RetryAfter
 // when denied, or, when allowed with fewer than n tokens left, the moment n
 // tokens are back (ResetAfter less the time (C-n) tokens take) — measured
 // from before the request was sent. So it is never later than the moment
-// the store's clock has the tokens (other instances only ever take tokens),
-// and a hit only ever denies. A cheaper request goes to the store.
+// the store's clock has the tokens (other instances only ever take
+// tokens), and a hit only ever denies. A caller that arrived before the
+// deadline is denied even when the answer comes after it: either the
+// bucket lacked the tokens when the caller arrived, or the call ran later,
+// while the caller waited, and found them lacking then. A cheaper request
+// goes to the store.
 //
-// When a deadline passes, one caller (the probe) asks the store; concurrent
-// callers for that subject wait for its answer instead of all asking at
-// once, then decide from the refreshed entry. So store calls for a hot key
-// stay near the admitted rate, plus one per deadline. A bucket that
-// refills faster than the store answers gets no entry (see record): each
-// of its callers asks the store, in one round trip.
+// Once a key's bucket is found short, the key's callers that the cache
+// cannot deny wait for the next answer rather than all asking the store
+// at once: one of them (the probe) asks, and a new probe leaves every
+// probeEvery while the callers keep coming. Each waiter is answered by
+// the first answer that proves it denied, or asks the store itself (when
+// the probe it found, or an answer that left tokens to spare, cannot
+// prove it denied: the callers waiting then ask together): so a
+// flood on one key costs about one store call per probeEvery, and a
+// waiter is answered within about max(probeEvery, a round trip) + a
+// round trip of its arrival — within its Timeout while a round trip is
+// well within it (see probeEvery): a client's own traffic does not turn
+// its decisions into FailMode's. An answer after which the bucket has
+// refilled a good part ends it.
 //
-// Memory is bounded: each shard holds at most its share of the capacity,
+// Memory is bounded: each shard holds at most its share of the capacity
+// (a denial per subject and limit, at most maxLimits limits per subject),
 // drops passed entries when full, and otherwise does not cache.
 type denyCache struct {
-	shards [32]denyShard
-	seed   maphash.Seed
-	per    int
+	shards  [32]denyShard
+	seed    maphash.Seed
+	per     int
+	timeout int64 // ns: the limiter's Timeout
 }
 
 type denyShard struct {
 	mu        sync.Mutex
-	m         map[string]*denial
+	m         map[string]*denial // a subject's denials, one per limit, listed by next
+	size      int                // denials in m, tombstones included
 	lastSweep int64
 	_         [32]byte
 }
 
 type denial struct {
-	until     int64  // ns on the limiter's clock: cost n is denied before this
+	until     int64  // ns on the limiter's clock: cost n is denied to callers arriving before this
 	n         int    // 0: a tombstone left by forget, denying nothing
 	lim       Limit  // the limit the store answered for (AllowLimit's, or Config.Limit)
 	res       Result // what to answer, as of decidedAt
 	decidedAt int64
-	probe     chan struct{} // non-nil while a probe is asking the store
+	refill    int64         // ns until n tokens refill under lim
+	took      int64         // ns: the last answer's round trip
+	probing   bool          // a probe sent at probeAt is asking the store
+	probeAt   int64         // when the newest probe left
+	spareAt   int64         // when an answer last left n tokens to spare
+	wake      chan struct{} // closed at the next answer; nil until a caller waits
+	next      *denial       // the subject's denial under another limit
 }
+
+// maxLimits bounds the limits one subject has denials for: a client
+// alternating routes that give its key different limits is answered from
+// the cache under each (DESIGN §3, "keyed by the limit it answered for").
+const maxLimits = 4
 
 // defaultDenyCacheSize bounds the denial cache of one limiter.
 const defaultDenyCacheSize = 1 << 16
 
-func newDenyCache(size int) *denyCache {
-	c := &denyCache{seed: maphash.MakeSeed(), per: max(1, size/32)}
+func newDenyCache(size int, timeout time.Duration) *denyCache {
+	c := &denyCache{seed: maphash.MakeSeed(), per: max(1, size/32), timeout: int64(timeout)}
 	for i := range c.shards {
 		c.shards[i].m = make(map[string]*denial)
 	}
@@ -63,38 +90,93 @@ func (c *denyCache) shard(subject string) *denyShard {
 	return &c.shards[maphash.String(c.seed, subject)%uint64(len(c.shards))]
 }
 
+// find returns subject's denial under lim, nil if none. The shard is locked.
+func (sh *denyShard) find(subject string, lim Limit) *denial {
+	for d := sh.m[subject]; d != nil; d = d.next {
+		if d.lim == lim && d.n != 0 {
+			return d
+		}
+	}
+	return nil
+}
+
 // lookup outcomes
 const (
 	cacheMiss  = iota // ask the store
 	cacheDeny         // denied locally; the Result is valid
-	cacheWait         // a probe is asking the store: wait on the channel, then look again
-	cacheProbe        // this caller is the probe: ask the store, then store or settle
+	cacheWait         // wait for the channel or the time lookup returns, then look again
+	cacheProbe        // this caller is the probe: ask the store, then record or settle
 )
 
-// lookup decides what a caller with cost n under lim does at now. Only a
-// denial for the same cost under the same limit answers it: a bigger
-// limit (a tenant's new plan) may serve what a smaller one refused.
-func (c *denyCache) lookup(subject string, n int, lim Limit, now int64) (Result, <-chan struct{}, int) {
+// lookup decides what a caller with cost n under lim, arrived at arrival,
+// does at now. Only a denial for the same cost under the same limit
+// answers it: a bigger limit (a tenant's new plan) may serve what a
+// smaller one refused. A caller told to wait waits for the channel (the
+// next answer) or until the time returned (the probe is probeEvery old),
+// whichever comes first, and looks again with the same arrival. A
+// caller told to probe sends its call at now.
+func (c *denyCache) lookup(subject string, n int, lim Limit, arrival, now int64) (Result, <-chan struct{}, int64, int) {
 	sh := c.shard(subject)
 	sh.mu.Lock()
-	d, ok := sh.m[subject]
-	if !ok || n != d.n || lim != d.lim {
+	d := sh.find(subject, lim)
+	if d == nil || n != d.n {
 		sh.mu.Unlock()
-		return Result{}, nil, cacheMiss
+		return Result{}, nil, 0, cacheMiss
 	}
-	if now < d.until {
+	if arrival < d.until {
 		r, until, decidedAt := d.res, d.until, d.decidedAt
 		sh.mu.Unlock()
-		return aged(r, n, time.Duration(until-now), time.Duration(now-decidedAt)), nil, cacheDeny
+		return aged(r, n, time.Duration(max(0, until-now)), time.Duration(now-decidedAt)), nil, 0, cacheDeny
 	}
-	if d.probe != nil {
-		ch := d.probe
+	// An answer with tokens to spare came after the caller arrived: it
+	// asks the store, unless a probe sent since it arrived is still out,
+	// whose answer will prove it denied, or find the tokens.
+	if arrival < d.spareAt && (!d.probing || d.probeAt < arrival) {
 		sh.mu.Unlock()
-		return Result{}, ch, cacheWait
+		return Result{}, nil, 0, cacheMiss
 	}
-	d.probe = make(chan struct{})
+	// Wait for the probe in flight, unless it left probeEvery ago and
+	// the caller has the time for a round trip of its own, with a margin
+	// of a quarter of what Timeout leaves after one: then it probes. So
+	// while callers wait, probes leave every probeEvery, and the bucket
+	// never refills unseen.
+	if d.probing {
+		every, at := c.probeEvery(d), int64(math.MaxInt64)
+		if now-d.probeAt < every {
+			at = d.probeAt + every
+		}
+		if at != math.MaxInt64 || now+d.took+(c.timeout-d.took)/4 >= arrival+c.timeout {
+			if d.wake == nil {
+				d.wake = make(chan struct{})
+			}
+			ch := d.wake
+			sh.mu.Unlock()
+			return Result{}, ch, at, cacheWait
+		}
+	}
+	d.probing, d.probeAt = true, now
 	sh.mu.Unlock()
-	return Result{}, nil, cacheProbe
+	return Result{}, nil, 0, cacheProbe
+}
+
+// probeEvery is how often a new probe leaves for d's key while callers
+// keep coming: twice in the time n tokens take to refill, so that a probe
+// a little late still finds fewer than 2n (n to spare after a probe sends
+// its waiting callers to the store, which may take them past Timeout),
+// and at least twice in what Timeout leaves after a round trip (the last
+// answer's). A caller the probe it found cannot prove denied is answered
+// by the next one, sent at most probeEvery later: within probeEvery + a
+// round trip, less than (Timeout + a round trip) / 2, so within Timeout.
+func (c *denyCache) probeEvery(d *denial) int64 {
+	return min(d.refill/2, (c.timeout-d.took)/2)
+}
+
+// wakeAll wakes the callers waiting on d. The shard is locked.
+func (d *denial) wakeAll() {
+	if d.wake != nil {
+		close(d.wake)
+		d.wake = nil
+	}
 }
 
 // aged is the answer the store would give now to cost n, from its answer r
@@ -142,93 +224,172 @@ func remainingAt(l Limit, remaining int, resetAfter time.Duration) int {
 }
 
 // record learns from the store's answer r, arrived at now, to a request
-// of cost n under lim sent at sent, caching a deadline when cost n cannot
-// be served before it. A deadline already passed when its answer arrives
-// (the bucket refills faster than the store answers) is not cached: the
-// entry could never deny anything, and callers waiting on probes
-// would each wait for two round trips. probe says whether this caller was
-// the probe; its waiters are released.
+// of cost n under lim sent at sent (probe: the caller was told to probe
+// at sent), and wakes the callers waiting for an answer. An answer that
+// leaves fewer than n tokens is kept, even when the deadline it gives has
+// already passed (the bucket refills faster than the store answers): it
+// denies the callers that arrived before that deadline, and it sends the
+// key's next callers through probes. An answer after which the bucket
+// could serve n at once releases the callers waiting, and ends the key's
+// entry, once its deadline passed, when it has refilled a good part —
+// unless the entry learnt from a later call.
 func (c *denyCache) record(subject string, n int, lim Limit, sent, now int64, r Result, probe bool) {
-	until := sent + int64(nextServe(r, n))
-	if until <= now {
-		until = sent // nothing to cache
-	}
-	if until > sent && r.Policies != nil {
+	next := int64(nextServe(r, n))
+	until := sent + next
+	if next > 0 && r.Policies != nil {
 		// The caller owns r.Policies: keep a copy.
 		r.Policies = append([]PolicyResult(nil), r.Policies...)
 	}
 	sh := c.shard(subject)
 	sh.mu.Lock()
-	d, exists := sh.m[subject]
-	if exists && d.n == 0 && sent <= d.decidedAt {
+	defer sh.mu.Unlock()
+	if head := sh.m[subject]; head != nil && head.n == 0 && sent <= head.decidedAt {
 		// Asked before a refund or reset answered: the answer may
 		// predate it, and must not deny what the refund gave back.
-		sh.mu.Unlock()
 		return
 	}
-	if exists && probe && d.probe != nil {
-		close(d.probe)
-		d.probe = nil
+	d := sh.find(subject, lim)
+	if d != nil {
+		if probe && d.probing && d.probeAt == sent {
+			d.probing = false
+		}
+		d.wakeAll()
 	}
 	switch {
-	case until <= sent:
-		if exists && d.probe == nil {
-			delete(sh.m, subject)
+	case next <= 0:
+		// Unless the call left before the one the entry learnt from (a
+		// batch's answers come back in any order), the bucket has tokens
+		// to spare: the callers waiting ask the store, together; the next
+		// ones go on probing, rather than each sending its own call as it
+		// comes, until the bucket has refilled a good part (a quarter, at
+		// least 2n): then the key is no longer short.
+		switch {
+		case d == nil || sent < d.decidedAt:
+		case d.until <= now && r.Remaining >= max(2*n, r.Limit.Capacity()/4):
+			sh.remove(subject, d)
+		default:
+			d.spareAt = now
 		}
-	case exists:
-		if d.probe == nil || until > d.until || lim != d.lim {
-			d.until, d.n, d.lim, d.res, d.decidedAt = until, n, lim, r, sent
+	case d != nil:
+		if n != d.n || until > d.until {
+			d.until, d.n, d.res, d.decidedAt, d.refill = until, n, r, sent, refillTime(lim, n)
 		}
+		d.took = now - sent
 	default:
-		if len(sh.m) >= c.per && !sh.sweep(c.per, sent) {
-			break
+		if sh.size >= c.per && !sh.sweep(c.per, now) {
+			return
 		}
-		sh.m[subject] = &denial{until: until, n: n, lim: lim, res: r, decidedAt: sent}
+		d = &denial{until: until, n: n, lim: lim, res: r, decidedAt: sent, refill: refillTime(lim, n), took: now - sent}
+		sh.add(subject, d)
 	}
-	sh.mu.Unlock()
 }
 
-// settle releases a probe whose store call did not answer (degraded).
-func (c *denyCache) settle(subject string) {
+// settle tells d's waiters that the probe sent at sent got no answer
+// (degraded): one of them probes next.
+func (c *denyCache) settle(subject string, lim Limit, sent int64) {
 	sh := c.shard(subject)
 	sh.mu.Lock()
-	if d, ok := sh.m[subject]; ok && d.probe != nil {
-		close(d.probe)
-		delete(sh.m, subject)
+	if d := sh.find(subject, lim); d != nil {
+		if d.probing && d.probeAt == sent {
+			d.probing = false
+		}
+		d.wakeAll()
 	}
 	sh.mu.Unlock()
 }
 
-// sweep drops entries passed at now, at most every 10ms; it reports
-// whether the shard has room. The shard is locked.
+// add lists d, new, among subject's denials: first, in place of the
+// oldest when the subject has maxLimits. The shard is locked.
+func (sh *denyShard) add(subject string, d *denial) {
+	head := sh.m[subject]
+	if head != nil && head.n == 0 {
+		// A passed tombstone (record checked it): d replaces it.
+		sh.size--
+		head = nil
+	}
+	d.next = head
+	sh.m[subject] = d
+	sh.size++
+	k, last := 1, d
+	for ; last.next != nil && k < maxLimits; k++ {
+		last = last.next
+	}
+	if last.next != nil {
+		last.next.wakeAll()
+		last.next = nil
+		sh.size--
+	}
+}
+
+// remove drops d from subject's denials. The shard is locked.
+func (sh *denyShard) remove(subject string, d *denial) {
+	d.wakeAll()
+	p := sh.m[subject]
+	if p == d {
+		if d.next == nil {
+			delete(sh.m, subject)
+		} else {
+			sh.m[subject] = d.next
+		}
+		sh.size--
+		return
+	}
+	for ; p != nil; p = p.next {
+		if p.next == d {
+			p.next = d.next
+			sh.size--
+			return
+		}
+	}
+}
+
+// sweep drops denials passed at now and not probing, at most every 10ms;
+// it reports whether the shard has room. The shard is locked.
 func (sh *denyShard) sweep(per int, now int64) bool {
 	if now-sh.lastSweep > int64(10*time.Millisecond) {
 		sh.lastSweep = now
-		for k, d := range sh.m {
-			if now >= d.until && d.probe == nil {
-				delete(sh.m, k)
+		for k, head := range sh.m {
+			for d := head; d != nil; {
+				next := d.next
+				if now >= d.until && !d.probing {
+					sh.remove(k, d)
+				}
+				d = next
 			}
 		}
 	}
-	return len(sh.m) < per
+	return sh.size < per
 }
 
-// forget drops subject's denial once a refund or reset has answered at
-// now (the limiter's clock), and for ttl (the longest a decision can be
-// in flight) ignores the answers to decisions sent before now: a probe
-// whose store call ran before the refund would otherwise cache a denial
-// of the tokens the refund gave back.
+// forget drops subject's denials under every limit once a refund or reset
+// has answered at now (the limiter's clock), and for ttl (the longest a
+// decision can be in flight) ignores the answers to decisions sent before
+// now: a probe whose store call ran before the refund would otherwise
+// cache a denial of the tokens the refund gave back.
 func (c *denyCache) forget(subject string, now, ttl int64) {
 	sh := c.shard(subject)
 	sh.mu.Lock()
-	d, ok := sh.m[subject]
-	if ok && d.probe != nil {
-		close(d.probe)
+	head, ok := sh.m[subject]
+	for d := head; d != nil; d = d.next {
+		d.wakeAll()
+		sh.size--
 	}
-	if ok || len(sh.m) < c.per || sh.sweep(c.per, now) {
+	if ok || sh.size < c.per || sh.sweep(c.per, now) {
 		sh.m[subject] = &denial{until: now + ttl, decidedAt: now}
+		sh.size++
 	}
 	sh.mu.Unlock()
+}
+
+// refillTime is how long n tokens take to refill under lim, in ns (at
+// most about 292 years).
+func refillTime(lim Limit, n int) int64 {
+	p := lim.policy("")
+	ticks, per := ceilDiv(int64(n)*p.Unit, p.Refill), p.Tick*int64(time.Microsecond)
+	if ticks > math.MaxInt64/per {
+		return math.MaxInt64
+	}
+	return ticks * per
 }
 
 // nextServe is how long after the decision r the store could first serve

@@ -227,3 +227,38 @@ func TestDenyCacheAnswersAsTheStore(t *testing.T) {
 	step(time.Minute)
 	same("AllowN(1) a minute on", 1, true)
 }
+
+// TestDenyCacheAlternatingLimits (issue 36, item 5; DESIGN §3: the denial
+// cache is keyed by the limit it answered for): a client alternating two
+// routes that give its key two limits (AllowLimit, as WithLimitFunc
+// calls it) is denied from the cache under each. Before, the cache kept
+// one entry per key, for the last limit only: 400 of 400 refusals went to
+// the store (0 with one limit).
+func TestDenyCacheAlternatingLimits(t *testing.T) {
+	t.Parallel()
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer c.Close()
+	s := &countingStore{inner: core.NewRedisStore(c)}
+	l := limitertest.New(t, core.Config{Store: s.store(), Limit: core.PerHour(5), FailMode: core.FailClosed, Timeout: time.Second})
+	ctx := context.Background()
+	routes := []core.Limit{core.PerHour(5), core.PerHour(10)}
+	for range 10 {
+		if res, _ := l.AllowLimit(ctx, "k", 1, routes[1]); !res.Allowed {
+			t.Fatalf("spending the bucket: %+v", res)
+		}
+	}
+	calls := s.calls.Load()
+	for i := range 400 {
+		res, err := l.AllowLimit(ctx, "k", 1, routes[i%2])
+		if err != nil || res.Allowed || res.Degraded || res.Limit != routes[i%2] {
+			t.Fatalf("request %d under %v: %+v, %v; want denied under it", i, routes[i%2], res, err)
+		}
+	}
+	// The first denial under 5/h is the store's: the last allowed
+	// request left none under 10/h.
+	t.Logf("%d of 400 refusals under alternating limits asked the store", s.calls.Load()-calls)
+	if got := s.calls.Load() - calls; got > 1 {
+		t.Errorf("%d of 400 refusals asked the store, want at most 1", got)
+	}
+}

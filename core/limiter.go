@@ -68,10 +68,11 @@ type Config struct {
 	// made that have not returned. Default 4096.
 	MaxInFlight int
 	// DenyCacheSize bounds the local denial cache: once the store denies a
-	// key, this instance denies that key (at that cost or more) without a
+	// key, this instance denies that key (at that cost) without a
 	// round trip until the bucket could first serve it again — never longer,
 	// and never admitting anything. Under a flood on one key, store calls
-	// fall to about the admitted rate. Default 65536 keys; -1 disables it.
+	// fall to about the admitted rate. Default 65536 denials (one per key
+	// and limit it was decided under); -1 disables it.
 	// Not used with a MemoryStore (nothing to save). A Reset on another
 	// instance does not clear this instance's cache.
 	DenyCacheSize int
@@ -150,7 +151,7 @@ func New(cfg Config) (*Limiter, error) {
 	store := l.store
 	l.mem = store.memory()
 	if l.mem == nil && cfg.DenyCacheSize != -1 {
-		l.denials = newDenyCache(orDefault(cfg.DenyCacheSize, defaultDenyCacheSize))
+		l.denials = newDenyCache(orDefault(cfg.DenyCacheSize, defaultDenyCacheSize), l.timeout)
 	}
 	if book := store.policyNames(); book != nil {
 		if err := book.claim(l, set.policies, defaulted); err != nil {

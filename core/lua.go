@@ -76,8 +76,11 @@ var tokenBuckets = redis.NewScript(mgetLua + tokenBucketsLua)
 // (MGET wants one slot).
 var tokenBucketsAcross = redis.NewScript(acrossLua + tokenBucketsLua)
 
-// mgetLua reads tokenBuckets' keys at once: they share a slot.
-const mgetLua = `local function mget(keys) return redis.call('MGET', unpack(keys)) end
+// mgetLua reads tokenBuckets' keys at once: they share a slot. unpack
+// is a global of Lua 5.1 (Redis, Valkey, KeyDB), table.unpack of 5.2 on
+// (Dragonfly's 5.4).
+const mgetLua = `local unpack = table.unpack or unpack
+local function mget(keys) return redis.call('MGET', unpack(keys)) end
 `
 
 // acrossLua is tokenBucketsAcross' prologue.

@@ -23,9 +23,10 @@ import (
 // Decisions batch themselves: one made while nothing is in flight is sent
 // at once, alone; decisions that arrive while calls are in flight leave in
 // the next call at once, together with whatever else queued by then. No
-// timer, no delay for a lone caller, and a decision waits for one round
-// trip, never for another call's; under load Redis and the client spend
-// much less per decision. Each decision in a batch is exactly what it
+// timer, no delay for a lone caller: a decision waits for one round trip,
+// and for another call's only when as many calls as the client has
+// connections (its PoolSize) are out, until the first comes back; under
+// load Redis and the client spend much less per decision. Each decision in a batch is exactly what it
 // would be alone. A Cluster or Ring batches per node (a pipeline of one
 // script call per subject), so one node's trouble never holds up
 // another's decisions.

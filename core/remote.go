@@ -9,47 +9,61 @@ import (
 )
 
 // takeCached is a take from a remote store through the denial cache: a
-// key the store denied is denied here until its bucket could serve it,
-// and callers on one key wait for one store call rather than each sending
-// their own.
+// key the store denied is denied here to the callers that arrived before
+// its bucket could serve them, and callers on a key found short wait for
+// the next answer rather than each sending their own call (see denyCache).
 func (l *Limiter) takeCached(ctx context.Context, key string, n int, set *policySet, each []Outcome) Result {
 	// One deadline for the whole decision, whatever it waits on; the
 	// caller's cancellation never shortens it (see Config.Timeout).
 	start := time.Now()
 	lim := set.limits[0]
-	sent := l.clock()
-	r, wait, state := l.denials.lookup(key, n, lim, sent)
-	if state == cacheWait {
-		// Another caller is asking the store about this key: its answer
-		// will very likely decide ours too.
-		t := time.NewTimer(l.timeout)
-		select {
-		case <-wait:
+	arrival := l.clock()
+	var t *time.Timer
+	for {
+		now := l.clock()
+		r, wake, at, state := l.denials.lookup(key, n, lim, arrival, now)
+		switch state {
+		case cacheDeny:
+			if t != nil {
+				t.Stop()
+			}
+			if l.observer != nil {
+				l.observe(ctx, opTake, DecisionEvent{Cached: true})
+			}
+			return r
+		case cacheWait:
+			// Another caller is asking the store about this key: its
+			// answer will very likely decide ours too.
+			wait := l.timeout - time.Since(start)
+			if at-now < int64(wait) {
+				wait = time.Duration(at - now)
+			}
+			if t == nil {
+				t = time.NewTimer(wait)
+			} else {
+				t.Reset(wait)
+			}
+			select {
+			case <-wake:
+				t.Stop()
+			case <-t.C:
+				if time.Since(start) >= l.timeout {
+					return l.degrade(ctx, l.breakers.forKey(key), opTake, key, n, set, ErrTimeout, start)
+				}
+			}
+			continue
+		}
+		if t != nil {
 			t.Stop()
-		case <-t.C:
-			return l.degrade(ctx, l.breakers.forKey(key), opTake, key, n, set, ErrTimeout, start)
 		}
-		sent = l.clock()
-		r, _, state = l.denials.lookup(key, n, lim, sent)
-		if state == cacheWait {
-			state = cacheMiss
-		}
-	}
-	if state == cacheDeny {
-		if l.observer != nil {
-			l.observe(ctx, opTake, DecisionEvent{Cached: true})
+		r = l.remote(ctx, opTake, key, n, set, each, start)
+		if !r.Degraded {
+			l.denials.record(key, n, lim, now, l.clock(), r, state == cacheProbe)
+		} else if state == cacheProbe {
+			l.denials.settle(key, lim, now)
 		}
 		return r
 	}
-	r = l.remote(ctx, opTake, key, n, set, each, start)
-	if r.Degraded {
-		if state == cacheProbe {
-			l.denials.settle(key)
-		}
-	} else {
-		l.denials.record(key, n, lim, sent, l.clock(), r, state == cacheProbe)
-	}
-	return r
 }
 
 // observe tells the Observer (not nil) about a decision: a take, never a

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -37,8 +38,9 @@ func (b *breakerWatch) BreakerChange(_ string, open bool) {
 type floodCase struct {
 	name    string
 	peer    func(*breakerWatch) bench.Peer
-	flood   bool // false: the control run, the victim alone
-	breaker bool // the peer reports breaker changes
+	flood   bool          // false: the control run, the victim alone
+	breaker bool          // the peer reports breaker changes
+	pause   time.Duration // between one flooding goroutine's requests; 0: -flood-pause
 }
 
 // floodResult is one run of a floodCase.
@@ -69,6 +71,10 @@ func hotKeyFlood(ctx context.Context, out io.Writer, c config) error {
 		{name: "ratelimit, FailOpen", peer: rl("open", core.FailOpen, false), flood: true, breaker: true},
 		{name: "ratelimit, FailClosed, plain redis.NewClient", peer: rl("plain", core.FailClosed, true), flood: true, breaker: true},
 		{name: "ratelimit, FailClosed, no flood (control)", peer: rl("control", core.FailClosed, false), breaker: true},
+		// Issue 36's attacker: each goroutine one request a millisecond,
+		// so its own decisions queue behind its key's probes.
+		{name: "ratelimit, FailOpen, 1ms pause", peer: rl("open-1ms", core.FailOpen, false), flood: true, breaker: true, pause: time.Millisecond},
+		{name: "ratelimit, FailClosed, 1ms pause", peer: rl("closed-1ms", core.FailClosed, false), flood: true, breaker: true, pause: time.Millisecond},
 		{name: "redis_rate", peer: func(*breakerWatch) bench.Peer { return bench.RedisPeers[1] }, flood: true},
 	}
 	proxy, err := bench.StartDelayProxy(c.addr, c.floodLatency)
@@ -95,7 +101,7 @@ func hotKeyFlood(ctx context.Context, out io.Writer, c config) error {
 		}
 	}
 	fmt.Fprintf(out, "\n### Hot-key flood, Redis %s away\n\n", latencyText(c.floodLatency))
-	fmt.Fprintf(out, "One instance (one client) through the loopback delay line adding %v to every reply. %d goroutines flood one key, each pausing %v between requests (a closed loop on %d CPUs starves Go's netpoller, so the replies' readers would wait on the flood's goroutines: not tuned away, only paced); a victim asks for another key every 25 ms (ticker; a tick missed while its request is out is skipped). Both keys 50 per second, burst 50: the victim alone is always allowed. ratelimit with its default Timeout 50ms, its default breaker, on the README's client (`ContextTimeoutEnabled`) unless said otherwise. Each run: %v of warm-up (every goroutine on a key of its own), a %v rest, then %v measured; %d round(s), alternating order, every run reported.\n\n",
+	fmt.Fprintf(out, "One instance (one client) through the loopback delay line adding %v to every reply. %d goroutines flood one key, each pausing %v between requests (1 ms where the case says so: issue 36's attacker; a closed loop on %d CPUs starves Go's netpoller, so the replies' readers would wait on the flood's goroutines: not tuned away, only paced); a victim asks for another key every 25 ms (ticker; a tick missed while its request is out is skipped). Both keys 50 per second, burst 50: the victim alone is always allowed. ratelimit with its default Timeout 50ms, its default breaker, on the README's client (`ContextTimeoutEnabled`) unless said otherwise. Each run: %v of warm-up (every goroutine on a key of its own), a %v rest, then %v measured; %d round(s), alternating order, every run reported.\n\n",
 		c.floodLatency, c.floodConc, c.floodPause, runtime.NumCPU(), c.floodWarm, floodRest, c.floodWindow, c.floodRounds)
 	fmt.Fprintf(out, "Victim: degraded of sent (FailClosed: a 503; redis_rate: an error), denied by the store, p99. Breaker: openings during the window (core.Observer's BreakerChange). Attacker: admitted (FailOpen's degraded admissions included) against the bound C + R·Δ of an exact limiter (Δ from the start to the last answer), its decisions and how many were degraded.\n\n")
 	fmt.Fprintln(out, "| case | round | victim degraded / sent | victim denied | victim p99 | breaker openings | attacker admitted / bound | attacker decisions | attacker degraded | first error |")
@@ -181,6 +187,7 @@ func runFlood(ctx context.Context, env *bench.Env, fc floodCase, prefix string, 
 				<-begin
 				var dec, ok, bad int64
 				var first error
+				pause := cmp.Or(fc.pause, c.floodPause)
 				for time.Now().Before(deadline) {
 					allowed, err := w(ctx, "hot")
 					dec++
@@ -192,7 +199,7 @@ func runFlood(ctx context.Context, env *bench.Env, fc floodCase, prefix string, 
 							first = err
 						}
 					}
-					time.Sleep(c.floodPause)
+					time.Sleep(pause)
 				}
 				mu.Lock()
 				fr.attackDecisions += dec

@@ -1,0 +1,189 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestScriptsRunUnderLua51And54 (issue 36, item 16): every script runs
+// unchanged under Lua 5.1 (Redis, Valkey, KeyDB) and Lua 5.4 (Dragonfly;
+// Garnet's engine too), answering the same: each is run by the
+// interpreters on PATH (lua5.4 required, lua5.1 when present) against a
+// stub of Redis (testdata/redisstub.lua: the commands the scripts use on
+// an in-memory keyspace, a clock set by hand), through takes, a batch,
+// the cross-slot batch, a re-sent call, leases and their renewal. Before,
+// tokenBuckets called the Lua 5.1 global unpack, which 5.4 lacks: every
+// decision failed there ("attempt to call a nil value"). The test skips
+// without lua5.4 unless RATELIMIT_REQUIRE_LUA=1.
+func TestScriptsRunUnderLua51And54(t *testing.T) {
+	lua54, err := exec.LookPath("lua5.4")
+	if err != nil {
+		if os.Getenv("RATELIMIT_REQUIRE_LUA") == "1" {
+			t.Fatal("RATELIMIT_REQUIRE_LUA=1 but no lua5.4 on PATH")
+		}
+		t.Skip("no lua5.4 on PATH (apt-get install lua5.4; RATELIMIT_REQUIRE_LUA=1 fails instead)")
+	}
+	prog := scriptProgram(t)
+	outputs := map[string]string{}
+	for _, name := range []string{"lua5.4", "lua5.1"} {
+		path := lua54
+		if name != "lua5.4" {
+			if path, err = exec.LookPath(name); err != nil {
+				t.Logf("no %s on PATH: 5.4's answers checked alone", name)
+				continue
+			}
+		}
+		out, err := exec.Command(path, prog).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out)
+		}
+		outputs[name] = string(out)
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if strings.Contains(line, "error") || strings.Contains(line, ".0") {
+				t.Errorf("%s: %s", name, line)
+			}
+		}
+	}
+	t.Logf("lua5.4:\n%s", outputs["lua5.4"])
+	if want, ok := outputs["lua5.1"]; ok && outputs["lua5.4"] != want {
+		t.Errorf("lua5.4 answers\n%s\nlua5.1 answers\n%s", outputs["lua5.4"], want)
+	}
+	// The lone takes' answers are ones the store reads.
+	for _, line := range strings.Split(outputs["lua5.4"], "\n") {
+		if name, reply, ok := strings.Cut(line, ": \""); ok && strings.HasPrefix(name, "take ") && name[5] <= '9' {
+			if _, err := parseReply(strings.TrimSuffix(reply, "\""), nil); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+	}
+}
+
+// scriptProgram writes a Lua program that runs the scripts against the
+// stub and prints each reply, named; it returns its path.
+func scriptProgram(t *testing.T) string {
+	t.Helper()
+	stub, err := filepath.Abs("testdata/redisstub.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer c.Close()
+	s := NewRedisStore(c, WithPrefix("p:"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	five, hour := PerSecond(5).policy("five"), PerHour(100).policy("hour")
+	req := func(op int, subj string, n int, ps ...Policy) *request {
+		return &request{ctx: ctx, op: op, subj: subj, n: n, policies: ps}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "dofile(%q)\nstub.time(1767225600, 250000)\n", stub)
+	src := func(sc *redis.Script) string {
+		return reflect.ValueOf(sc).Elem().FieldByName("src").String()
+	}
+	var call uint64
+	step := func(name string, sc *redis.Script, keys []string, args []any) {
+		var a []string
+		for _, v := range args {
+			a = append(a, fmt.Sprint(v))
+		}
+		fmt.Fprintf(&b, "print(%q .. ': ' .. run([=====[%s]=====], {%s}, {%s}))\n", name, src(sc), luaList(keys), luaList(a))
+	}
+	// Lone takes: five of a burst of 5 allowed, the sixth denied; a
+	// token later, allowed again; a re-sent call answered as its first.
+	for i := range 7 {
+		if i == 6 {
+			fmt.Fprintf(&b, "stub.advance(200000)\n")
+		}
+		call++
+		keys, args := s.encodeShort(ctx, call, []*request{req(opTake, "alice", 1, five)})
+		step(fmt.Sprintf("take %d", i+1), tokenBuckets, keys, args)
+	}
+	keys, args := s.encodeShort(ctx, call, []*request{req(opTake, "alice", 1, five)})
+	step("take 7 re-sent", tokenBuckets, keys, args)
+	// A batch: takes, a peek and a refund, under one and two limits.
+	batch := []*request{
+		req(opTake, "bob", 2, five, hour), req(opTake, "bob", 2, five, hour),
+		req(opPeek, "bob", 1, five, hour), req(opRefund, "bob", 1, five, hour),
+		req(opTake, "bob", 3, five, hour),
+	}
+	call++
+	keys, args = s.encode(ctx, call, batch)
+	step("take batch", tokenBuckets, keys, args)
+	// The same shape across slots (tokenBucketsAcross, as sendNode
+	// sends it): the buckets in ARGV, the replay record alone in KEYS.
+	call++
+	batch = []*request{req(opTake, "carol", 1, five), req(opTake, "dave", 1, five, hour)}
+	keys, args = s.encode(ctx, call, batch)
+	n := len(keys) - 1
+	for _, k := range keys[:n] {
+		args = append(args, k)
+	}
+	step("take across", tokenBucketsAcross, keys[n:], append(args, n))
+	// Leases: two of Max 2 held, a third refused; renewed; one with a
+	// token of the rate limit.
+	lease := []string{"p:{erin}:slots"}
+	for i := range 3 {
+		step(fmt.Sprintf("lease %d", i+1), acquireLease, lease, []any{fmt.Sprint("id", i), 2, 30_000_000})
+	}
+	fmt.Fprintf(&b, "stub.advance(1000000)\n")
+	step("renew", renewLeases, []string{lease[0], lease[0], lease[0]}, []any{30_000_000, "id0", "id1", "id2"})
+	call++
+	keys, args = s.encode(ctx, call, []*request{req(opTake, "frank", 1, five)})
+	step("lease with rate", acquireWithRate, append([]string{"p:{frank}:slots"}, keys...), append([]any{"id9", 2, 30_000_000}, args...))
+	path := filepath.Join(t.TempDir(), "scripts.lua")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// luaList is vs as the items of a Lua table constructor.
+func luaList(vs []string) string {
+	q := make([]string, len(vs))
+	for i, v := range vs {
+		q[i] = fmt.Sprintf("%q", v)
+	}
+	return strings.Join(q, ", ")
+}
+
+// replyError is an error reply of a server, as go-redis returns one.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
+
+// TestCrossSlotRefusals (issue 36, item 16): the refusals of the
+// cross-slot batch script that send a Cluster node's batches per subject
+// for good — Redis before 7's, and Dragonfly's, which refuses the script's
+// flag or, taking it, the keys it did not declare — and only those.
+func TestCrossSlotRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{replyError("ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'"), true},
+		{replyError("ERR Unexpected flag in script shebang: allow-cross-slot-keys"), true},
+		{replyError("Invalid flag: allow-cross-slot-keys"), true},
+		{replyError("ERR Error running script (call to 5c4d62f4e30c54fb15935b5892148e5ce7374077): @user_script:2: script tried accessing undeclared key"), true},
+		{replyError("ERR Error running script (call to 5c4d62f4e30c54fb15935b5892148e5ce7374077): @user_script:2: script tried accessing undeclared key, key: p:{bob}:five"), true},
+		{replyError("ERR Script attempted to access a non local key in a cluster node script"), false},
+		{replyError("NOSCRIPT No matching script. Please use EVAL."), false},
+		{replyError("MOVED 3999 127.0.0.1:6381"), false},
+		{errors.New("dial tcp: script tried accessing undeclared key"), false}, // not a server's reply
+		{nil, false},
+	} {
+		if got := noScriptFlags(tc.err); got != tc.want {
+			t.Errorf("noScriptFlags(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
