@@ -20,13 +20,7 @@ func (sh *memShard) applyWait(s *MemoryStore, hs uint64, a *ask, now int64) Outc
 	switch kind {
 	case opReserve:
 		// Booked when its n tokens exist under every policy within x µs.
-		var most int64
-		for i := range policies {
-			p := &policies[i]
-			if short := int64(n)*p.Unit - reads[i].tokens; short > 0 {
-				most = max(most, ceilDiv(short, p.Refill)*p.Tick-now%p.Tick)
-			}
-		}
+		most := untilAll(policies, reads, n, now)
 		if most > x {
 			allowed, write = false, false
 		} else {
@@ -67,6 +61,19 @@ func (sh *memShard) applyWait(s *MemoryStore, hs uint64, a *ask, now int64) Outc
 	}
 	best.extra = extra
 	return best
+}
+
+// untilAll returns the µs from now until n tokens exist under every
+// policy, its bucket read as reads[i]: 0 when they all hold them.
+func untilAll(policies []Policy, reads []memRead, n int, now int64) int64 {
+	var most int64
+	for i := range policies {
+		p := &policies[i]
+		if short := int64(n)*p.Unit - reads[i].tokens; short > 0 {
+			most = max(most, ceilDiv(short, p.Refill)*p.Tick-now%p.Tick)
+		}
+	}
+	return most
 }
 
 // waiting is the arithmetic of a waiting operation (kind, with argument
