@@ -130,14 +130,14 @@ func (b *memBucket) read(p *Policy, hp unique.Handle[policyShape], now int64) (t
 	return max(tokens, st), own, st, b.ts/sp.tick > now/sp.tick
 }
 
-// decideKept is Policy.decide for a bucket read under p but kept under its
-// own policy sp (a denied take, a peek: nothing is written), which holds
-// own units, and read as st from its stamp (see memBucket.read): the
-// waits are those of whichever reading gets there first, so a RetryAfter
-// announced under a changed limit is the true one: the next take under p
-// finds n tokens then.
-func (p *Policy) decideKept(sp *policyShape, own, st, tokens int64, n int, allowed bool, now int64) decision {
-	d := decision{allowed: allowed, remaining: max(0, tokens/p.Unit)}
+// decideKept is Policy.decide, refusing, for a bucket read under p but
+// kept under its own policy sp (a denied take, a peek: nothing is
+// written), which holds own units, and read as st from its stamp (see
+// memBucket.read): the waits are those of whichever reading gets there
+// first, so a RetryAfter announced under a changed limit is the true one:
+// the next take under p finds n tokens then.
+func (p *Policy) decideKept(sp *policyShape, own, st, tokens int64, n int, now int64) decision {
+	d := decision{remaining: max(0, tokens/p.Unit)}
 	need := int64(n) * p.Unit
 	phase := now % sp.tick
 	ds, _ := p.decide(st, n, false, now)
@@ -306,8 +306,9 @@ func (s *MemoryStore) take(subject string, n int, policies []Policy, each []Outc
 		}
 		return o
 	}
+	a := ask{op: opTake, subj: subject, n: n, policies: policies, each: each}
 	sh, hs, now := s.lock(subject)
-	o := sh.applyMany(s, hs, subject, opTake, n, policies, each, now)
+	o := sh.applyMany(s, hs, &a, now)
 	sh.mu.Unlock()
 	return o
 }
@@ -374,7 +375,7 @@ func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
 	need := int64(n) * p.Unit
 	if tokens >= need {
 		if b == nil {
-			sh.put(s, b, h, k, subject, tokens-need, now)
+			*sh.insert(h, k.name, subject, s.perShard) = memBucket{units: tokens - need, ts: now, shape: hp}
 		} else {
 			b.units, b.ts = tokens-need, now
 			if b.shape != hp {
@@ -394,16 +395,18 @@ func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
 	}
 	sh.mu.Unlock()
 	if own >= 0 {
-		return p.decideKept(&kept, own, st, tokens, n, false, now)
+		return p.decideKept(&kept, own, st, tokens, n, now)
 	}
 	d, _ := p.decide(tokens, n, false, now)
 	return d
 }
 
-// put writes a bucket that was taken from or refunded to: b, or, when
-// nil, a bucket inserted for key (name, subject), holds left units of
-// shape hp at now.
-func (sh *memShard) put(s *MemoryStore, b *memBucket, h uint64, k *memKey, subject string, left, now int64) {
+// put writes a bucket that was taken from or refunded to: key (name,
+// subject), hashed h, inserted when absent, holds left units of k's shape
+// at now. It looks the bucket up afresh: an insert for an earlier policy
+// may have moved it.
+func (sh *memShard) put(s *MemoryStore, h uint64, k *memKey, subject string, left, now int64) {
+	b := sh.lookup(h, k.name, subject)
 	if b == nil {
 		b = sh.insert(h, k.name, subject, s.perShard)
 	}
@@ -429,19 +432,21 @@ type memRead struct {
 	ahead  bool
 }
 
-// applyMany runs one operation of the script (opTake, opPeek, opRefund)
-// for every policy of subject at once, with the script's arithmetic. The
-// shard is locked.
-func (sh *memShard) applyMany(s *MemoryStore, hs uint64, subject string, op, n int, policies []Policy, each []Outcome, now int64) Outcome {
-	if kind, x := splitOp(op); kind > opRefund {
-		return sh.applyWait(s, hs, subject, kind, x, n, policies, each, now)
+// applyMany runs one operation of the script (a.op: opTake, opPeek,
+// opRefund, or a waiting one) for every policy of a.subj at once, with
+// the script's arithmetic. The shard is locked; hs is a.subj's hash. The
+// deadline and bound of a are not read.
+func (sh *memShard) applyMany(s *MemoryStore, hs uint64, a *ask, now int64) Outcome {
+	if kind, _ := splitOp(a.op); kind > opRefund {
+		return sh.applyWait(s, hs, a, now)
 	}
+	op, n, policies, each := a.op, a.n, a.policies, a.each
 	var small [4]memRead
 	reads := small[:0]
 	if len(policies) > len(small) {
 		reads = make([]memRead, 0, len(policies))
 	}
-	reads, allowed, now := sh.readAll(s, hs, subject, n, policies, reads, now)
+	reads, allowed, now := sh.readAll(s, hs, a, reads, now)
 	var best Outcome
 	for i := range policies {
 		p := &policies[i]
@@ -460,15 +465,15 @@ func (sh *memShard) applyMany(s *MemoryStore, hs uint64, subject string, op, n i
 			d, _ = p.decide(r.tokens, n, false, now)
 		default:
 			sp := r.shape.Value()
-			d = p.decideKept(&sp, r.own, r.st, r.tokens, n, false, now)
+			d = p.decideKept(&sp, r.own, r.st, r.tokens, n, now)
 		}
 		d.allowed = op == opRefund || allowed
 		// Looked up again: an insert for an earlier policy may have moved
 		// this bucket.
 		if write {
-			sh.put(s, sh.lookup(r.hash, r.key.name, subject), r.hash, &r.key, subject, left, now)
+			sh.put(s, r.hash, &r.key, a.subj, left, now)
 		} else if op == opTake && r.ahead {
-			sh.lookup(r.hash, r.key.name, subject).restamp(now)
+			sh.lookup(r.hash, r.key.name, a.subj).restamp(now)
 		}
 		if each != nil {
 			each[i] = d.outcome(i)
@@ -480,10 +485,11 @@ func (sh *memShard) applyMany(s *MemoryStore, hs uint64, subject string, op, n i
 	return best
 }
 
-// readAll reads subject's bucket under each policy into reads, at one
-// time: now, or a later one when a bucket is stamped ahead of it. It
-// reports whether every policy holds n tokens.
-func (sh *memShard) readAll(s *MemoryStore, hs uint64, subject string, n int, policies []Policy, reads []memRead, now int64) ([]memRead, bool, int64) {
+// readAll reads a.subj's bucket (hs its hash) under each policy into
+// reads, at one time: now, or a later one when a bucket is stamped ahead
+// of it. It reports whether every policy holds a.n tokens.
+func (sh *memShard) readAll(s *MemoryStore, hs uint64, a *ask, reads []memRead, now int64) ([]memRead, bool, int64) {
+	subject, n, policies := a.subj, a.n, a.policies
 	allowed, rechecked := true, false
 	for i := 0; i < len(policies); i++ {
 		p := &policies[i]

@@ -24,7 +24,8 @@ func (s *MemoryStore) apply(op int, subject string, n int, policies []Policy, ea
 	if op == opTake {
 		return s.take(subject, n, policies, each)
 	}
+	a := ask{op: op, subj: subject, n: n, policies: policies, each: each}
 	sh, hs, now := s.lock(subject)
 	defer sh.mu.Unlock()
-	return sh.applyMany(s, hs, subject, op, n, policies, each, now)
+	return sh.applyMany(s, hs, &a, now)
 }

@@ -2,28 +2,25 @@ package core
 
 import "time"
 
-// applyWait runs a waiting operation (opReserve, opCharge, opCancel,
-// opPause, with its argument x) for every policy of subject at once, with
-// the script's arithmetic (see waiting in lua.go). The shard is locked.
-func (sh *memShard) applyWait(s *MemoryStore, hs uint64, subject string, kind int, x int64, n int, policies []Policy, each []Outcome, now int64) Outcome {
+// applyWait runs a waiting operation (a.op: opReserve, opCharge,
+// opCancel, opPause, with its argument x) for every policy of a.subj (hs
+// its hash) at once, with the script's arithmetic (see waiting in
+// lua.go). The shard is locked.
+func (sh *memShard) applyWait(s *MemoryStore, hs uint64, a *ask, now int64) Outcome {
+	kind, x := splitOp(a.op)
+	n, policies, each := a.n, a.policies, a.each
 	var small [4]memRead
 	reads := small[:0]
 	if len(policies) > len(small) {
 		reads = make([]memRead, 0, len(policies))
 	}
-	reads, _, now = sh.readAll(s, hs, subject, n, policies, reads, now)
+	reads, _, now = sh.readAll(s, hs, a, reads, now)
 	allowed, write := true, true
 	var extra int64
 	switch kind {
 	case opReserve:
 		// Booked when its n tokens exist under every policy within x µs.
-		var most int64
-		for i := range policies {
-			p := &policies[i]
-			if short := int64(n)*p.Unit - reads[i].tokens; short > 0 {
-				most = max(most, ceilDiv(short, p.Refill)*p.Tick-now%p.Tick)
-			}
-		}
+		most := untilAll(policies, reads, n, now)
 		if most > x {
 			allowed, write = false, false
 		} else {
@@ -46,12 +43,12 @@ func (sh *memShard) applyWait(s *MemoryStore, hs uint64, subject string, kind in
 			left, wait, extra = p.waiting(kind, x, n, r.tokens, extra, now)
 			d, _ = p.decide(left, 0, true, now) // the bucket as left
 			d.retryAfter = wait
-			sh.put(s, sh.lookup(r.hash, r.key.name, subject), r.hash, &r.key, subject, left, now)
+			sh.put(s, r.hash, &r.key, a.subj, left, now)
 		case r.own < 0:
 			d, _ = p.decide(r.tokens, n, false, now)
 		default:
 			sp := r.shape.Value()
-			d = p.decideKept(&sp, r.own, r.st, r.tokens, n, false, now)
+			d = p.decideKept(&sp, r.own, r.st, r.tokens, n, now)
 		}
 		d.allowed = allowed
 		o := d.outcome(i)
@@ -64,6 +61,19 @@ func (sh *memShard) applyWait(s *MemoryStore, hs uint64, subject string, kind in
 	}
 	best.extra = extra
 	return best
+}
+
+// untilAll returns the µs from now until n tokens exist under every
+// policy, its bucket read as reads[i]: 0 when they all hold them.
+func untilAll(policies []Policy, reads []memRead, n int, now int64) int64 {
+	var most int64
+	for i := range policies {
+		p := &policies[i]
+		if short := int64(n)*p.Unit - reads[i].tokens; short > 0 {
+			most = max(most, ceilDiv(short, p.Refill)*p.Tick-now%p.Tick)
+		}
+	}
+	return most
 }
 
 // waiting is the arithmetic of a waiting operation (kind, with argument

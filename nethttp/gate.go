@@ -282,7 +282,7 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 		return g.fail(w, r, policyOf(lim), err), charge{}
 	}
 	if g.delay > 0 && !res.Allowed && !res.Degraded && res.RetryAfter <= g.delay {
-		res = g.shape(ctx, r, lim, limit, key, n, res) // WithDelay: delay.go
+		res = g.shape(ctx, r, charge{lim: lim, key: key, n: n, limit: limit}, res) // WithDelay: delay.go
 	}
 	if g.observe != nil {
 		g.observe(r, res, nil, g.dryRun)
