@@ -100,13 +100,9 @@ const DefaultLease = 15 * time.Second
 // together every Lease/3, in chunks of at most 500 leases, each chunk one
 // call per Redis node (one per key on a Cluster or Ring) bounded by
 // Timeout on its own, not one call per request. A refused acquire adds
-// no lease (it removes the leases past their deadline it finds). Once the
-// store refused an acquire of a key because its slots were full, this
-// instance refuses that key's acquires itself, without a store call,
-// until its earliest lease ends (at most a second) or this instance
-// releases one of the key's leases: a flood of acquires on a full key
-// costs about one store call per second, and a slot freed by another
-// instance is seen a second later at most.
+// no lease (it removes the leases past their deadline it finds). Every
+// acquire asks the store: a slot can free at any moment on any instance,
+// so no refusal is kept in this process.
 //
 // A Concurrency is safe for concurrent use; make one per limit at startup
 // and share it.
@@ -121,7 +117,6 @@ type Concurrency struct {
 	localLimit Limit         // localMax slots per Lease
 	leaseObs   LeaseObserver // the observer, when it is one
 	rate       *Limiter      // ConcurrencyConfig.Rate
-	full       *fullSets     // keys whose slots the store found full; nil in process
 
 	mu       sync.Mutex
 	kept     map[*Lease]struct{} // leases renewed in the background
@@ -182,9 +177,6 @@ func NewConcurrency(cfg ConcurrencyConfig) (*Concurrency, error) {
 	c.limit = Limit{Rate: c.max, Period: c.lease, Burst: c.max}
 	c.localMax = max(1, c.max/max(1, gc.instances))
 	c.localLimit = Limit{Rate: c.localMax, Period: c.lease, Burst: c.localMax}
-	if c.mem == nil && c.rate == nil {
-		c.full = newFullSets()
-	}
 	return c, nil
 }
 
@@ -227,8 +219,7 @@ func (c *Concurrency) Limit() Limit { return c.limit }
 // Result says Allowed with Remaining the slots still free. When every
 // slot is held the lease is nil and Result.RetryAfter is the time until
 // the earliest lease ends: an upper bound, since holders usually release
-// sooner (at most a second when this instance answers from what it
-// learnt of the full key). Result.Limit is Max slots per Lease,
+// sooner. Result.Limit is Max slots per Lease,
 // ResetAfter the time until the latest lease ends.
 //
 // The store call is bounded by Timeout, never by ctx's cancellation or
@@ -251,7 +242,7 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (*Lease, Result, 
 }
 
 // acquire takes a slot of key for lease id: in a store in this process
-// at once, else through the guard (and the full-set cache).
+// at once, else through the guard.
 func (c *Concurrency) acquire(ctx context.Context, key, id string) (*Lease, Result, error) {
 	req := &leaseRequest{name: c.name, subj: c.store.subject(key), id: id, max: c.max, localMax: c.localMax, lease: c.lease, timeout: c.timeout}
 	if c.rate != nil {
@@ -262,19 +253,7 @@ func (c *Concurrency) acquire(ctx context.Context, key, id string) (*Lease, Resu
 		a, _ := c.mem.acquire(ctx, time.Time{}, 0, req)
 		return c.granted(ctx, req, a, heldInStore, time.Time{})
 	}
-	if c.full == nil {
-		l, r := c.ask(ctx, req, time.Now())
-		return l, r, nil
-	}
-	sent := c.clock()
-	if a, ok := c.full.refused(req.subj, sent); ok {
-		c.decided(ctx, DecisionEvent{Cached: true}, time.Time{})
-		return nil, c.result(leaseAnswer{held: c.max, retryAfter: a.retryAfter, resetAfter: a.resetAfter}, c.limit), nil
-	}
 	l, r := c.ask(ctx, req, time.Now())
-	if !r.Degraded {
-		c.full.record(req.subj, sent, leaseAnswer{allowed: r.Allowed, retryAfter: r.RetryAfter, resetAfter: r.ResetAfter})
-	}
 	return l, r, nil
 }
 
@@ -408,10 +387,6 @@ func (l *Lease) Release(ctx context.Context) error {
 		return nil
 	}
 	err := c.remove(ctx, l.subj, l.id)
-	if c.full != nil {
-		// A slot of the key is free (or frees itself): ask the store again.
-		c.full.forget(l.subj)
-	}
 	if err != nil {
 		c.report.degradedBy("release", err, c.clock())
 		return fmt.Errorf("core: concurrency %q: lease not released; it ends by itself within Lease: %w", c.name, err)

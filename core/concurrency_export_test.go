@@ -54,8 +54,3 @@ var AcquireWithRateHash = acquireWithRate.Hash()
 
 // AcquireWithRateScript is that script's source.
 const AcquireWithRateScript = leasesLua + acquireWithRateMain
-
-// NoFullSets makes c ask the store about every acquire, as tests that
-// move the store's clock or empty it need: c's cache of full sets
-// measures time on c's clock.
-func NoFullSets(c *Concurrency) { c.full = nil }

@@ -23,7 +23,6 @@ func TestConcurrencyLostLeases(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	const max = 3
 	c := mustConcurrency(t, core.ConcurrencyConfig{Store: core.NewRedisStore(client), Name: "lost", Max: max, Lease: time.Minute, Timeout: time.Second})
-	core.NoFullSets(c) // else its refusal stands for up to a second after the restart
 	var first []*core.Lease
 	for range max {
 		l, _ := acquire(t, c, "k", true)
@@ -79,7 +78,6 @@ func TestConcurrencyClockSteps(t *testing.T) {
 			client := redis.NewClient(&redis.Options{Addr: m.Addr()})
 			t.Cleanup(func() { client.Close() })
 			c := mustConcurrency(t, core.ConcurrencyConfig{Store: core.NewRedisStore(client), Name: "step", Max: max, Lease: lease})
-			core.NoFullSets(c) // the store's clock steps
 			for range max {
 				acquire(t, c, "k", true)
 			}

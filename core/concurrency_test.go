@@ -134,7 +134,6 @@ func TestConcurrencyLeaseEnds(t *testing.T) {
 	t.Parallel()
 	forEachLeaseStore(t, func(t *testing.T, s core.Store, advance func(time.Duration)) {
 		c := mustConcurrency(t, core.ConcurrencyConfig{Store: s, Name: "ends", Max: 1})
-		core.NoFullSets(c) // the store's clock jumps
 		acquire(t, c, "k", true)
 		advance(testLease - time.Millisecond)
 		acquire(t, c, "k", false)
@@ -147,7 +146,6 @@ func TestConcurrencyRenewalKeepsSlot(t *testing.T) {
 	t.Parallel()
 	forEachLeaseStore(t, func(t *testing.T, s core.Store, advance func(time.Duration)) {
 		c := mustConcurrency(t, core.ConcurrencyConfig{Store: s, Name: "renew", Max: 1})
-		core.NoFullSets(c) // the store's clock jumps
 		l, _ := acquire(t, c, "k", true)
 		advance(testLease / 2)
 		if ok, err := core.RenewOnce(c, l); !ok || err != nil {
