@@ -199,6 +199,7 @@ func TestConcurrencyLocalLeasesEndWithOutage(t *testing.T) {
 	if err := m.Restart(); err != nil {
 		t.Fatal(err)
 	}
+	reachable(t, client)
 	core.RenewNow(c) // the store answers: the local leases move there
 	admitted := 0
 	for range max {
@@ -229,11 +230,26 @@ func TestConcurrencyLocalLeasesEndWithOutage(t *testing.T) {
 	if err := m.Restart(); err != nil {
 		t.Fatal(err)
 	}
+	reachable(t, client)
 	for range max {
 		acquire(t, other, "full", true)
 	}
 	core.RenewNow(c)
 	if got := core.Kept(c); got != 0 {
 		t.Fatalf("%d local leases still renewed after the store answered with the key full", got)
+	}
+}
+
+// reachable waits until client's pool dials the restarted server again:
+// after failed dials go-redis refuses new connections for a while (up to
+// a second), which is the outage still going on, not what a test checks.
+func reachable(t *testing.T, client *redis.Client) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for client.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the restarted server answers no PING in 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
