@@ -49,7 +49,7 @@ func (l *Limiter) Charge(ctx context.Context, key string, n int) (Result, error)
 	// scale a cost beyond exact arithmetic; they forgive the rest.
 	x := base.maxWait.Microseconds()
 	sent := int(min(int64(n), chargeCap(set.policies, x)))
-	r := base.book(ctx, withArg(opCharge, x), key, sent, set)
+	r := base.run(ctx, withArg(opCharge, x), key, sent, set)
 	r.Allowed = true
 	if base.observer != nil {
 		base.observeWait(WaitEvent{Charge: true, Booked: true, N: n, Forgiven: int(r.extra) + n - sent, Degraded: r.Degraded})
@@ -66,5 +66,5 @@ func (l *Limiter) pause(ctx context.Context, key string, d time.Duration) Result
 	if key == "" || d == 0 {
 		return Result{}
 	}
-	return l.book(ctx, withArg(opPause, d.Microseconds()), key, 1, set)
+	return l.run(ctx, withArg(opPause, d.Microseconds()), key, 1, set)
 }

@@ -328,6 +328,18 @@ func (l *Limiter) decide(ctx context.Context, op int, key string, n int, set *po
 	if key == "" || n < 1 || n > set.minCap {
 		return Result{}, checkCall(key, n, set)
 	}
+	return l.run(ctx, op, key, n, set), nil
+}
+
+// run asks l's store to do op (a take, peek or refund, or a waiting
+// operation with its argument) for n tokens of key under set, through the
+// guard for a store outside the process; the caller checked key and n.
+// Every op that gives back or books forgets this instance's cached denial
+// of key once the store answered (see denyCache.forget): after a refund
+// or a cancel the key may be served sooner, and after a booking, a charge
+// or a pause later, so the next take asks the store for the true
+// RetryAfter.
+func (l *Limiter) run(ctx context.Context, op int, key string, n int, set *policySet) Result {
 	// Keys of any length cost bounded memory in every store and cache.
 	key = l.store.subject(key)
 	var each []Outcome
@@ -340,17 +352,16 @@ func (l *Limiter) decide(ctx context.Context, op int, key string, n int, set *po
 		if l.observer != nil {
 			l.observe(ctx, op, DecisionEvent{Allowed: o.Allowed})
 		}
-		return resultOf(o, each, set), nil
+		return resultOf(o, each, set)
 	}
 	if op == opTake && l.denials != nil {
-		return l.takeCached(ctx, key, n, set, each), nil
+		return l.takeCached(ctx, key, n, set, each)
 	}
 	r := l.remote(ctx, op, key, n, set, each, time.Now())
-	if op == opRefund && l.denials != nil {
-		// After the refund answered: see denyCache.forget.
+	if op != opTake && op != opPeek && l.denials != nil {
 		l.denials.forget(key, l.clock(), int64(l.timeout))
 	}
-	return r, nil
+	return r
 }
 
 // checkCall rejects a caller's mistakes: an empty key, n < 1, n above the

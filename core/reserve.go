@@ -85,7 +85,7 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 		r.l.fallback.local.apply(op, r.l.store.subject(r.key), r.n, r.set.local.policies, nil)
 		return nil
 	}
-	r.l.book(ctx, op, r.key, r.n, r.set)
+	r.l.run(ctx, op, r.key, r.n, r.set)
 	return nil
 }
 
@@ -109,7 +109,7 @@ func (l *Limiter) reserve(ctx context.Context, key string, n int, set *policySet
 	if key == "" || n < 1 || n > set.minCap {
 		return nil, checkCall(key, n, set)
 	}
-	r := l.book(ctx, withArg(opReserve, most.Microseconds()), key, n, set)
+	r := l.run(ctx, withArg(opReserve, most.Microseconds()), key, n, set)
 	answered := time.Now()
 	res := &Reservation{l: l, set: set, key: key, n: n, res: r, local: r.Fallback}
 	if r.Allowed {
@@ -172,27 +172,4 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int) error {
 		_ = r.Cancel(ctx)
 		return ctx.Err()
 	}
-}
-
-// book runs a waiting operation (op, with its argument) for key under
-// set through the guard, as decide runs a take; the caller checked n. It
-// forgets this instance's cached denial of key, as a refund does: after a
-// cancel the key may be served sooner, and after a booking, a charge or a
-// pause later, so the next take asks the store for the true RetryAfter.
-// l is a base.
-func (l *Limiter) book(ctx context.Context, op int, key string, n int, set *policySet) Result {
-	key = l.store.subject(key)
-	var each []Outcome
-	if len(set.policies) > 1 {
-		each = make([]Outcome, len(set.policies))
-	}
-	if !l.store.remote() {
-		o, _ := l.store.call(ctx, ask{op: op, subj: key, n: n, policies: set.policies, each: each})
-		return resultOf(o, each, set)
-	}
-	r := l.remote(ctx, op, key, n, set, each, time.Now())
-	if l.denials != nil {
-		l.denials.forget(key, l.clock(), int64(l.timeout))
-	}
-	return r
 }
