@@ -34,9 +34,8 @@ func init() {
 // request of one token would be allowed (0 if now). n may exceed the
 // burst, by any amount: what the bucket cannot owe is forgiven, never an
 // error. The error is non-nil only for a caller's mistake (an empty key,
-// n < 1) or a Store of another package (it cannot charge). A charge the
-// store could not record is Result.Degraded; with FailLocal the
-// in-process bucket gets it.
+// n < 1). A charge the store could not record is Result.Degraded; with
+// FailLocal the in-process bucket gets it.
 func (l *Limiter) Charge(ctx context.Context, key string, n int) (Result, error) {
 	base, set := l.base, l.set
 	switch {

@@ -63,9 +63,8 @@ type Config struct {
 	// deadlines (a stalled Redis keeps them running past Timeout, and with
 	// them the goroutines that carry them). Beyond it FailMode decides at
 	// once, with ErrOverloaded. A RedisStore counts its decisions across
-	// every limiter using it, each limiter holding them to its own bound;
-	// for a Store of another package, each limiter counts the calls it
-	// made that have not returned. Default 4096.
+	// every limiter using it, each limiter holding them to its own bound.
+	// Default 4096.
 	MaxInFlight int
 	// DenyCacheSize bounds the local denial cache: once the store denies a
 	// key, this instance denies that key (at that cost) without a

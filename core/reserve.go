@@ -96,10 +96,10 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 // the order they reach the store, across every instance sharing it, by
 // one store call on the store's clock (exactly once under the Redis
 // client's re-sends). The error is non-nil only for a caller's mistake,
-// as for AllowN, or a Store of another package (it cannot book). When the
-// store cannot decide, FailMode does: FailOpen books nothing and lets the
-// caller act now (OK, Delay 0), FailClosed refuses, FailLocal books in the
-// in-process bucket. Result.Degraded says so.
+// as for AllowN. When the store cannot decide, FailMode does: FailOpen
+// books nothing and lets the caller act now (OK, Delay 0), FailClosed
+// refuses, FailLocal books in the in-process bucket. Result.Degraded says
+// so.
 func (l *Limiter) ReserveN(ctx context.Context, key string, n int) (*Reservation, error) {
 	return l.base.reserve(ctx, key, n, l.set, l.base.maxWait)
 }
