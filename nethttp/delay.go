@@ -46,14 +46,14 @@ func (c *config) checkDelay(limiters ...*core.Limiter) {
 }
 
 // shape turns denied, a refusal of r's request (c.n tokens of c.key under
-// c.lim, and c.limit with WithLimitFunc) that would be served within
+// c.lim, and c.limit when WithLimitFunc decided it) that would be served within
 // WithDelay's wait, into a booking and waits for it. It returns the
 // Result to send: the booking's, allowed, after the wait; or a refusal
 // when the booking could not be made (others booked first) or the client
 // went away.
 func (g *Gate) shape(ctx context.Context, r *http.Request, c charge, denied core.Result) core.Result {
 	lim := c.lim
-	if g.limitOf != nil {
+	if c.perRequest {
 		v, err := lim.With(c.limit)
 		if err != nil {
 			return denied

@@ -68,3 +68,31 @@ func TestWithDelayAboveMaxWait(t *testing.T) {
 	}()
 	nethttp.Middleware(l, nethttp.WithDelay(2*time.Second))
 }
+
+// A request decided by its route's own limiter is shaped under that
+// limiter's limit, also when WithLimitFunc decides the other requests.
+func TestWithDelayShapesRoutedRequest(t *testing.T) {
+	newLimiter := func(name string) *core.Limiter {
+		l, err := core.New(core.Config{Store: core.NewMemoryStore(), Name: name, Limit: core.PerSecond(1), FailMode: core.FailClosed, MaxWait: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	export := newLimiter("export")
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /export", func(http.ResponseWriter, *http.Request) {})
+	h := nethttp.Middleware(newLimiter("default"),
+		nethttp.WithServeMux(mux),
+		nethttp.WithRoutes(map[string]*core.Limiter{"GET /export": export}),
+		nethttp.WithLimitFunc(func(*http.Request) (core.Limit, error) { return core.PerSecond(100), nil }),
+		nethttp.WithDelay(1500*time.Millisecond),
+		nethttp.WithKey(func(*http.Request) (string, error) { return "k", nil }))(mux)
+	for i := 1; i <= 2; i++ {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/export", nil))
+		if w.Code != http.StatusOK || w.Header().Get("RateLimit-Limit") != "1" {
+			t.Fatalf("export %d: %d, RateLimit-Limit %q; want 200 (the second after its wait) under the route's limit 1", i, w.Code, w.Header().Get("RateLimit-Limit"))
+		}
+	}
+}

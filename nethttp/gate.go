@@ -281,8 +281,9 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	if err != nil {
 		return g.fail(w, r, policyOf(lim), err), charge{}
 	}
+	c := charge{lim: lim, key: key, n: n, limit: limit, perRequest: perRequest}
 	if g.delay > 0 && !res.Allowed && !res.Degraded && res.RetryAfter <= g.delay {
-		res = g.shape(ctx, r, charge{lim: lim, key: key, n: n, limit: limit}, res) // WithDelay: delay.go
+		res = g.shape(ctx, r, c, res) // WithDelay: delay.go
 	}
 	if g.observe != nil {
 		g.observe(r, res, nil, g.dryRun)
@@ -293,7 +294,7 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	}
 	if res.Allowed || g.dryRun {
 		if g.countIf != nil && res.Allowed && !res.Degraded && !g.dryRun {
-			return true, charge{lim: lim, key: key, n: n, limit: limit, perRequest: perRequest}
+			return true, c
 		}
 		return true, charge{}
 	}
