@@ -321,8 +321,17 @@ func (c *Concurrency) result(a leaseAnswer, lim Limit) Result {
 func (c *Concurrency) degrade(ctx context.Context, br *breaker, req *leaseRequest, cause error, start time.Time) (*Lease, Result) {
 	now := c.clock()
 	c.report.degradedBy("", cause, now)
-	a, from := c.fallback.acquire(br, now, req)
-	l := c.grant(a, req.subj, req.id, from)
+	// The fallback's own request, not req, which a store call running
+	// late may still be filling. Its slot is one of localMax, with no
+	// Rate (decided below), under an id of its own once the store was
+	// asked: that call takes its id back whenever it ends, which would
+	// free this lease's slot once the store adopts it.
+	local := leaseRequest{name: req.name, subj: req.subj, id: req.id, max: req.localMax, lease: req.lease}
+	if !start.IsZero() {
+		local.id = rand.Text()
+	}
+	a, from := c.fallback.acquire(br, now, &local)
+	l := c.grant(a, local.subj, local.id, from)
 	lim := c.limit
 	if from == heldLocally {
 		lim = c.localLimit

@@ -170,6 +170,26 @@ func itoaTest(i int) string {
 	}
 }
 
+// TestConcurrencyLocalLeaseHasItsOwnID: an acquire whose store call
+// failed is taken back under the id it sent, whenever that call ends; the
+// lease FailLocal then holds must have another id, or the late take-back
+// would free it once adopted by the store.
+func TestConcurrencyLocalLeaseHasItsOwnID(t *testing.T) {
+	t.Parallel()
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { client.Close() })
+	c := mustConcurrency(t, core.ConcurrencyConfig{Store: core.NewRedisStore(client), Name: "local", Max: 2, FailMode: core.FailLocal, Instances: 1, Timeout: 2 * time.Second})
+	m.Close()
+	l, res, _ := core.AcquireWithID(c, context.Background(), "k", "sent")
+	if l == nil || !res.Fallback {
+		t.Fatalf("Redis down: %+v; want a lease held in process", res)
+	}
+	if core.LeaseID(l) == "sent" {
+		t.Fatal("the lease held in process has the id of the failed store call, which that call takes back")
+	}
+}
+
 // TestConcurrencyLocalLeasesEndWithOutage: leases FailLocal granted in
 // process while Redis was down stop counting beside the store's once it
 // answers again: at the first renewal round they are held in the store

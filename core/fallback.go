@@ -65,7 +65,8 @@ func (f *fallback) decide(br *breaker, now int64, op int, key string, n int, set
 
 // acquire answers an acquire of a slot of req while the store cannot:
 // FailOpen admits holding nothing (held heldNowhere), FailClosed refuses,
-// FailLocal takes one of req.localMax slots in this process (heldLocally).
+// FailLocal takes one of req.max slots in this process (heldLocally);
+// req is the fallback's own (see Concurrency.degrade).
 func (f *fallback) acquire(br *breaker, now int64, req *leaseRequest) (a leaseAnswer, held int8) {
 	switch f.mode {
 	case FailOpen:
@@ -73,9 +74,7 @@ func (f *fallback) acquire(br *breaker, now int64, req *leaseRequest) (a leaseAn
 	case FailClosed:
 		return leaseAnswer{retryAfter: closedRetry(br, now)}, heldNowhere
 	}
-	local := *req
-	local.max, local.policies = req.localMax, nil
-	return f.local.acquireLocal(&local), heldLocally
+	return f.local.acquireLocal(req), heldLocally
 }
 
 // localLimit is lim shared by instances: the same rate over instances times
