@@ -94,13 +94,14 @@ func newConcurrencyInterceptor(c *core.Concurrency, opts []Option) *concurrencyI
 // release when the call ends (nil when nothing is held), the header
 // metadata to send, and the status error refusing the call.
 func (in *concurrencyInterceptor) acquire(ctx context.Context, fullMethod string) (*core.Lease, metadata.MD, error) {
-	key, skip, err := in.keyOf(ctx, fullMethod)
+	policy := core.Result{Limit: in.c.Limit(), Name: in.c.Name()}
+	key, skip, err := in.keyOf(ctx, fullMethod, policy)
 	if skip || err != nil {
 		return nil, nil, err
 	}
 	lease, res, err := in.c.Acquire(ctx, key)
 	if err != nil {
-		return nil, nil, in.fail(ctx, fullMethod, err)
+		return nil, nil, in.fail(ctx, fullMethod, policy, err)
 	}
 	if in.observe != nil {
 		in.observe(ctx, fullMethod, res, nil, in.dryRun)

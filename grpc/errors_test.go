@@ -12,15 +12,20 @@ import (
 )
 
 // A key error reaches the observer matching ErrKey, which is nethttp's,
-// and the KeyFunc's own error.
+// and the KeyFunc's own error, with the policy the call went to (metrics
+// label it by policy, as the HTTP middleware's).
 func TestObservedKeyError(t *testing.T) {
 	t.Parallel()
 	var obs observations
-	s := serveBoth(t, both(limitertest.NewLimiter(t, core.PerMinute(5)), obs.option(),
+	lim := limitertest.NewLimiter(t, core.PerMinute(5))
+	s := serveBoth(t, both(lim, obs.option(),
 		ratelimit.WithKey(ratelimit.Metadata("x-api-key")), ratelimit.WithLogger(limitertest.Quiet)))
 	s.check(t)
-	got := obs.errs()
-	if len(got) != 1 || !errors.Is(got[0], ratelimit.ErrKey) || !errors.Is(got[0], nethttp.ErrKey) || !errors.Is(got[0], keyfuncs.ErrMissingHeader) {
-		t.Errorf("observed %v; want an error matching ErrKey, nethttp.ErrKey and keyfuncs.ErrMissingHeader", got)
+	got := obs.all()
+	if len(got) != 1 || !errors.Is(got[0].err, ratelimit.ErrKey) || !errors.Is(got[0].err, nethttp.ErrKey) || !errors.Is(got[0].err, keyfuncs.ErrMissingHeader) {
+		t.Fatalf("observed %v; want an error matching ErrKey, nethttp.ErrKey and keyfuncs.ErrMissingHeader", got)
+	}
+	if res := got[0].res; res.Name != lim.Name() || res.Limit != lim.Limit() {
+		t.Errorf("a key error observed with policy %q %v; want the limiter's, %q %v", res.Name, res.Limit, lim.Name(), lim.Limit())
 	}
 }

@@ -115,8 +115,9 @@ func newRateInterceptor(l *core.Limiter, opts []Option) *rateInterceptor {
 
 // keyOf returns the key of a call to fullMethod, or skip for a call
 // WithSkip exempts, or the status error that refuses it (nil in dry-run
-// mode, with skip then true too).
-func (in *interceptor) keyOf(ctx context.Context, fullMethod string) (key string, skip bool, err error) {
+// mode, with skip then true too); policy names the limit that would have
+// decided it, for the observer.
+func (in *interceptor) keyOf(ctx context.Context, fullMethod string, policy core.Result) (key string, skip bool, err error) {
 	if in.skip != nil && in.skip(ctx, fullMethod) {
 		return "", true, nil
 	}
@@ -129,7 +130,7 @@ func (in *interceptor) keyOf(ctx context.Context, fullMethod string) (key string
 	default:
 		return key, false, nil
 	}
-	err = in.fail(ctx, fullMethod, err)
+	err = in.fail(ctx, fullMethod, policy, err)
 	return "", err == nil, err
 }
 
@@ -140,13 +141,14 @@ func (in *rateInterceptor) decide(ctx context.Context, fullMethod string) (metad
 	if in.unchecked != nil {
 		in.checkLog.Do(in.logUnchecked)
 	}
-	key, skip, err := in.keyOf(ctx, fullMethod)
-	if skip || err != nil {
-		return nil, err
-	}
 	lim := in.def
 	if l := in.methods[fullMethod]; l != nil {
 		lim = l
+	}
+	policy := core.Result{Limit: lim.Limit(), Name: lim.Name()}
+	key, skip, err := in.keyOf(ctx, fullMethod, policy)
+	if skip || err != nil {
+		return nil, err
 	}
 	n := 1
 	if in.cost != nil {
@@ -154,7 +156,7 @@ func (in *rateInterceptor) decide(ctx context.Context, fullMethod string) (metad
 	}
 	res, err := lim.AllowN(ctx, key, n)
 	if err != nil {
-		return nil, in.fail(ctx, fullMethod, err)
+		return nil, in.fail(ctx, fullMethod, policy, err)
 	}
 	if in.observe != nil {
 		in.observe(ctx, fullMethod, res, nil, in.dryRun)
@@ -167,10 +169,11 @@ func (in *rateInterceptor) decide(ctx context.Context, fullMethod string) (metad
 }
 
 // fail handles a call that could not be decided: err wraps ErrKey for a
-// key error, else it is AllowN's.
-func (in *interceptor) fail(ctx context.Context, fullMethod string, err error) error {
+// key error, else it is AllowN's; policy names the limit that would have
+// decided it.
+func (in *interceptor) fail(ctx context.Context, fullMethod string, policy core.Result, err error) error {
 	if in.observe != nil {
-		in.observe(ctx, fullMethod, core.Result{}, err, in.dryRun)
+		in.observe(ctx, fullMethod, policy, err, in.dryRun)
 	}
 	in.logFailure(err)
 	if in.dryRun {

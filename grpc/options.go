@@ -71,8 +71,9 @@ func WithSkip(f func(ctx context.Context, fullMethod string) bool) Option {
 
 // WithObserver calls f once for every call that is not skipped, before the
 // handler runs or the call is refused: with the decision, or with the
-// error that refuses the call (res is then zero; errors.Is(err, ErrKey)
-// for a key error, else core.Limiter.AllowN's error for an invalid cost).
+// error that refuses the call (res then holds only the Name and Limit of
+// the limiter the call went to; errors.Is(err, ErrKey) for a key error,
+// else core.Limiter.AllowN's error for an invalid cost).
 // dryRun reports WithDryRun: a refusal or an error did not stop the call.
 // f runs on the call's goroutine: keep it fast. Default: none.
 func WithObserver(f func(ctx context.Context, fullMethod string, res core.Result, err error, dryRun bool)) Option {
