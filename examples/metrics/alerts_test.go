@@ -1,3 +1,7 @@
+// The example is app.go and main.go. This file is the project's own check
+// of the shipped alerting rules against a real Prometheus, through
+// internal test helpers: it is not part of what to copy.
+
 package main
 
 import (
