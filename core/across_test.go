@@ -10,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/internal/redistest"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // TestClusterBatchAcrossSlots: on Redis Cluster, a batch of one node's
@@ -51,7 +53,7 @@ func TestClusterBatchAcrossSlots(t *testing.T) {
 	batchOf := func(subjs ...string) []*request {
 		var b []*request
 		for _, subj := range subjs {
-			b = append(b, &request{ctx: ctx, subj: subj, op: opTake, n: 1, policies: policies})
+			b = append(b, &request{ctx: ctx, subj: subj, op: bucket.OpTake, n: 1, policies: policies})
 		}
 		return b
 	}
@@ -93,8 +95,8 @@ func TestClusterBatchBeforeRedis7(t *testing.T) {
 	ctx := context.Background()
 	policies := []Policy{PerMinute(10).policy("p")}
 	batch := []*request{
-		{ctx: ctx, subj: "a", op: opTake, n: 1, policies: policies},
-		{ctx: ctx, subj: "b", op: opTake, n: 1, policies: policies},
+		{ctx: ctx, subj: "a", op: bucket.OpTake, n: 1, policies: policies},
+		{ctx: ctx, subj: "b", op: bucket.OpTake, n: 1, policies: policies},
 	}
 	if s.sendNode(ctx, node, s.idSeq.Add(1), batch) {
 		t.Fatalf("a node without script flags ran the batch: %q, %v", batch[0].reply, batch[0].err)

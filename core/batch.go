@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // How a RedisStore's decisions travel. Each caller puts its request in its
@@ -39,9 +41,9 @@ type request struct {
 	ctx      context.Context // values; its cancellation is the caller's alone
 	deadline time.Time       // the caller's; zero: none
 	subj     string          // passed through hashSubject
-	op       int             // opTake, opPeek or opRefund
+	op       int             // bucket.OpTake, bucket.OpPeek or bucket.OpRefund
 	n        int
-	policies []Policy
+	policies []bucket.Policy
 
 	reply string        // this request's part of the script's reply, or
 	err   error         // why there is none; both set before done is sent
@@ -57,7 +59,7 @@ type request struct {
 var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
 
 // newRequest returns a request from the pool, set for one decision.
-func newRequest(ctx context.Context, deadline time.Time, op int, subj string, n int, policies []Policy) *request {
+func newRequest(ctx context.Context, deadline time.Time, op int, subj string, n int, policies []bucket.Policy) *request {
 	r := requests.Get().(*request)
 	r.ctx, r.deadline, r.subj, r.op, r.n, r.policies = ctx, deadline, subj, op, n, policies
 	return r
@@ -69,13 +71,6 @@ func (r *request) release() {
 	r.gone.Store(false)
 	requests.Put(r)
 }
-
-// Operations of the script on one request.
-const (
-	opTake   = 1
-	opPeek   = 2
-	opRefund = 3
-)
 
 // queue holds the requests for one destination (see RedisStore.queues).
 // Its fields are guarded by the store's mu.
@@ -500,7 +495,7 @@ func bySubject(batch []*request) [][]*request {
 // batch, whose id is call.
 func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) ([]string, []any) {
 	keys := make([]string, 0, 1+len(batch)*len(batch[0].policies))
-	var polBuf [8]*Policy
+	var polBuf [8]*bucket.Policy
 	var idxBuf [16]int
 	pols, idx := polBuf[:0], idxBuf[:0]
 	// Room for the policies and one run: a batch's requests are alike.
@@ -509,13 +504,13 @@ func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) 
 		for i := range r.policies {
 			p := &r.policies[i]
 			keys = append(keys, s.key(r.subj, p.Name))
-			d, j := p.describe(), 0
-			for j < len(pols) && pols[j] != p && pols[j].describe() != d {
+			d, j := p.Desc(), 0
+			for j < len(pols) && pols[j] != p && pols[j].Desc() != d {
 				j++
 			}
 			if j == len(pols) {
 				pols = append(pols, p)
-				args = append(args, p.scriptArg())
+				args = append(args, p.Arg())
 			}
 			idx = append(idx, j+1)
 		}
@@ -532,13 +527,13 @@ func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) 
 		for run < len(batch) && sameShape(r, batch[run], idx[:m], idx[run*m:]) {
 			run++
 		}
-		op, x := splitOp(r.op)
+		op, x := bucket.SplitOp(r.op)
 		args = append(args, op, r.n, m)
 		for _, j := range idx[:m] {
 			args = append(args, j)
 		}
 		args = append(args, run)
-		if op > opRefund {
+		if op > bucket.OpRefund {
 			args = append(args, x)
 		}
 		// Requests in a run have m policies each.
@@ -579,11 +574,11 @@ func repeats(keys []string, args []any) ([]any, int) {
 // policy has arguments of its own: the record's expiry, the policy, n.
 func (s *RedisStore) encodeShort(ctx context.Context, call uint64, batch []*request) ([]string, []any) {
 	r := batch[0]
-	if len(batch) > 1 || len(r.policies) > 1 || r.op != opTake {
+	if len(batch) > 1 || len(r.policies) > 1 || r.op != bucket.OpTake {
 		return s.encode(ctx, call, batch)
 	}
 	p := &r.policies[0]
-	return []string{s.key(r.subj, p.Name), s.recordKey(r.subj, call)}, []any{recordTTL(ctx), p.scriptArg(), r.n}
+	return []string{s.key(r.subj, p.Name), s.recordKey(r.subj, call)}, []any{recordTTL(ctx), p.Arg(), r.n}
 }
 
 // sameShape reports whether b, whose policies' indexes start at bi, asks
@@ -644,8 +639,8 @@ func (s *RedisStore) settle(ctx context.Context, batch []*request, call uint64, 
 	}
 	for _, r := range batch {
 		w := 1 + 3*len(r.policies)
-		if op, _ := splitOp(r.op); op > opRefund {
-			w++ // Outcome.extra
+		if op, _ := bucket.SplitOp(r.op); op > bucket.OpRefund {
+			w++ // bucket.Outcome.Extra
 		}
 		end := fieldsEnd(reply, w)
 		if end < 0 {
@@ -718,20 +713,3 @@ func (s *RedisStore) batchContext(batch []*request) context.Context {
 
 // minSend is the least time a script call is given.
 const minSend = time.Second
-
-// scriptArg is describe's string, boxed: once by Policies, else now.
-func (p *Policy) scriptArg() any {
-	if p.arg != nil {
-		return p.arg
-	}
-	return p.describe()
-}
-
-// describe returns p's script argument, built once by Policies.
-func (p *Policy) describe() string {
-	if p.desc != "" {
-		return p.desc
-	}
-	return strconv.FormatInt(p.Capacity, 10) + ":" + strconv.FormatInt(p.Refill, 10) + ":" +
-		strconv.FormatInt(p.Unit, 10) + ":" + strconv.FormatInt(p.Tick, 10)
-}

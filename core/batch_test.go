@@ -112,7 +112,7 @@ func noise(t *testing.T, s core.Store, g int) (stop func()) {
 					return
 				default:
 				}
-				if _, err := s.Take(context.Background(), fmt.Sprintf("noise-%d-%d", i, j%50), 1, p, nil); err != nil {
+				if _, err := core.Take(context.Background(), s, fmt.Sprintf("noise-%d-%d", i, j%50), 1, p, nil); err != nil {
 					t.Errorf("noise decision: %v", err)
 					return
 				}

@@ -11,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/internal/redistest"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // Tests of tokenBuckets, the script deciding a batch, called directly with
@@ -49,10 +51,10 @@ func sendOps(t *testing.T, s *RedisStore, reqs []batchReq, ops []int) []batchAns
 	t.Helper()
 	batch := make([]*request, len(reqs))
 	for i, r := range reqs {
-		if err := checkTake(r.subj, r.n, r.ps); err != nil {
+		if err := bucket.Check(r.subj, r.n, r.ps); err != nil {
 			t.Fatal(err)
 		}
-		op := opTake
+		op := bucket.OpTake
 		if ops != nil {
 			op = ops[i]
 		}
@@ -281,7 +283,7 @@ func TestBatchScriptRepeatsMatchSingle(t *testing.T) {
 				mustPolicies(t, NamedLimit{Name: "x", Limit: slow}, NamedLimit{Name: "z", Limit: Limit{Rate: 1, Period: time.Hour, Burst: 3}}),
 				mustPolicies(t, NamedLimit{Name: "z", Limit: Limit{Rate: 1, Period: time.Hour, Burst: 3}}, NamedLimit{Name: "y", Limit: Limit{Rate: 3, Period: time.Hour, Burst: 4}}, NamedLimit{Name: "x", Limit: slow}),
 			}
-			ops := []int{opTake, opTake, opTake, opPeek, opRefund}
+			ops := []int{bucket.OpTake, bucket.OpTake, bucket.OpTake, bucket.OpPeek, bucket.OpRefund}
 			rng := rand.New(rand.NewPCG(3, 4))
 			seen := map[int]int{}
 			// A single request runs after its batch, so the two buckets'
@@ -301,11 +303,11 @@ func TestBatchScriptRepeatsMatchSingle(t *testing.T) {
 					var want Outcome
 					var err error
 					switch rops[i] {
-					case opTake:
+					case bucket.OpTake:
 						want, err = single.Take(ctx, r.subj, r.n, r.ps, each)
-					case opPeek:
+					case bucket.OpPeek:
 						want, err = single.Peek(ctx, r.subj, r.n, r.ps, each)
-					case opRefund:
+					case bucket.OpRefund:
 						want, err = single.Refund(ctx, r.subj, r.n, r.ps, each)
 					}
 					if err != nil {
@@ -338,7 +340,7 @@ func TestBatchScriptRepeatsMatchSingle(t *testing.T) {
 					}
 				}
 			}
-			if seen[opTake] < 100 || seen[opPeek] < 30 || seen[opRefund] < 30 {
+			if seen[bucket.OpTake] < 100 || seen[bucket.OpPeek] < 30 || seen[bucket.OpRefund] < 30 {
 				t.Fatalf("operations decided: %v", seen)
 			}
 		})
@@ -406,9 +408,9 @@ func TestScriptReplayAfterOtherWrites(t *testing.T) {
 				batch []*request
 				want  int64 // tokens left after the call and the other's take
 			}{
-				{"lone take", []*request{req(opTake, 1)}, 5 - 1 - 1},
-				{"batch of takes", []*request{req(opTake, 1), req(opTake, 2), req(opTake, 1)}, 5 - 4 - 1},
-				{"refund", []*request{req(opRefund, 2)}, 5 - 3 + 2 - 1},
+				{"lone take", []*request{req(bucket.OpTake, 1)}, 5 - 1 - 1},
+				{"batch of takes", []*request{req(bucket.OpTake, 1), req(bucket.OpTake, 2), req(bucket.OpTake, 1)}, 5 - 4 - 1},
+				{"refund", []*request{req(bucket.OpRefund, 2)}, 5 - 3 + 2 - 1},
 			} {
 				if err := s.Reset(ctx, "k", ps); err != nil {
 					t.Fatal(err)

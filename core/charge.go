@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/internal/corehook"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 func init() {
@@ -47,8 +49,8 @@ func (l *Limiter) Charge(ctx context.Context, key string, n int) (Result, error)
 	// What no bucket can owe is forgiven here, so that the stores never
 	// scale a cost beyond exact arithmetic; they forgive the rest.
 	x := base.maxWait.Microseconds()
-	sent := int(min(int64(n), chargeCap(set.policies, x)))
-	r := base.run(ctx, withArg(opCharge, x), key, sent, set)
+	sent := int(min(int64(n), bucket.ChargeCap(set.policies, x)))
+	r := base.run(ctx, bucket.WithArg(bucket.OpCharge, x), key, sent, set)
 	r.Allowed = true
 	if base.observer != nil {
 		base.observeWait(WaitEvent{Charge: true, Booked: true, N: n, Forgiven: int(r.extra) + n - sent, Degraded: r.Degraded})
@@ -65,5 +67,5 @@ func (l *Limiter) pause(ctx context.Context, key string, d time.Duration) Result
 	if key == "" || d == 0 {
 		return Result{}
 	}
-	return l.run(ctx, withArg(opPause, d.Microseconds()), key, 1, set)
+	return l.run(ctx, bucket.WithArg(bucket.OpPause, d.Microseconds()), key, 1, set)
 }

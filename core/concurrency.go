@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // ConcurrencyConfig configures a Concurrency. Store, Name, Max and
@@ -247,7 +249,7 @@ func (c *Concurrency) acquire(ctx context.Context, key, id string) (*Lease, Resu
 	req := &leaseRequest{name: c.name, subj: c.store.subject(key), id: id, max: c.max, localMax: c.localMax, lease: c.lease, timeout: c.timeout}
 	if c.rate != nil {
 		req.policies = c.rate.set.policies
-		req.each = make([]Outcome, len(req.policies))
+		req.each = make([]bucket.Outcome, len(req.policies))
 	}
 	if c.mem != nil {
 		a, _ := c.mem.acquire(ctx, time.Time{}, 0, req)
@@ -343,7 +345,7 @@ func (c *Concurrency) degrade(ctx context.Context, br *breaker, req *leaseReques
 		return l, r
 	}
 	rate := c.rate
-	rr := rate.degrade(ctx, rate.breakers.forKey(req.subj), opTake, req.subj, 1, rate.set, cause, start)
+	rr := rate.degrade(ctx, rate.breakers.forKey(req.subj), bucket.OpTake, req.subj, 1, rate.set, cause, start)
 	if !rr.Allowed {
 		_ = l.Release(ctx) // held in process, or nowhere: no store call
 		return nil, rr

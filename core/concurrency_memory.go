@@ -5,6 +5,8 @@ import (
 	"hash/maphash"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // leaseTable holds a MemoryStore's in-flight leases (Concurrency), with
@@ -78,8 +80,8 @@ func prune(set []heldLease, now int64) []heldLease {
 }
 
 // acquireLease is the acquireLease script on s's clock. With decide, it
-// is acquireWithRate's: decide(opTake) takes the rate limit's tokens and
-// reports whether it did, decide(opPeek) only peeks, both under the lease
+// is acquireWithRate's: decide(bucket.OpTake) takes the rate limit's tokens and
+// reports whether it did, decide(bucket.OpPeek) only peeks, both under the lease
 // set's lock, so a slot and its tokens are taken together or not at all.
 func (s *MemoryStore) acquireLease(name, subject, id string, limit int, lease time.Duration, decide func(op int) bool) leaseAnswer {
 	now := s.now()
@@ -92,14 +94,14 @@ func (s *MemoryStore) acquireLease(name, subject, id string, limit int, lease ti
 	switch {
 	case indexLease(set, id) >= 0:
 		if decide != nil {
-			decide(opPeek)
+			decide(bucket.OpPeek)
 		}
 	case len(set) >= limit:
 		a.allowed, full = false, true
 		if decide != nil {
-			decide(opPeek)
+			decide(bucket.OpPeek)
 		}
-	case decide != nil && !decide(opTake):
+	case decide != nil && !decide(bucket.OpTake):
 		a.allowed = false
 	default:
 		set = append(set, heldLease{id: id, deadline: now + lease.Microseconds()})

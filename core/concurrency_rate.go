@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // A Concurrency with a Rate takes a slot of key and one token of the
@@ -37,7 +39,7 @@ func (c *Concurrency) settleRate(ctx context.Context, a leaseAnswer, req *leaseR
 }
 
 // rateLimits returns the policies of rate, none when it is nil.
-func rateLimits(rate *Limiter) []Policy {
+func rateLimits(rate *Limiter) []bucket.Policy {
 	if rate == nil {
 		return nil
 	}

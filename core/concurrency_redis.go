@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // leaseKey lays out the key of the leases of a subject already passed
@@ -31,9 +33,9 @@ type leaseRequest struct {
 	localMax int // FailLocal's share of max
 	lease    time.Duration
 	timeout  time.Duration // bounds the call that takes back a lost acquire
-	policies []Policy
-	each     []Outcome
-	rate     Outcome
+	policies []bucket.Policy
+	each     []bucket.Outcome
+	rate     bucket.Outcome
 }
 
 // acquire takes a slot for req by deadline, as decisions are bounded (see
@@ -191,10 +193,10 @@ func (s *RedisStore) acquireWithRate(ctx context.Context, req *leaseRequest) (le
 	args = append(args, req.id, req.max, req.lease.Microseconds(), recordTTL(ctx), 1, len(policies), 0)
 	for i := range policies {
 		keys = append(keys, s.key(subj, policies[i].Name))
-		args = append(args, policies[i].scriptArg())
+		args = append(args, policies[i].Arg())
 	}
 	keys = append(keys, s.recordKey(subj, s.idSeq.Add(1)))
-	args = append(args, opTake, 1, len(policies))
+	args = append(args, bucket.OpTake, 1, len(policies))
 	for i := range policies {
 		args = append(args, i+1)
 	}

@@ -425,7 +425,7 @@ func decideStep(t *testing.T, s core.Store, l core.Limit, st step, key string, n
 			Peek(ctx context.Context, subject string, n int, policies []core.Policy, each []core.Outcome) (core.Outcome, error)
 		}).Peek(context.Background(), key, n, p, nil)
 	}
-	return s.Take(context.Background(), key, n, p, nil)
+	return core.Take(context.Background(), s, key, n, p, nil)
 }
 
 func orKey(k string) string {
@@ -448,7 +448,7 @@ func TestStoreConformanceNames(t *testing.T) {
 				p     []core.Policy
 				allow bool
 			}{{a, true}, {a, false}, {b, true}, {b, false}} {
-				got, err := s.store.Take(context.Background(), "k", 1, c.p, nil)
+				got, err := core.Take(context.Background(), s.store, "k", 1, c.p, nil)
 				if err != nil || got.Allowed != c.allow {
 					t.Fatalf("policy %s: got %v %v, want allowed=%v", c.p[0].Name, got.Allowed, err, c.allow)
 				}
@@ -475,7 +475,7 @@ func TestStoreConformanceMultiPolicy(t *testing.T) {
 			ctx := context.Background()
 			// Two allowed: the second-limit binds on the 2nd call (0 left vs 1).
 			for i, wantRem := range []int64{1, 0} {
-				got, err := s.store.Take(ctx, "k", 1, ps, each)
+				got, err := core.Take(ctx, s.store, "k", 1, ps, each)
 				if err != nil || !got.Allowed || got.Remaining != wantRem {
 					t.Fatalf("call %d: got %+v %v", i, got, err)
 				}
@@ -484,7 +484,7 @@ func TestStoreConformanceMultiPolicy(t *testing.T) {
 				t.Errorf("hour remaining %d, want 1", each[1].Remaining)
 			}
 			// Denied by "second": all-or-nothing, the hour bucket keeps its token.
-			got, err := s.store.Take(ctx, "k", 1, ps, each)
+			got, err := core.Take(ctx, s.store, "k", 1, ps, each)
 			if err != nil || got.Allowed || got.Policy != 0 || each[1].Remaining != 1 {
 				t.Fatalf("third call: got %+v each %+v %v", got, each, err)
 			}
@@ -492,11 +492,11 @@ func TestStoreConformanceMultiPolicy(t *testing.T) {
 				return
 			}
 			s.advance(time.Second)
-			got, _ = s.store.Take(ctx, "k", 1, ps, each)
+			got, _ = core.Take(ctx, s.store, "k", 1, ps, each)
 			if !got.Allowed || got.Policy != 1 || got.Remaining != 0 {
 				t.Fatalf("after 1s: got %+v, want allowed, bound by hour with 0 left", got)
 			}
-			got, _ = s.store.Take(ctx, "k", 1, ps, each)
+			got, _ = core.Take(ctx, s.store, "k", 1, ps, each)
 			// The hour bucket refilled 1s worth (1/1200 token) before the
 			// last token went: the next is 20m - 1s away.
 			if got.Allowed || got.Policy != 1 || got.RetryAfter != 20*time.Minute-time.Second {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // denyCache remembers, per subject and limit, the earliest moment the
@@ -219,7 +221,7 @@ func aged(r Result, n int, retry, el time.Duration) Result {
 // and is full in resetAfter: what refilled since counts.
 func remainingAt(l Limit, remaining int, resetAfter time.Duration) int {
 	p := l.policy("")
-	missing := ceilDiv(int64(resetAfter/time.Microsecond), p.Tick) * p.Refill
+	missing := bucket.CeilDiv(int64(resetAfter/time.Microsecond), p.Tick) * p.Refill
 	return max(remaining, int((p.Capacity-missing)/p.Unit))
 }
 
@@ -385,7 +387,7 @@ func (c *denyCache) forget(subject string, now, ttl int64) {
 // most about 292 years).
 func refillTime(lim Limit, n int) int64 {
 	p := lim.policy("")
-	ticks, per := ceilDiv(int64(n)*p.Unit, p.Refill), p.Tick*int64(time.Microsecond)
+	ticks, per := bucket.CeilDiv(int64(n)*p.Unit, p.Refill), p.Tick*int64(time.Microsecond)
 	if ticks > math.MaxInt64/per {
 		return math.MaxInt64
 	}
@@ -416,6 +418,6 @@ func refillFor(l Limit, remaining, n int, resetAfter time.Duration) time.Duratio
 		return 0
 	}
 	p := l.policy("")
-	spare := time.Duration(ceilDiv(p.Capacity-int64(n)*p.Unit, p.Refill)*p.Tick) * time.Microsecond
+	spare := time.Duration(bucket.CeilDiv(p.Capacity-int64(n)*p.Unit, p.Refill)*p.Tick) * time.Microsecond
 	return resetAfter - spare - time.Duration(p.Tick)*time.Microsecond
 }

@@ -19,7 +19,7 @@ import (
 
 // countingStore counts the decisions that reach a store.
 type countingStore struct {
-	inner fakestore.Inner
+	inner core.Store
 	calls atomic.Int64
 }
 

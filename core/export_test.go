@@ -1,6 +1,11 @@
 package core
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
+)
 
 // SetClock replaces l's clock for its circuit breakers, denial cache and
 // log throttle: now returns the time since an arbitrary start.
@@ -23,3 +28,69 @@ const MaxLimitSets = maxLimitSets
 
 // StoreRunning is how many decisions s has queued or in a call.
 func StoreRunning(s *RedisStore) int64 { return s.running.Load() }
+
+// Policy, Outcome and Policies give the tests the stores' own types:
+// internal/bucket's, which core does not export.
+type (
+	Policy  = bucket.Policy
+	Outcome = bucket.Outcome
+)
+
+// Policies validates limits and returns them in the stores' form.
+func Policies(limits ...NamedLimit) ([]Policy, error) { return policies(limits...) }
+
+// Take asks s to decide as a limiter does, past the guard: n tokens of
+// subject (a key as the limiter gives it) under policies, by ctx's deadline.
+func (s *MemoryStore) Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	return storeDo(ctx, s, bucket.OpTake, subject, n, policies, each)
+}
+
+// Peek is Take, taking nothing.
+func (s *MemoryStore) Peek(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	return storeDo(ctx, s, bucket.OpPeek, subject, n, policies, each)
+}
+
+// Refund gives n tokens back.
+func (s *MemoryStore) Refund(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	return storeDo(ctx, s, bucket.OpRefund, subject, n, policies, each)
+}
+
+// Reset makes subject's buckets full.
+func (s *MemoryStore) Reset(ctx context.Context, subject string, policies []Policy) error {
+	return s.clear(ctx, subject, policies)
+}
+
+// Take is MemoryStore.Take on Redis.
+func (s *RedisStore) Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	return storeDo(ctx, s, bucket.OpTake, subject, n, policies, each)
+}
+
+// Peek is MemoryStore.Peek on Redis.
+func (s *RedisStore) Peek(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	return storeDo(ctx, s, bucket.OpPeek, subject, n, policies, each)
+}
+
+// Refund is MemoryStore.Refund on Redis.
+func (s *RedisStore) Refund(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	return storeDo(ctx, s, bucket.OpRefund, subject, n, policies, each)
+}
+
+// Reset is MemoryStore.Reset on Redis.
+func (s *RedisStore) Reset(ctx context.Context, subject string, policies []Policy) error {
+	return s.clear(ctx, s.subject(subject), policies)
+}
+
+// Take is MemoryStore.Take for any of this package's stores.
+func Take(ctx context.Context, s Store, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	return storeDo(ctx, s, bucket.OpTake, subject, n, policies, each)
+}
+
+// Peek is MemoryStore.Peek for any of this package's stores.
+func Peek(ctx context.Context, s Store, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	return storeDo(ctx, s, bucket.OpPeek, subject, n, policies, each)
+}
+
+// Refund is MemoryStore.Refund for any of this package's stores.
+func Refund(ctx context.Context, s Store, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
+	return storeDo(ctx, s, bucket.OpRefund, subject, n, policies, each)
+}

@@ -3,6 +3,8 @@ package core
 import (
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // fallback is what FailMode decides when the store cannot, for every kind
@@ -54,9 +56,9 @@ func (f *fallback) decide(br *breaker, now int64, op int, key string, n int, set
 			return Result{Limit: local.limits[0], Name: name, RetryAfter: local.limits[0].Window(), Degraded: true, Fallback: true}
 		}
 	}
-	var each []Outcome
+	var each []bucket.Outcome
 	if len(local.policies) > 1 {
-		each = make([]Outcome, len(local.policies))
+		each = make([]bucket.Outcome, len(local.policies))
 	}
 	r := resultOf(f.local.apply(op, key, n, local.policies, each), each, local)
 	r.Degraded, r.Fallback = true, true

@@ -197,7 +197,7 @@ func TestStoreCostOverflow(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := mk(t).store
 			for _, n := range []int{int(math.MaxInt64/ps[0].Unit) + 1, 1 << 40, math.MaxInt} {
-				o, err := s.Take(context.Background(), "s", n, ps, nil)
+				o, err := core.Take(context.Background(), s, "s", n, ps, nil)
 				if err == nil && (o.Allowed || o.Remaining < 0 || o.RetryAfter <= 0) {
 					t.Errorf("Take(n=%d) on a burst of 5: %+v; want denied with a RetryAfter (or an error)", n, o)
 				}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // Limit is a token bucket: Rate tokens are added every Period, up to Burst
@@ -64,15 +66,12 @@ func (l Limit) Window() time.Duration {
 		return 0
 	}
 	p := l.policy("")
-	us := ceilDiv(p.Capacity, p.Refill) * p.Tick
-	return time.Duration(ceilDiv(us, 1e6)) * time.Second
+	us := bucket.CeilDiv(p.Capacity, p.Refill) * p.Tick
+	return time.Duration(bucket.CeilDiv(us, 1e6)) * time.Second
 }
 
 // maxHeaderInt is the largest integer an RFC 9651 structured field holds.
 const maxHeaderInt = 999_999_999_999_999
-
-// maxExact bounds every scaled quantity: Lua numbers are doubles, exact up to 2^53.
-const maxExact = 1 << 53
 
 // validate reports why l cannot be computed exactly, or nil.
 func (l Limit) validate() error {
@@ -106,7 +105,7 @@ func (l Limit) tick() int64 {
 		}
 		g := gcd(int64(l.Rate), us/t)
 		unit, refill := us/t/g, int64(l.Rate)/g
-		if c := int64(l.Capacity()); c <= (maxExact-refill)/unit && ceilDiv(c*unit, refill) < maxExact/t {
+		if c := int64(l.Capacity()); c <= (bucket.MaxExact-refill)/unit && bucket.CeilDiv(c*unit, refill) < bucket.MaxExact/t {
 			return t
 		}
 	}
@@ -114,22 +113,12 @@ func (l Limit) tick() int64 {
 }
 
 // policy returns l in the integer form stores compute with. l must be valid.
-func (l Limit) policy(name string) Policy {
+func (l Limit) policy(name string) bucket.Policy {
 	tick := l.tick()
 	periodTicks := l.Period.Microseconds() / tick
 	g := gcd(int64(l.Rate), periodTicks)
 	unit := periodTicks / g
-	p := Policy{
-		Name:     name,
-		Capacity: int64(l.Capacity()) * unit,
-		Refill:   int64(l.Rate) / g,
-		Unit:     unit,
-		Tick:     tick,
-	}
-	p.desc = p.describe()
-	p.arg = p.desc
-	p.mem = newMemKey(&p)
-	return p
+	return bucket.NewPolicy(name, int64(l.Capacity())*unit, int64(l.Rate)/g, unit, tick)
 }
 
 func gcd(a, b int64) int64 {
@@ -139,24 +128,21 @@ func gcd(a, b int64) int64 {
 	return a
 }
 
-// ceilDiv returns ⌈a/b⌉ for a ≥ 0, b > 0.
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
-
 // NamedLimit is a limit with its policy name, for limiters that check
-// several limits at once (Config.Extra) and for stores used directly.
+// several limits at once (Config.Extra).
 type NamedLimit struct {
 	Name  string // default Limit.String()
 	Limit Limit
 }
 
-// Policies validates limits and returns them in the integer form stores
-// take (see Store), in order. Names default to Limit.String() and must be
+// policies validates limits and returns them in the integer form the
+// stores take, in order. Names default to Limit.String() and must be
 // distinct.
-func Policies(limits ...NamedLimit) ([]Policy, error) {
+func policies(limits ...NamedLimit) ([]bucket.Policy, error) {
 	if len(limits) == 0 {
 		return nil, fmt.Errorf("%w: no limits", ErrInvalidLimit)
 	}
-	ps := make([]Policy, len(limits))
+	ps := make([]bucket.Policy, len(limits))
 	for i, nl := range limits {
 		if err := nl.Limit.validate(); err != nil {
 			return nil, err

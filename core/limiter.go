@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // Config configures a Limiter. Store, Limit and FailMode are required; every
@@ -261,7 +263,7 @@ func (l *Limiter) setFor(lim Limit) (*policySet, error) {
 // trouble is decided as for AllowN (FailOpen answers allowed), taking
 // nothing.
 func (l *Limiter) Peek(ctx context.Context, key string, n int) (Result, error) {
-	return l.base.decide(ctx, opPeek, key, n, l.set)
+	return l.base.decide(ctx, bucket.OpPeek, key, n, l.set)
 }
 
 // Refund gives n tokens back to key's bucket under every limit, each
@@ -276,7 +278,7 @@ func (l *Limiter) Peek(ctx context.Context, key string, n int) (Result, error) {
 // made. A refund forgets this instance's cached denial of key; other
 // instances' cached denials run to their end (they only ever deny).
 func (l *Limiter) Refund(ctx context.Context, key string, n int) (Result, error) {
-	return l.base.decide(ctx, opRefund, key, n, l.set)
+	return l.base.decide(ctx, bucket.OpRefund, key, n, l.set)
 }
 
 // PeekLimit is Peek under lim instead of Config.Limit, as AllowLimit is
@@ -287,7 +289,7 @@ func (l *Limiter) PeekLimit(ctx context.Context, key string, n int, lim Limit) (
 	if err != nil {
 		return Result{}, err
 	}
-	return l.base.decide(ctx, opPeek, key, n, set)
+	return l.base.decide(ctx, bucket.OpPeek, key, n, set)
 }
 
 // RefundLimit is Refund under lim instead of Config.Limit: it gives back
@@ -298,7 +300,7 @@ func (l *Limiter) RefundLimit(ctx context.Context, key string, n int, lim Limit)
 	if err != nil {
 		return Result{}, err
 	}
-	return l.base.decide(ctx, opRefund, key, n, set)
+	return l.base.decide(ctx, bucket.OpRefund, key, n, set)
 }
 
 // take is AllowN under set. Allow and AllowN inline into their callers,
@@ -307,7 +309,7 @@ func (l *Limiter) RefundLimit(ctx context.Context, key string, n int, lim Limit)
 // Every other case goes on in decide.
 func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (r Result, err error) {
 	if l.mem == nil || len(set.policies) > 1 {
-		return l.decide(ctx, opTake, key, n, set)
+		return l.decide(ctx, bucket.OpTake, key, n, set)
 	}
 	if key == "" || n < 1 || n > set.minCap {
 		return r, checkCall(key, n, set)
@@ -315,10 +317,10 @@ func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (
 	// Arguments are checked: no I/O, no failure, no guard.
 	d := l.mem.take1(l.mem.subject(key), n, &set.policies[0])
 	if l.observer != nil {
-		l.observe(ctx, opTake, DecisionEvent{Allowed: d.allowed})
+		l.observe(ctx, bucket.OpTake, DecisionEvent{Allowed: d.Allowed})
 	}
-	r.Allowed, r.Limit, r.Name = d.allowed, set.limits[0], set.policies[0].Name
-	r.Remaining, r.RetryAfter, r.ResetAfter = int(d.remaining), d.retryAfter, d.resetAfter
+	r.Allowed, r.Limit, r.Name = d.Allowed, set.limits[0], set.policies[0].Name
+	r.Remaining, r.RetryAfter, r.ResetAfter = int(d.Remaining), d.RetryAfter, d.ResetAfter
 	return r, nil
 }
 
@@ -341,23 +343,23 @@ func (l *Limiter) decide(ctx context.Context, op int, key string, n int, set *po
 func (l *Limiter) run(ctx context.Context, op int, key string, n int, set *policySet) Result {
 	// Keys of any length cost bounded memory in every store and cache.
 	key = l.store.subject(key)
-	var each []Outcome
+	var each []bucket.Outcome
 	if len(set.policies) > 1 {
-		each = make([]Outcome, len(set.policies))
+		each = make([]bucket.Outcome, len(set.policies))
 	}
 	if !l.store.remote() {
 		// Arguments are checked: no I/O, no failure, no guard.
-		o, _ := l.store.call(ctx, ask{op: op, subj: key, n: n, policies: set.policies, each: each})
+		o, _ := l.store.call(ctx, bucket.Ask{Op: op, Subj: key, N: n, Policies: set.policies, Each: each})
 		if l.observer != nil {
 			l.observe(ctx, op, DecisionEvent{Allowed: o.Allowed})
 		}
 		return resultOf(o, each, set)
 	}
-	if op == opTake && l.denials != nil {
+	if op == bucket.OpTake && l.denials != nil {
 		return l.takeCached(ctx, key, n, set, each)
 	}
 	r := l.remote(ctx, op, key, n, set, each, time.Now())
-	if op != opTake && op != opPeek && l.denials != nil {
+	if op != bucket.OpTake && op != bucket.OpPeek && l.denials != nil {
 		l.denials.forget(key, l.clock(), int64(l.timeout))
 	}
 	return r
@@ -386,7 +388,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	}
 	key = l.store.subject(key)
 	if l.fallback.local != nil {
-		_ = l.fallback.local.Reset(ctx, key, l.set.local.policies)
+		_ = l.fallback.local.clear(ctx, key, l.set.local.policies)
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
@@ -398,7 +400,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 }
 
 // resultOf is the Result of o (and each) under set.
-func resultOf(o Outcome, each []Outcome, set *policySet) Result {
+func resultOf(o bucket.Outcome, each []bucket.Outcome, set *policySet) Result {
 	r := Result{
 		Allowed:    o.Allowed,
 		Limit:      set.limits[o.Policy],
@@ -406,7 +408,7 @@ func resultOf(o Outcome, each []Outcome, set *policySet) Result {
 		Remaining:  int(o.Remaining),
 		RetryAfter: o.RetryAfter,
 		ResetAfter: o.ResetAfter,
-		extra:      o.extra,
+		extra:      o.Extra,
 	}
 	if each != nil {
 		r.Policies = make([]PolicyResult, len(each))

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // TestScriptsRunUnderLua51And54 (issue 36, item 16): every script runs
@@ -105,16 +107,16 @@ func scriptProgram(t *testing.T) string {
 			fmt.Fprintf(&b, "stub.advance(200000)\n")
 		}
 		call++
-		keys, args := s.encodeShort(ctx, call, []*request{req(opTake, "alice", 1, five)})
+		keys, args := s.encodeShort(ctx, call, []*request{req(bucket.OpTake, "alice", 1, five)})
 		step(fmt.Sprintf("take %d", i+1), tokenBuckets, keys, args)
 	}
-	keys, args := s.encodeShort(ctx, call, []*request{req(opTake, "alice", 1, five)})
+	keys, args := s.encodeShort(ctx, call, []*request{req(bucket.OpTake, "alice", 1, five)})
 	step("take 7 re-sent", tokenBuckets, keys, args)
 	// A batch: takes, a peek and a refund, under one and two limits.
 	batch := []*request{
-		req(opTake, "bob", 2, five, hour), req(opTake, "bob", 2, five, hour),
-		req(opPeek, "bob", 1, five, hour), req(opRefund, "bob", 1, five, hour),
-		req(opTake, "bob", 3, five, hour),
+		req(bucket.OpTake, "bob", 2, five, hour), req(bucket.OpTake, "bob", 2, five, hour),
+		req(bucket.OpPeek, "bob", 1, five, hour), req(bucket.OpRefund, "bob", 1, five, hour),
+		req(bucket.OpTake, "bob", 3, five, hour),
 	}
 	call++
 	keys, args = s.encode(ctx, call, batch)
@@ -122,7 +124,7 @@ func scriptProgram(t *testing.T) string {
 	// The same shape across slots (tokenBucketsAcross, as sendNode
 	// sends it): the buckets in ARGV, the replay record alone in KEYS.
 	call++
-	batch = []*request{req(opTake, "carol", 1, five), req(opTake, "dave", 1, five, hour)}
+	batch = []*request{req(bucket.OpTake, "carol", 1, five), req(bucket.OpTake, "dave", 1, five, hour)}
 	keys, args = s.encode(ctx, call, batch)
 	n := len(keys) - 1
 	for _, k := range keys[:n] {
@@ -138,7 +140,7 @@ func scriptProgram(t *testing.T) string {
 	fmt.Fprintf(&b, "stub.advance(1000000)\n")
 	step("renew", renewLeases, []string{lease[0], lease[0], lease[0]}, []any{30_000_000, "id0", "id1", "id2"})
 	call++
-	keys, args = s.encode(ctx, call, []*request{req(opTake, "frank", 1, five)})
+	keys, args = s.encode(ctx, call, []*request{req(bucket.OpTake, "frank", 1, five)})
 	step("lease with rate", acquireWithRate, append([]string{"p:{frank}:slots"}, keys...), append([]any{"id9", 2, 30_000_000}, args...))
 	path := filepath.Join(t.TempDir(), "scripts.lua")
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {

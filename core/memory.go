@@ -3,11 +3,12 @@ package core
 import (
 	"context"
 	"hash/maphash"
-	"math/bits"
 	"runtime"
 	"sync"
 	"time"
 	"unique"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // MemoryStore keeps token buckets in this process, with the same semantics
@@ -49,53 +50,10 @@ type memShard struct {
 	nextSweep int64
 }
 
-// memKey is what the memory store keeps of a policy besides its numbers:
-// its name's hash and handle, and its shape's handle. Limit.policy builds
-// it once, with what it was built from: a policy whose fields were
-// changed since is keyed afresh.
-type memKey struct {
-	hash  uint64                // of the name
-	name  unique.Handle[string] // compared as one word
-	shape unique.Handle[policyShape]
-	of    string      // the name it was built from
-	ofSh  policyShape // the shape it was built from
-}
-
-// nameSeed hashes policy names for every memory store.
-var nameSeed = maphash.MakeSeed()
-
-// memKeyOf returns p's memKey.
-func memKeyOf(p *Policy) memKey {
-	if p.mem.fits(p) {
-		return p.mem
-	}
-	return newMemKey(p)
-}
-
-// fits reports whether k was built from p as it is. (No valid policy has
-// the zero shape: Refill > 0.)
-func (k *memKey) fits(p *Policy) bool { return k.ofSh == shapeOf(p) && k.of == p.Name }
-
-func newMemKey(p *Policy) memKey {
-	sp := shapeOf(p)
-	return memKey{hash: maphash.String(nameSeed, p.Name), name: unique.Make(p.Name), shape: unique.Make(sp), of: p.Name, ofSh: sp}
-}
-
-// policyShape is a policy's arithmetic without its name: what a bucket
-// needs to be read under another policy.
-type policyShape struct{ capacity, refill, unit, tick int64 }
-
-func shapeOf(p *Policy) policyShape { return policyShape{p.Capacity, p.Refill, p.Unit, p.Tick} }
-
-// policy returns the shape as a nameless Policy, for its arithmetic.
-func (sp *policyShape) policy() Policy {
-	return Policy{Capacity: sp.capacity, Refill: sp.refill, Unit: sp.unit, Tick: sp.tick}
-}
-
 type memBucket struct {
-	units int64                      // tokens in units of shape at ts
-	ts    int64                      // µs on the store's clock at the last write
-	shape unique.Handle[policyShape] // the policy that wrote the bucket
+	units int64                       // tokens in units of shape at ts
+	ts    int64                       // µs on the store's clock at the last write
+	shape unique.Handle[bucket.Shape] // the policy that wrote the bucket
 }
 
 // memEpoch is where the store's clock starts, in µs: a multiple of every
@@ -113,94 +71,30 @@ const memEpoch = 10_000_000_000_000_000
 // anything. own is then the units under b's own policy, else -1. ahead
 // reports a bucket stamped in a later tick than now (an injected clock
 // moved back): it is read as of its stamp.
-func (b *memBucket) read(p *Policy, hp unique.Handle[policyShape], now int64) (tokens, own, st int64, ahead bool) {
+func (b *memBucket) read(p *bucket.Policy, hp unique.Handle[bucket.Shape], now int64) (tokens, own, st int64, ahead bool) {
 	if b.shape == hp {
 		if p.Tick == 1 {
 			ahead = b.ts > now
 		} else {
 			ahead = b.ts/p.Tick > now/p.Tick
 		}
-		return p.refill(b.units, b.ts, now), -1, 0, ahead
+		return p.Refilled(b.units, b.ts, now), -1, 0, ahead
 	}
 	sp := b.shape.Value()
-	old := sp.policy()
-	own = old.refill(b.units, b.ts, now)
-	tokens = carry(p, &sp, own)
-	st = p.refill(carry(p, &sp, b.units), b.ts, max(now, b.ts))
-	return max(tokens, st), own, st, b.ts/sp.tick > now/sp.tick
-}
-
-// decideKept is Policy.decide, refusing, for a bucket read under p but
-// kept under its own policy sp (a denied take, a peek: nothing is
-// written), which holds own units, and read as st from its stamp (see
-// memBucket.read): the waits are those of whichever reading gets there
-// first, so a RetryAfter announced under a changed limit is the true one:
-// the next take under p finds n tokens then.
-func (p *Policy) decideKept(sp *policyShape, own, st, tokens int64, n int, now int64) decision {
-	d := decision{remaining: max(0, tokens/p.Unit)}
-	need := int64(n) * p.Unit
-	phase := now % sp.tick
-	ds, _ := p.decide(st, n, false, now)
-	if tokens < need {
-		// carry(own') ≥ need ⇔ own' ≥ sp.capacity - ⌊(capacity - need) × sp.unit / Unit⌋.
-		hi, lo := bits.Mul64(uint64(p.Capacity-need), uint64(sp.unit))
-		var q uint64
-		if hi < uint64(p.Unit) {
-			q, _ = bits.Div64(hi, lo, uint64(p.Unit))
-		} else {
-			q = uint64(sp.capacity) // cannot happen: tokens < need means q < capacity
-		}
-		target := sp.capacity - int64(min(q, uint64(sp.capacity)))
-		d.retryAfter = min(ds.retryAfter, time.Duration(ceilDiv(target-own, sp.refill)*sp.tick-phase)*time.Microsecond)
-	}
-	if tokens < p.Capacity {
-		d.resetAfter = min(ds.resetAfter, time.Duration(ceilDiv(sp.capacity-own, sp.refill)*sp.tick-phase)*time.Microsecond)
-	}
-	return d
-}
-
-// carry returns the units under p of a bucket holding tok units under
-// shape sp: a debt as it is, ⌈debt × p.Unit / sp.unit⌉ (so a limit that
-// changes keeps what is owed), else p's capacity less what was spent,
-// ⌈spent × p.Unit / sp.unit⌉ (rounded only here, where the scale
-// changes), clamped to [0, capacity].
-func carry(p *Policy, sp *policyShape, tok int64) int64 {
-	if tok < 0 {
-		hi, lo := bits.Mul64(uint64(-tok), uint64(p.Unit))
-		if hi >= uint64(sp.unit) {
-			return -maxExact // beyond any debt a policy can hold
-		}
-		q, r := bits.Div64(hi, lo, uint64(sp.unit))
-		if r != 0 {
-			q++
-		}
-		return -int64(min(q, maxExact))
-	}
-	spent := sp.capacity - tok
-	if spent <= 0 {
-		return p.Capacity
-	}
-	hi, lo := bits.Mul64(uint64(spent), uint64(p.Unit))
-	if hi >= uint64(sp.unit) {
-		return 0 // the quotient does not even fit in 64 bits
-	}
-	q, r := bits.Div64(hi, lo, uint64(sp.unit))
-	if q >= uint64(p.Capacity) {
-		return 0
-	}
-	if r != 0 {
-		q++ // at most the capacity now
-	}
-	return p.Capacity - int64(q)
+	old := sp.Policy()
+	own = old.Refilled(b.units, b.ts, now)
+	tokens = bucket.Carry(p, &sp, own)
+	st = p.Refilled(bucket.Carry(p, &sp, b.units), b.ts, max(now, b.ts))
+	return max(tokens, st), own, st, b.ts/sp.Tick > now/sp.Tick
 }
 
 // fullAt returns the µs at which b is full again under its own policy.
 func (b *memBucket) fullAt() int64 {
 	sp := b.shape.Value()
-	if b.units >= sp.capacity {
+	if b.units >= sp.Capacity {
 		return b.ts
 	}
-	return (b.ts/sp.tick + ceilDiv(sp.capacity-b.units, sp.refill)) * sp.tick
+	return (b.ts/sp.Tick + bucket.CeilDiv(sp.Capacity-b.units, sp.Refill)) * sp.Tick
 }
 
 // MemoryOption configures a MemoryStore.
@@ -283,30 +177,21 @@ func (s *MemoryStore) now() int64 {
 // injectedNow is now with an injected clock.
 func (s *MemoryStore) injectedNow() int64 { return memEpoch + s.clock().Sub(s.base).Microseconds() }
 
-// Take implements Store. It never blocks on I/O, and fails only for a
-// malformed request (see Store).
-func (s *MemoryStore) Take(_ context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	if err := checkTake(subject, n, policies); err != nil {
-		return Outcome{}, err
-	}
-	return s.take(subject, n, policies, each), nil
-}
-
 // keyHash returns the hash of key (name, subject) in the shard's table,
 // never 0, from hs, subject's hash, whose low bits picked the shard: all
 // policies of a subject share one shard, so they are decided under one
 // lock.
-func keyHash(hs uint64, k *memKey) uint64 { return (hs ^ k.hash) | 1 }
+func keyHash(hs uint64, k *bucket.Key) uint64 { return (hs ^ k.Hash) | 1 }
 
-func (s *MemoryStore) take(subject string, n int, policies []Policy, each []Outcome) Outcome {
+func (s *MemoryStore) take(subject string, n int, policies []bucket.Policy, each []bucket.Outcome) bucket.Outcome {
 	if len(policies) == 1 {
-		o := s.take1(subject, n, &policies[0]).outcome(0)
+		o := s.take1(subject, n, &policies[0]).Outcome(0)
 		if each != nil {
 			each[0] = o
 		}
 		return o
 	}
-	a := ask{op: opTake, subj: subject, n: n, policies: policies, each: each}
+	a := bucket.Ask{Op: bucket.OpTake, Subj: subject, N: n, Policies: policies, Each: each}
 	sh, hs, now := s.lock(subject)
 	o := sh.applyMany(s, hs, &a, now)
 	sh.mu.Unlock()
@@ -351,23 +236,23 @@ func (s *MemoryStore) recheck(ts, now int64) int64 {
 // take1 is take for one policy, the Limiter's hot path. Only the bucket's
 // read and write are under the lock; the answer's arithmetic (divisions)
 // comes after it, shortening the wait of other callers on the shard.
-func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
-	k := &p.mem
-	if !k.fits(p) {
-		fresh := newMemKey(p)
+func (s *MemoryStore) take1(subject string, n int, p *bucket.Policy) bucket.Decision {
+	k := p.MemKey()
+	if !k.Fits(p) {
+		fresh := bucket.NewKey(p)
 		k = &fresh
 	}
 	sh, hs, now := s.lock(subject)
 	// One lookup: buckets are updated in place.
-	h, hp := keyHash(hs, k), k.shape
+	h, hp := keyHash(hs, k), k.Shape
 	var b *memBucket
 	tokens, own, st, ahead := p.Capacity, int64(-1), int64(0), false
-	if i, ok := sh.find(h, k.name, subject); ok {
+	if i, ok := sh.find(h, k.Name, subject); ok {
 		b = &sh.slots[i].memBucket
 		now = s.recheck(b.ts, now)
 		if b.shape == hp && p.Tick == 1 {
 			// read, inlined for the common case.
-			tokens, ahead = p.refill(b.units, b.ts, now), b.ts > now
+			tokens, ahead = p.Refilled(b.units, b.ts, now), b.ts > now
 		} else {
 			tokens, own, st, ahead = b.read(p, hp, now)
 		}
@@ -375,7 +260,7 @@ func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
 	need := int64(n) * p.Unit
 	if tokens >= need {
 		if b == nil {
-			*sh.insert(h, k.name, subject, s.perShard) = memBucket{units: tokens - need, ts: now, shape: hp}
+			*sh.insert(h, k.Name, subject, s.perShard) = memBucket{units: tokens - need, ts: now, shape: hp}
 		} else {
 			b.units, b.ts = tokens-need, now
 			if b.shape != hp {
@@ -383,10 +268,10 @@ func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
 			}
 		}
 		sh.mu.Unlock()
-		d, _ := p.decide(tokens, n, true, now)
+		d, _ := p.Decide(tokens, n, true, now)
 		return d
 	}
-	var kept policyShape
+	var kept bucket.Shape
 	if own >= 0 {
 		kept = b.shape.Value()
 	}
@@ -395,9 +280,9 @@ func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
 	}
 	sh.mu.Unlock()
 	if own >= 0 {
-		return p.decideKept(&kept, own, st, tokens, n, now)
+		return p.DecideKept(&kept, own, st, tokens, n, now)
 	}
-	d, _ := p.decide(tokens, n, false, now)
+	d, _ := p.Decide(tokens, n, false, now)
 	return d
 }
 
@@ -405,104 +290,104 @@ func (s *MemoryStore) take1(subject string, n int, p *Policy) decision {
 // subject), hashed h, inserted when absent, holds left units of k's shape
 // at now. It looks the bucket up afresh: an insert for an earlier policy
 // may have moved it.
-func (sh *memShard) put(s *MemoryStore, h uint64, k *memKey, subject string, left, now int64) {
-	b := sh.lookup(h, k.name, subject)
+func (sh *memShard) put(s *MemoryStore, h uint64, k *bucket.Key, subject string, left, now int64) {
+	b := sh.lookup(h, k.Name, subject)
 	if b == nil {
-		b = sh.insert(h, k.name, subject, s.perShard)
+		b = sh.insert(h, k.Name, subject, s.perShard)
 	}
-	*b = memBucket{units: left, ts: now, shape: k.shape}
+	*b = memBucket{units: left, ts: now, shape: k.Shape}
 }
 
 // restamp moves a bucket stamped ahead of now back to now, holding what it
 // was read with (its units, at most its capacity) under its own policy: a
 // clock moved back then refuses no longer than the RetryAfter it announces.
 func (b *memBucket) restamp(now int64) {
-	b.units = min(b.units, b.shape.Value().capacity)
+	b.units = min(b.units, b.shape.Value().Capacity)
 	b.ts = now
 }
 
 // memRead is what applyMany read of one policy's bucket.
 type memRead struct {
 	hash   uint64
-	key    memKey
+	key    bucket.Key
 	tokens int64 // under the policy decided
 	own    int64 // under the bucket's own policy when another, else -1
 	st     int64 // when own ≥ 0: read from the bucket's stamp (see memBucket.read)
-	shape  unique.Handle[policyShape]
+	shape  unique.Handle[bucket.Shape]
 	ahead  bool
 }
 
-// applyMany runs one operation of the script (a.op: opTake, opPeek,
-// opRefund, or a waiting one) for every policy of a.subj at once, with
-// the script's arithmetic. The shard is locked; hs is a.subj's hash. The
+// applyMany runs one operation of the script (a.Op: bucket.OpTake, bucket.OpPeek,
+// bucket.OpRefund, or a waiting one) for every policy of a.Subj at once, with
+// the script's arithmetic. The shard is locked; hs is a.Subj's hash. The
 // deadline and bound of a are not read.
-func (sh *memShard) applyMany(s *MemoryStore, hs uint64, a *ask, now int64) Outcome {
-	if kind, _ := splitOp(a.op); kind > opRefund {
+func (sh *memShard) applyMany(s *MemoryStore, hs uint64, a *bucket.Ask, now int64) bucket.Outcome {
+	if kind, _ := bucket.SplitOp(a.Op); kind > bucket.OpRefund {
 		return sh.applyWait(s, hs, a, now)
 	}
-	op, n, policies, each := a.op, a.n, a.policies, a.each
+	op, n, policies, each := a.Op, a.N, a.Policies, a.Each
 	var small [4]memRead
 	reads := small[:0]
 	if len(policies) > len(small) {
 		reads = make([]memRead, 0, len(policies))
 	}
 	reads, allowed, now := sh.readAll(s, hs, a, reads, now)
-	var best Outcome
+	var best bucket.Outcome
 	for i := range policies {
 		p := &policies[i]
 		need := int64(n) * p.Unit
 		r := &reads[i]
-		var d decision
+		var d bucket.Decision
 		var left int64
-		write := op == opRefund || op == opTake && allowed
+		write := op == bucket.OpRefund || op == bucket.OpTake && allowed
 		switch {
-		case op == opRefund:
+		case op == bucket.OpRefund:
 			left = min(p.Capacity, r.tokens+need)
-			d, _ = p.decide(left+need, n, true, now) // takes need: leaves left
+			d, _ = p.Decide(left+need, n, true, now) // takes need: leaves left
 		case write:
-			d, left = p.decide(r.tokens, n, true, now)
+			d, left = p.Decide(r.tokens, n, true, now)
 		case r.own < 0:
-			d, _ = p.decide(r.tokens, n, false, now)
+			d, _ = p.Decide(r.tokens, n, false, now)
 		default:
 			sp := r.shape.Value()
-			d = p.decideKept(&sp, r.own, r.st, r.tokens, n, now)
+			d = p.DecideKept(&sp, r.own, r.st, r.tokens, n, now)
 		}
-		d.allowed = op == opRefund || allowed
+		d.Allowed = op == bucket.OpRefund || allowed
 		// Looked up again: an insert for an earlier policy may have moved
 		// this bucket.
 		if write {
-			sh.put(s, r.hash, &r.key, a.subj, left, now)
-		} else if op == opTake && r.ahead {
-			sh.lookup(r.hash, r.key.name, a.subj).restamp(now)
+			sh.put(s, r.hash, &r.key, a.Subj, left, now)
+		} else if op == bucket.OpTake && r.ahead {
+			sh.lookup(r.hash, r.key.Name, a.Subj).restamp(now)
 		}
 		if each != nil {
-			each[i] = d.outcome(i)
+			each[i] = d.Outcome(i)
 		}
-		if o := d.outcome(i); i == 0 || binds(o, best) {
+		if o := d.Outcome(i); i == 0 || bucket.Binds(o, best) {
 			best = o
 		}
 	}
 	return best
 }
 
-// readAll reads a.subj's bucket (hs its hash) under each policy into
+// readAll reads a.Subj's bucket (hs its hash) under each policy into
 // reads, at one time: now, or a later one when a bucket is stamped ahead
-// of it. It reports whether every policy holds a.n tokens.
-func (sh *memShard) readAll(s *MemoryStore, hs uint64, a *ask, reads []memRead, now int64) ([]memRead, bool, int64) {
-	subject, n, policies := a.subj, a.n, a.policies
+// of it. It reports whether every policy holds a.N tokens.
+func (sh *memShard) readAll(s *MemoryStore, hs uint64, a *bucket.Ask, reads []memRead, now int64) ([]memRead, bool, int64) {
+	subject, n, policies := a.Subj, a.N, a.Policies
 	allowed, rechecked := true, false
 	for i := 0; i < len(policies); i++ {
 		p := &policies[i]
-		k := memKeyOf(p)
+		k := bucket.KeyOf(p)
 		r := memRead{hash: keyHash(hs, &k), key: k, tokens: p.Capacity, own: -1}
-		if b := sh.lookup(r.hash, k.name, subject); b != nil {
+		if b := sh.lookup(r.hash, k.Name, subject); b != nil {
 			if !rechecked && b.ts > now {
 				// Every policy is decided at one time: start again.
 				now, rechecked = s.recheck(b.ts, now), true
 				reads, allowed, i = reads[:0], true, -1
 				continue
 			}
-			r.tokens, r.own, r.st, r.ahead = b.read(p, k.shape, now)
+			r.tokens, r.own, r.st, r.ahead = b.read(p, k.Shape, now)
 			r.shape = b.shape
 		}
 		reads = append(reads, r)
@@ -525,12 +410,12 @@ func (s *MemoryStore) Len() int {
 	return n
 }
 
-// Reset makes subject's buckets full again.
-func (s *MemoryStore) Reset(_ context.Context, subject string, policies []Policy) error {
+// clear makes subject's buckets full again.
+func (s *MemoryStore) clear(_ context.Context, subject string, policies []bucket.Policy) error {
 	sh, hs, _ := s.lock(subject)
 	for i := range policies {
-		k := memKeyOf(&policies[i])
-		if j, ok := sh.find(keyHash(hs, &k), k.name, subject); ok {
+		k := bucket.KeyOf(&policies[i])
+		if j, ok := sh.find(keyHash(hs, &k), k.Name, subject); ok {
 			sh.remove(j)
 		}
 	}

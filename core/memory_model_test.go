@@ -16,6 +16,8 @@ import (
 	"unique"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // This file checks the memory store against a plain reference model of
@@ -52,7 +54,7 @@ func refillDiv(p *Policy, units, ts, now int64) int64 {
 	if el < 0 {
 		el = 0
 	}
-	if units >= p.Capacity || el >= ceilDiv(p.Capacity-units, p.Refill) {
+	if units >= p.Capacity || el >= bucket.CeilDiv(p.Capacity-units, p.Refill) {
 		return p.Capacity
 	}
 	return units + el*p.Refill
@@ -74,7 +76,7 @@ func TestRefillExact(t *testing.T) {
 		} else {
 			ts, now = 0, el
 		}
-		got := p.refill(units, ts, now)
+		got := p.Refilled(units, ts, now)
 		want := refillRef(&p, units, ts, now)
 		if got != want {
 			t.Fatalf("refill(units %d, el %d) with Capacity %d, Refill %d = %d, want %d", units, el, p.Capacity, p.Refill, got, want)
@@ -228,7 +230,7 @@ func (m refStore) kept(k refKey, p *Policy, i int, allowed bool, tokens, need, n
 	return o
 }
 
-// apply runs op (opTake, opPeek, opRefund) on subject's buckets under ps.
+// apply runs op (bucket.OpTake, bucket.OpPeek, bucket.OpRefund) on subject's buckets under ps.
 func (m refStore) apply(op int, now int64, subject string, n int, ps []Policy, each []Outcome) Outcome {
 	tokens := make([]int64, len(ps))
 	ahead := make([]bool, len(ps))
@@ -250,18 +252,18 @@ func (m refStore) apply(op int, now int64, subject string, n int, ps []Policy, e
 		need := int64(n) * p.Unit
 		var o Outcome
 		switch {
-		case op == opTake && allowed:
+		case op == bucket.OpTake && allowed:
 			o = refOutcome(p, i, true, tokens[i]-need, need, now, false)
 			m[k] = refBucket{tokens[i] - need, now, nameless(*p)}
-		case op == opTake:
+		case op == bucket.OpTake:
 			o = m.kept(k, p, i, false, tokens[i], need, now)
 			if ahead[i] {
 				b := m[k]
 				m[k] = refBucket{min(b.units, b.by.Capacity), now, b.by}
 			}
-		case op == opPeek:
+		case op == bucket.OpPeek:
 			o = m.kept(k, p, i, allowed, tokens[i], need, now)
-		case op == opRefund:
+		case op == bucket.OpRefund:
 			left := min(p.Capacity, tokens[i]+need)
 			o = refOutcome(p, i, true, left, need, now, false)
 			m[k] = refBucket{left, now, nameless(*p)}
@@ -439,12 +441,12 @@ func runMemoryModel(t *testing.T, seed uint64, sweeps bool) {
 			if rng.IntN(3) == 0 {
 				n = 1 + int(rng.Int64N(min(minCap, 20)))
 			}
-			op, call := opTake, "Take"
+			op, call := bucket.OpTake, "Take"
 			switch r := rng.IntN(20); {
 			case r < 3:
-				op, call = opPeek, "Peek"
+				op, call = bucket.OpPeek, "Peek"
 			case r < 6:
-				op, call = opRefund, "Refund"
+				op, call = bucket.OpRefund, "Refund"
 			}
 			want := make([]Outcome, len(ps))
 			wantBest := model.apply(op, now, subject, n, ps, want)
@@ -452,13 +454,13 @@ func runMemoryModel(t *testing.T, seed uint64, sweeps bool) {
 			var gotBest Outcome
 			var err error
 			switch {
-			case op == opTake && len(ps) == 1 && rng.IntN(2) == 0:
+			case op == bucket.OpTake && len(ps) == 1 && rng.IntN(2) == 0:
 				// The Limiter's hot path.
-				gotBest = s.take1(subject, n, &ps[0]).outcome(0)
+				gotBest = s.take1(subject, n, &ps[0]).Outcome(0)
 				got[0] = gotBest
-			case op == opTake:
+			case op == bucket.OpTake:
 				gotBest, err = s.Take(ctx, subject, n, ps, got)
-			case op == opPeek:
+			case op == bucket.OpPeek:
 				gotBest, err = s.Peek(ctx, subject, n, ps, got)
 			default:
 				gotBest, err = s.Refund(ctx, subject, n, ps, got)
@@ -947,13 +949,13 @@ func TestTakeRejectsPoliciesNewRefuses(t *testing.T) {
 	bad := []Policy{
 		{Name: "p", Capacity: math.MaxInt64 / 2, Refill: math.MaxInt64 / 4, Unit: 1, Tick: 1},
 		{Name: "p", Capacity: 10, Refill: math.MaxInt64, Unit: 1, Tick: 1},
-		{Name: "p", Capacity: maxExact, Refill: 1, Unit: 1, Tick: 1},
+		{Name: "p", Capacity: bucket.MaxExact, Refill: 1, Unit: 1, Tick: 1},
 		{Name: "p", Capacity: 10, Refill: 0, Unit: 1, Tick: 1},
 		{Name: "p", Capacity: 10, Refill: 1, Unit: 0, Tick: 1},
 		{Name: "p", Capacity: 10, Refill: 1, Unit: 1, Tick: 0},
-		{Name: "p", Capacity: maxExact / 2, Refill: 1, Unit: 1, Tick: 1000},
+		{Name: "p", Capacity: bucket.MaxExact / 2, Refill: 1, Unit: 1, Tick: 1000},
 	}
-	good := Policy{Name: "p", Capacity: maxExact - 1, Refill: 1, Unit: 1, Tick: 1}
+	good := Policy{Name: "p", Capacity: bucket.MaxExact - 1, Refill: 1, Unit: 1, Tick: 1}
 	for name, s := range stores {
 		for _, p := range bad {
 			if _, err := s.Take(context.Background(), "k", 1, []Policy{p}, nil); !errors.Is(err, ErrInvalidLimit) {

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"weak"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // nameBook records the policy names of the live limiters on one store, so
@@ -24,7 +26,7 @@ type nameUse struct {
 
 // claim records l's policy names, or says which one another live limiter
 // on the store already uses where either took it by default.
-func (n *nameBook) claim(l *Limiter, policies []Policy, defaulted []bool) error {
+func (n *nameBook) claim(l *Limiter, policies []bucket.Policy, defaulted []bool) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if err := n.conflict(policies, defaulted); err != nil {
@@ -48,7 +50,7 @@ func (n *nameBook) claim(l *Limiter, policies []Policy, defaulted []bool) error 
 
 // conflict reports the first of policies whose name a live limiter uses
 // where either side took it by default, dropping dead entries. n.mu is held.
-func (n *nameBook) conflict(policies []Policy, defaulted []bool) error {
+func (n *nameBook) conflict(policies []bucket.Policy, defaulted []bool) error {
 	for i, p := range policies {
 		live := n.used[p.Name][:0]
 		for _, u := range n.used[p.Name] {

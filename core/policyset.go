@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // policySet is what one decision is made under: a limit (Config.Limit, or
@@ -12,7 +14,7 @@ import (
 // It is built once and never changed, so decisions share it.
 type policySet struct {
 	limits   []Limit // index-aligned with policies
-	policies []Policy
+	policies []bucket.Policy
 	minCap   int        // the smallest burst: a cost above it is never served
 	local    *policySet // FailLocal's shares (limits / Instances); nil otherwise
 
@@ -22,11 +24,11 @@ type policySet struct {
 // newPolicySet validates named (the main limit first) and builds its set;
 // instances > 0 adds FailLocal's shares.
 func newPolicySet(named []NamedLimit, instances int) (*policySet, error) {
-	policies, err := Policies(named...)
+	ps, err := policies(named...)
 	if err != nil {
 		return nil, err
 	}
-	s := &policySet{policies: policies, minCap: int(^uint(0) >> 1)}
+	s := &policySet{policies: ps, minCap: int(^uint(0) >> 1)}
 	for _, nl := range named {
 		c := nl.Limit.Capacity()
 		if c > maxHeaderInt {
@@ -43,7 +45,7 @@ func newPolicySet(named []NamedLimit, instances int) (*policySet, error) {
 				return nil, err
 			}
 			s.local.limits = append(s.local.limits, ll)
-			s.local.policies = append(s.local.policies, ll.policy(policies[i].Name))
+			s.local.policies = append(s.local.policies, ll.policy(ps[i].Name))
 			s.local.minCap = min(s.local.minCap, ll.Capacity())
 		}
 	}

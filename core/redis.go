@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // RedisStore keeps token buckets in Redis, so concurrent instances share
@@ -155,9 +157,8 @@ func (s *RedisStore) cause() error {
 // Client returns the client the store uses.
 func (s *RedisStore) Client() redis.UniversalClient { return s.client }
 
-// Key returns the Redis key of subject's bucket under the named policy:
-// the bucket Take(subject) decides, and the one a Limiter on this store
-// keeps for the key subject.
+// Key returns the Redis key of the bucket a Limiter on this store keeps
+// for the key subject under the named policy.
 func (s *RedisStore) Key(name, subject string) string {
 	return s.key(hashSubject(subject), name)
 }
@@ -181,55 +182,37 @@ func hashSubject(subject string) string {
 	return "~" + hex.EncodeToString(sum[:16])
 }
 
-// Take implements Store. It returns by ctx's deadline: a decision not yet
-// sent then never is; one in flight may still be counted when Redis
-// answers (which can deny early, never admit more). Cancelling ctx is
-// treated like its deadline.
-func (s *RedisStore) Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return s.do(ctx, ask{op: opTake, subj: hashSubject(subject), n: n, policies: policies, each: each, deadline: deadlineOf(ctx)})
-}
-
-// Peek answers as Take would, taking nothing: one script call that writes nothing.
-func (s *RedisStore) Peek(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return s.do(ctx, ask{op: opPeek, subj: hashSubject(subject), n: n, policies: policies, each: each, deadline: deadlineOf(ctx)})
-}
-
-// Refund gives n tokens back to subject under every policy, each capped at its capacity, in one script call, and answers with the buckets after it.
-func (s *RedisStore) Refund(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return s.do(ctx, ask{op: opRefund, subj: hashSubject(subject), n: n, policies: policies, each: each, deadline: deadlineOf(ctx)})
-}
-
 // do queues the request of a (its subject as the store keys it:
-// hashSubject's) and waits for its answer, at most until a.deadline
+// hashSubject's) and waits for its answer, at most until a.Deadline
 // (zero: none) or until ctx is cancelled.
-// With a.bound > 0, it refuses (ErrOverloaded) a request that would make
+// With a.Bound > 0, it refuses (ErrOverloaded) a request that would make
 // more than bound decisions running in the store: queued, or in a call,
 // including calls that outlive their callers' deadlines.
-func (s *RedisStore) do(ctx context.Context, a ask) (Outcome, error) {
-	if err := checkOp(a.op, a.subj, a.n, a.policies); err != nil {
-		return Outcome{}, err
+func (s *RedisStore) do(ctx context.Context, a bucket.Ask) (bucket.Outcome, error) {
+	if err := bucket.CheckOp(a.Op, a.Subj, a.N, a.Policies); err != nil {
+		return bucket.Outcome{}, err
 	}
-	if !admit(&s.running, a.bound) {
-		return Outcome{}, ErrOverloaded
+	if !admit(&s.running, a.Bound) {
+		return bucket.Outcome{}, ErrOverloaded
 	}
-	r := newRequest(ctx, a.deadline, a.op, a.subj, a.n, a.policies)
+	r := newRequest(ctx, a.Deadline, a.Op, a.Subj, a.N, a.Policies)
 	var dest string
 	if s.split {
-		dest = s.node(a.subj)
+		dest = s.node(a.Subj)
 	}
 	if s.alone(r, dest) {
 		s.sendAlone(r, dest)
 	} else {
 		s.enqueue(r, dest)
-		if err := wait(ctx, a.deadline, r); err != nil {
-			return Outcome{}, err // r may still be in a call: not reused
+		if err := wait(ctx, a.Deadline, r); err != nil {
+			return bucket.Outcome{}, err // r may still be in a call: not reused
 		}
 	}
 	defer r.release()
 	if r.err != nil {
-		return Outcome{}, r.err
+		return bucket.Outcome{}, r.err
 	}
-	return parseReply(r.reply, a.each)
+	return parseReply(r.reply, a.Each)
 }
 
 // admit counts one more in running unless bound (> 0) are already
@@ -244,12 +227,6 @@ func admit(running *atomic.Int64, bound int64) bool {
 			return true
 		}
 	}
-}
-
-// deadlineOf is ctx's deadline, zero without one.
-func deadlineOf(ctx context.Context) time.Time {
-	d, _ := ctx.Deadline()
-	return d
 }
 
 // wait waits for r's answer until deadline or ctx's cancellation; a request not yet sent then
@@ -301,26 +278,26 @@ func (s *RedisStore) node(subj string) string {
 // parseReply reads one request's part of the script's reply: allowed,
 // then per policy whole tokens left, µs until n tokens exist and µs until
 // the bucket is full, separated by commas, and for a waiting operation
-// one more field (Outcome.extra). It returns the binding outcome and fills
+// one more field (bucket.Outcome.Extra). It returns the binding outcome and fills
 // each (when not nil) with every policy's.
-func parseReply(reply string, each []Outcome) (Outcome, error) {
+func parseReply(reply string, each []bucket.Outcome) (bucket.Outcome, error) {
 	var v [3]int64
 	allowed, rest, ok := nextInt(reply)
 	if !ok || rest == "" {
-		return Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, truncate(reply))
+		return bucket.Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, truncate(reply))
 	}
-	var best Outcome
+	var best bucket.Outcome
 	for i := 0; rest != ""; i++ {
 		for j := range v {
 			if v[j], rest, ok = nextInt(rest); !ok {
-				return Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, truncate(reply))
+				return bucket.Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, truncate(reply))
 			}
 			if j == 0 && i > 0 && rest == "" {
-				best.extra = v[0]
+				best.Extra = v[0]
 				return best, nil
 			}
 		}
-		o := Outcome{
+		o := bucket.Outcome{
 			Allowed:    allowed == 1,
 			Policy:     i,
 			Remaining:  v[0],
@@ -329,11 +306,11 @@ func parseReply(reply string, each []Outcome) (Outcome, error) {
 		}
 		if each != nil {
 			if i >= len(each) {
-				return Outcome{}, fmt.Errorf("%w: more outcomes than %d policies", ErrBadReply, len(each))
+				return bucket.Outcome{}, fmt.Errorf("%w: more outcomes than %d policies", ErrBadReply, len(each))
 			}
 			each[i] = o
 		}
-		if i == 0 || binds(o, best) {
+		if i == 0 || bucket.Binds(o, best) {
 			best = o
 		}
 	}
@@ -363,13 +340,8 @@ func nextInt(s string) (v int64, rest string, ok bool) {
 	return v, s[i:], true
 }
 
-// Reset deletes subject's buckets, which are then full.
-func (s *RedisStore) Reset(ctx context.Context, subject string, policies []Policy) error {
-	return s.clear(ctx, hashSubject(subject), policies)
-}
-
 // clear deletes subj's buckets (subj as the store keys it).
-func (s *RedisStore) clear(ctx context.Context, subj string, policies []Policy) error {
+func (s *RedisStore) clear(ctx context.Context, subj string, policies []bucket.Policy) error {
 	keys := make([]string, len(policies))
 	for i := range policies {
 		keys[i] = s.key(subj, policies[i].Name)

@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // takeCached is a take from a remote store through the denial cache: a
 // key the store denied is denied here to the callers that arrived before
 // its bucket could serve them, and callers on a key found short wait for
 // the next answer rather than each sending their own call (see denyCache).
-func (l *Limiter) takeCached(ctx context.Context, key string, n int, set *policySet, each []Outcome) Result {
+func (l *Limiter) takeCached(ctx context.Context, key string, n int, set *policySet, each []bucket.Outcome) Result {
 	// One deadline for the whole decision, whatever it waits on; the
 	// caller's cancellation never shortens it (see Config.Timeout).
 	start := time.Now()
@@ -28,7 +30,7 @@ func (l *Limiter) takeCached(ctx context.Context, key string, n int, set *policy
 				t.Stop()
 			}
 			if l.observer != nil {
-				l.observe(ctx, opTake, DecisionEvent{Cached: true})
+				l.observe(ctx, bucket.OpTake, DecisionEvent{Cached: true})
 			}
 			return r
 		case cacheWait:
@@ -48,7 +50,7 @@ func (l *Limiter) takeCached(ctx context.Context, key string, n int, set *policy
 				t.Stop()
 			case <-t.C:
 				if time.Since(start) >= l.timeout {
-					return l.degrade(ctx, l.breakers.forKey(key), opTake, key, n, set, ErrTimeout, start)
+					return l.degrade(ctx, l.breakers.forKey(key), bucket.OpTake, key, n, set, ErrTimeout, start)
 				}
 			}
 			continue
@@ -56,7 +58,7 @@ func (l *Limiter) takeCached(ctx context.Context, key string, n int, set *policy
 		if t != nil {
 			t.Stop()
 		}
-		r = l.remote(ctx, opTake, key, n, set, each, start)
+		r = l.remote(ctx, bucket.OpTake, key, n, set, each, start)
 		if !r.Degraded {
 			l.denials.record(key, n, lim, now, l.clock(), r, state == cacheProbe)
 		} else if state == cacheProbe {
@@ -69,21 +71,21 @@ func (l *Limiter) takeCached(ctx context.Context, key string, n int, set *policy
 // observe tells the Observer (not nil) about a decision: a take, never a
 // peek or a refund, which decide nothing.
 func (l *Limiter) observe(ctx context.Context, op int, e DecisionEvent) {
-	if op == opTake {
+	if op == bucket.OpTake {
 		l.decided(ctx, e, time.Time{})
 	}
 }
 
 // remote asks the store to take, peek or refund (op), through the guard,
 // by the decision's deadline: Timeout from start.
-func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *policySet, each []Outcome, start time.Time) Result {
+func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *policySet, each []bucket.Outcome, start time.Time) Result {
 	br, probe, err := l.begin(key)
 	if err != nil {
 		return l.degrade(ctx, br, op, key, n, set, err, time.Time{})
 	}
 	// The caller's values, never its cancellation or deadline.
 	deadline := start.Add(l.timeout)
-	o, err := l.store.call(withoutCancel(ctx), ask{op: op, subj: key, n: n, policies: set.policies, each: each, deadline: deadline, bound: l.bound})
+	o, err := l.store.call(withoutCancel(ctx), bucket.Ask{Op: op, Subj: key, N: n, Policies: set.policies, Each: each, Deadline: deadline, Bound: l.bound})
 	if err = l.end(br, probe, err, deadline); err != nil {
 		if errors.Is(err, ErrOverloaded) {
 			start = time.Time{}
@@ -91,7 +93,7 @@ func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *po
 		return l.degrade(ctx, br, op, key, n, set, err, start)
 	}
 	r := resultOf(o, each, set)
-	if l.observer != nil && op == opTake {
+	if l.observer != nil && op == bucket.OpTake {
 		l.decided(ctx, DecisionEvent{Allowed: r.Allowed}, start)
 	}
 	return r
@@ -119,7 +121,7 @@ func (l *Limiter) degrade(ctx context.Context, br *breaker, op int, key string, 
 	now := l.clock()
 	l.report.degradedBy("", cause, now)
 	r := l.fallback.decide(br, now, op, key, n, set)
-	if l.observer != nil && op == opTake {
+	if l.observer != nil && op == bucket.OpTake {
 		l.decided(ctx, DecisionEvent{Allowed: r.Allowed, Degraded: true, Err: cause}, start)
 	}
 	return r

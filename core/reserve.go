@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // maxMaxWait bounds Config.MaxWait: a day, as an upstream's pause.
@@ -80,7 +82,7 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	if r == nil || !r.res.Allowed || r.res.extra == 0 || !time.Now().Before(r.act) || !r.done.CompareAndSwap(false, true) {
 		return nil
 	}
-	op := withArg(opCancel, r.res.extra)
+	op := bucket.WithArg(bucket.OpCancel, r.res.extra)
 	if r.local {
 		r.l.fallback.local.apply(op, r.l.store.subject(r.key), r.n, r.set.local.policies, nil)
 		return nil
@@ -109,7 +111,7 @@ func (l *Limiter) reserve(ctx context.Context, key string, n int, set *policySet
 	if key == "" || n < 1 || n > set.minCap {
 		return nil, checkCall(key, n, set)
 	}
-	r := l.run(ctx, withArg(opReserve, most.Microseconds()), key, n, set)
+	r := l.run(ctx, bucket.WithArg(bucket.OpReserve, most.Microseconds()), key, n, set)
 	answered := time.Now()
 	res := &Reservation{l: l, set: set, key: key, n: n, res: r, local: r.Fallback}
 	if r.Allowed {

@@ -17,7 +17,7 @@ type Result struct {
 	// has several (Config.Extra), in configuration order; nil otherwise.
 	Policies []PolicyResult
 
-	extra int64 // Outcome.extra: a reservation's time on the store's clock, a charge's tokens forgiven
+	extra int64 // bucket.Outcome.Extra: a reservation's time on the store's clock, a charge's tokens forgiven
 }
 
 // PolicyResult is one limit's part of a multi-limit decision.

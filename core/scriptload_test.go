@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // TestScriptLoad sends 9 600 decisions on 2 000 keys to the Redis at
@@ -39,7 +41,7 @@ func TestScriptLoad(t *testing.T) {
 	for range 9600 / size {
 		batch := make([]*request, size)
 		for j := range batch {
-			batch[j] = &request{ctx: ctx, subj: "k" + strconv.Itoa(k%2000), op: opTake, n: 1, policies: policies}
+			batch[j] = &request{ctx: ctx, subj: "k" + strconv.Itoa(k%2000), op: bucket.OpTake, n: 1, policies: policies}
 			k++
 		}
 		s.send(ctx, "", batch)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // storeCalls is what every limiter asks of its store: Store's method set,
@@ -12,10 +14,10 @@ import (
 // and no call site asks what the store is.
 type storeCalls interface {
 	// clear makes subject's buckets under policies full again.
-	clear(ctx context.Context, subject string, policies []Policy) error
-	// call decides a (see ask). ctx gives values; its cancellation is
+	clear(ctx context.Context, subject string, policies []bucket.Policy) error
+	// call decides a (see bucket.Ask). ctx gives values; its cancellation is
 	// not watched.
-	call(ctx context.Context, a ask) (Outcome, error)
+	call(ctx context.Context, a bucket.Ask) (bucket.Outcome, error)
 	// remote reports a store outside this process: its calls are bounded
 	// by Timeout and guarded by breakers, and its denials are cached. An
 	// in-process store answers at once and never fails a checked call.
@@ -69,27 +71,13 @@ func resolveStore(s Store) (storeCalls, error) {
 	return s, nil
 }
 
-// ask is one decision asked of a store: op (opTake, opPeek, opRefund) for
-// n tokens of subj (the key as the store keeps it, see subject) under
-// policies, filling each (when not nil) with every policy's outcome; by
-// deadline (zero: none), and admitted only while fewer than bound
-// decisions run in the store (0: no bound; else ErrOverloaded). A
-// value, so asking allocates nothing.
-type ask struct {
-	op       int
-	subj     string
-	n        int
-	policies []Policy
-	each     []Outcome
-	deadline time.Time
-	bound    int64
+func (s *RedisStore) call(ctx context.Context, a bucket.Ask) (bucket.Outcome, error) {
+	return s.do(ctx, a)
 }
-
-func (s *RedisStore) call(ctx context.Context, a ask) (Outcome, error) { return s.do(ctx, a) }
-func (s *RedisStore) remote() bool                                     { return true }
-func (s *RedisStore) subject(key string) string                        { return hashSubject(key) }
-func (s *RedisStore) why() (dialErr, last error, told bool)            { return s.dialError(), s.cause(), true }
-func (s *RedisStore) policyNames() *nameBook                           { return &s.names }
+func (s *RedisStore) remote() bool                          { return true }
+func (s *RedisStore) subject(key string) string             { return hashSubject(key) }
+func (s *RedisStore) why() (dialErr, last error, told bool) { return s.dialError(), s.cause(), true }
+func (s *RedisStore) policyNames() *nameBook                { return &s.names }
 
 func (s *RedisStore) memory() *MemoryStore { return nil }
 
@@ -100,12 +88,8 @@ func (s *RedisStore) nodes() func(string) string {
 	return nil
 }
 
-func (s *MemoryStore) clear(ctx context.Context, subject string, policies []Policy) error {
-	return s.Reset(ctx, subject, policies)
-}
-
-func (s *MemoryStore) call(_ context.Context, a ask) (Outcome, error) {
-	return s.apply(a.op, a.subj, a.n, a.policies, a.each), nil
+func (s *MemoryStore) call(_ context.Context, a bucket.Ask) (bucket.Outcome, error) {
+	return s.apply(a.Op, a.Subj, a.N, a.Policies, a.Each), nil
 }
 func (s *MemoryStore) remote() bool                       { return false }
 func (s *MemoryStore) why() (dialErr, last error, _ bool) { return nil, nil, true }

@@ -7,43 +7,59 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/internal/storehook"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 func init() {
-	storehook.New = func(f any) any { return &hookStore{answer: f.(hookFunc)} }
+	storehook.New = func(f storehook.Func) any { return &hookStore{answer: f} }
+	storehook.Do = func(ctx context.Context, s any, op int, subject string, n int, policies []bucket.Policy, each []bucket.Outcome) (bucket.Outcome, error) {
+		return storeDo(ctx, s.(Store), op, subject, n, policies, each)
+	}
 }
 
-// hookFunc answers a hookStore's call: op (opTake, opPeek, opRefund,
-// opReset) for n tokens of subject under policies, filling each.
-type hookFunc = func(ctx context.Context, op int, subject string, n int, policies []Policy, each []Outcome) (Outcome, error)
+// storeDo asks s to do op (storehook.OpReset included) for n tokens of
+// subject under policies, checked as the guard does not, by ctx's
+// deadline: a RedisStore keys subject by its digest, a MemoryStore as it
+// is.
+func storeDo(ctx context.Context, s Store, op int, subject string, n int, policies []bucket.Policy, each []bucket.Outcome) (bucket.Outcome, error) {
+	if _, ok := s.(*RedisStore); ok {
+		subject = hashSubject(subject)
+	}
+	if op == storehook.OpReset {
+		return bucket.Outcome{}, s.clear(ctx, subject, policies)
+	}
+	if err := bucket.CheckOp(op, subject, n, policies); err != nil {
+		return bucket.Outcome{}, err
+	}
+	d, _ := ctx.Deadline()
+	return s.call(ctx, bucket.Ask{Op: op, Subj: subject, N: n, Policies: policies, Each: each, Deadline: d})
+}
 
 // errNoLeases is a hookStore's answer to a lease call.
 var errNoLeases = errors.New("core: a test's stand-in store holds no leases")
-
-// opReset is a hookStore's Reset call.
-const opReset = 5
 
 // hookStore is a test's stand-in for a store outside this process (see
 // internal/storehook): it may block past its context's deadline and says
 // nothing of why it fails. Its calls run on goroutines of their own,
 // counted until they return.
 type hookStore struct {
-	answer   hookFunc
+	answer   storehook.Func
 	inflight atomic.Int64
 }
 
-// call returns by a.deadline whatever answer does; answer's context has
-// that deadline. The goroutine fills outcomes of its own, never a.each
+// call returns by a.Deadline whatever answer does; answer's context has
+// that deadline. The goroutine fills outcomes of its own, never a.Each
 // after call returned.
-func (h *hookStore) call(ctx context.Context, a ask) (Outcome, error) {
-	deadline, each := a.deadline, a.each
+func (h *hookStore) call(ctx context.Context, a bucket.Ask) (bucket.Outcome, error) {
+	deadline, each := a.Deadline, a.Each
 	type reply struct {
-		o    Outcome
+		o    bucket.Outcome
 		err  error
-		each []Outcome
+		each []bucket.Outcome
 	}
-	if !admit(&h.inflight, a.bound) {
-		return Outcome{}, ErrOverloaded
+	if !admit(&h.inflight, a.Bound) {
+		return bucket.Outcome{}, ErrOverloaded
 	}
 	var cancel context.CancelFunc
 	if deadline.IsZero() {
@@ -55,11 +71,11 @@ func (h *hookStore) call(ctx context.Context, a ask) (Outcome, error) {
 	done := make(chan reply, 1)
 	go func() {
 		defer h.inflight.Add(-1) // counted until answer returns, whenever that is
-		var mine []Outcome
+		var mine []bucket.Outcome
 		if each != nil {
-			mine = make([]Outcome, len(each))
+			mine = make([]bucket.Outcome, len(each))
 		}
-		o, err := h.answer(ctx, a.op, a.subj, a.n, a.policies, mine)
+		o, err := h.answer(ctx, a.Op, a.Subj, a.N, a.Policies, mine)
 		done <- reply{o, err, mine}
 	}()
 	select {
@@ -67,17 +83,12 @@ func (h *hookStore) call(ctx context.Context, a ask) (Outcome, error) {
 		copy(each, r.each)
 		return r.o, r.err
 	case <-ctx.Done():
-		return Outcome{}, ctx.Err()
+		return bucket.Outcome{}, ctx.Err()
 	}
 }
 
-// Take implements Store: answer decides, with ctx's deadline.
-func (h *hookStore) Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return h.call(ctx, ask{op: opTake, subj: hashSubject(subject), n: n, policies: policies, each: each, deadline: deadlineOf(ctx)})
-}
-
-func (h *hookStore) clear(ctx context.Context, subject string, policies []Policy) error {
-	_, err := h.answer(ctx, opReset, subject, 0, policies, nil)
+func (h *hookStore) clear(ctx context.Context, subject string, policies []bucket.Policy) error {
+	_, err := h.answer(ctx, storehook.OpReset, subject, 0, policies, nil)
 	return err
 }
 

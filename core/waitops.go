@@ -1,64 +1,12 @@
 package core
 
-// The store operations of waiting and debt (DESIGN §11), beside opTake,
-// opPeek and opRefund. Each takes one argument besides n, carried in the
-// operation word (see withArg), so that they travel every path a take
-// does — the guard, the batches, the fallback — unchanged.
-const (
-	opReserve = 4 // n now, or booked when they exist within arg µs (the bucket owes them)
-	opCharge  = 5 // n taken, never refused; the debt bounded by max(C, R·arg µs)
-	opCancel  = 6 // n given back by a reservation due at arg µs on the store's clock, if not yet due
-	opPause   = 7 // the bucket owes at least what refills in arg µs (an upstream's Retry-After)
-)
-
-// opBits is the width of an operation in its word.
-const opBits = 4
-
-// withArg returns the word of op with its argument x ≥ 0 (below 2^58).
-func withArg(op int, x int64) int { return op | int(x)<<opBits }
-
-// splitOp returns the operation of word op and its argument.
-func splitOp(op int) (kind int, x int64) { return op & (1<<opBits - 1), int64(op >> opBits) }
+import "github.com/sluicehq/ratelimit/internal/bucket"
 
 // admits reports whether op decides an admission (a take, a peek, a
 // reservation): FailClosed refuses those while the store cannot decide.
 // The others only account for what happened (a refund, a charge, a
 // cancel, a pause) and are never refused.
 func admits(op int) bool {
-	kind, _ := splitOp(op)
-	return kind == opTake || kind == opPeek || kind == opReserve
-}
-
-// maxCharge bounds the units a charge or a pause may leave a bucket
-// owing, so that the arithmetic stays exact below 2^53.
-const maxCharge = 1 << 52
-
-// checkOp is checkTake for op: a charge or a pause may cost more than a
-// burst (a charge beyond the debt bound is forgiven; Charge sends at most
-// chargeCap tokens, and the stores clamp n before they scale it).
-func checkOp(op int, subject string, n int, policies []Policy) error {
-	kind, _ := splitOp(op)
-	if kind != opCharge && kind != opPause {
-		return checkTake(subject, n, policies)
-	}
-	if err := checkTake(subject, 1, policies); err != nil {
-		return err
-	}
-	if int64(n) > maxExact {
-		return ErrCostTooHigh
-	}
-	return nil
-}
-
-// chargeCap returns the most tokens a charge under policies, with
-// argument x µs (MaxWait), can take before it is forgiven under every
-// one, plus one (so a charge of more forgives the difference; at most
-// 2^53, which the script holds exactly).
-func chargeCap(policies []Policy, x int64) int64 {
-	var most int64
-	for i := range policies {
-		p := &policies[i]
-		most = max(most, chargeReach(p.Capacity, p.chargeFloor(x), p.Unit)+1)
-	}
-	return min(most, maxExact)
+	kind, _ := bucket.SplitOp(op)
+	return kind == bucket.OpTake || kind == bucket.OpPeek || kind == bucket.OpReserve
 }

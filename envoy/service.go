@@ -154,6 +154,10 @@ func (s *Service) limiter(name string, lim core.Limit) (*core.Limiter, error) {
 	return l, nil
 }
 
+// limitCheck validates a descriptor's own limit: With refuses a limit
+// that no limiter could decide, and keeps the few in use (bounded).
+var limitCheck, _ = core.New(core.Config{Store: core.NewMemoryStore(), Limit: core.PerSecond(1), Name: "envoy-limit-check", FailMode: core.FailOpen})
+
 // plan is one descriptor's part of a request.
 type plan struct {
 	rule    *Rule // nil: no rule matched and no limit of its own
@@ -448,7 +452,7 @@ func (s *Service) override(p *plan, rule *Rule, o *rlpb.RateLimitDescriptor_Rate
 		return nil
 	}
 	p.lim = unitLimit(o.GetRequestsPerUnit(), u, mult)
-	if _, err := core.Policies(core.NamedLimit{Name: rule.Name, Limit: p.lim}); err != nil {
+	if _, err := limitCheck.With(p.lim); err != nil {
 		return status.Errorf(codes.InvalidArgument, "descriptor limit: %v", err)
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/bucket"
 	"github.com/sluicehq/ratelimit/internal/fakestore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -273,8 +274,8 @@ func TestBlockedNeedsNoStore(t *testing.T) {
 }
 
 // failingStore fails every call.
-var failingStore = fakestore.New(func(context.Context, fakestore.Call) (core.Outcome, error) {
-	return core.Outcome{}, errors.New("store down")
+var failingStore = fakestore.New(func(context.Context, fakestore.Call) (bucket.Outcome, error) {
+	return bucket.Outcome{}, errors.New("store down")
 })
 
 func TestStoreFailure(t *testing.T) {
@@ -309,10 +310,10 @@ func TestBadRequests(t *testing.T) {
 
 // stalledStore answers nothing until the decision's deadline, counting calls.
 func stalledStore(calls *atomic.Int64) core.Store {
-	return fakestore.New(func(ctx context.Context, _ fakestore.Call) (core.Outcome, error) {
+	return fakestore.New(func(ctx context.Context, _ fakestore.Call) (bucket.Outcome, error) {
 		calls.Add(1)
 		<-ctx.Done()
-		return core.Outcome{}, ctx.Err()
+		return bucket.Outcome{}, ctx.Err()
 	})
 }
 

@@ -10,18 +10,19 @@ import (
 	"context"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/bucket"
 	"github.com/sluicehq/ratelimit/internal/storehook"
 )
 
 // Op is what a call asks of the store.
 type Op int
 
-// The operations, with core's numbers.
+// The operations, with the stores' numbers.
 const (
-	Take   Op = 1
-	Peek   Op = 2
-	Refund Op = 3
-	Reset  Op = 5 // Limiter.Reset: n is 0, each nil, the outcome ignored
+	Take   Op = bucket.OpTake
+	Peek   Op = bucket.OpPeek
+	Refund Op = bucket.OpRefund
+	Reset  Op = storehook.OpReset // Limiter.Reset: n is 0, each nil, the outcome ignored
 )
 
 // Call is one store call: op for n tokens of subject under policies,
@@ -31,48 +32,32 @@ type Call struct {
 	Op       Op
 	Subject  string
 	N        int
-	Policies []core.Policy
-	Each     []core.Outcome
+	Policies []bucket.Policy
+	Each     []bucket.Outcome
 }
 
 // Func answers a call.
-type Func func(ctx context.Context, c Call) (core.Outcome, error)
+type Func func(ctx context.Context, c Call) (bucket.Outcome, error)
 
 // New returns a store whose calls f answers.
 func New(f Func) core.Store {
-	return storehook.New(func(ctx context.Context, op int, subject string, n int, policies []core.Policy, each []core.Outcome) (core.Outcome, error) {
+	return storehook.New(func(ctx context.Context, op int, subject string, n int, policies []bucket.Policy, each []bucket.Outcome) (bucket.Outcome, error) {
 		return f(ctx, Call{Op: Op(op), Subject: subject, N: n, Policies: policies, Each: each})
 	}).(core.Store)
 }
 
-// Inner is a store deciding a stand-in's calls: a *core.MemoryStore or a
-// *core.RedisStore.
-type Inner interface {
-	Take(ctx context.Context, subject string, n int, policies []core.Policy, each []core.Outcome) (core.Outcome, error)
-	Peek(ctx context.Context, subject string, n int, policies []core.Policy, each []core.Outcome) (core.Outcome, error)
-	Refund(ctx context.Context, subject string, n int, policies []core.Policy, each []core.Outcome) (core.Outcome, error)
-	Reset(ctx context.Context, subject string, policies []core.Policy) error
-}
-
-// Over returns a store that decides every call in inner but, seen from a
-// Limiter, lies outside the process (a MemoryStore then decides as Redis
-// would be asked); before each call, f (if not nil) sees it and may fail
-// it with an error.
-func Over(inner Inner, f func(ctx context.Context, c Call) error) core.Store {
-	return New(func(ctx context.Context, c Call) (core.Outcome, error) {
+// Over returns a store that decides every call in inner (a
+// *core.MemoryStore or a *core.RedisStore) but, seen from a Limiter, lies
+// outside the process (a MemoryStore then decides as Redis would be
+// asked); before each call, f (if not nil) sees it and may fail it with
+// an error.
+func Over(inner core.Store, f func(ctx context.Context, c Call) error) core.Store {
+	return New(func(ctx context.Context, c Call) (bucket.Outcome, error) {
 		if f != nil {
 			if err := f(ctx, c); err != nil {
-				return core.Outcome{}, err
+				return bucket.Outcome{}, err
 			}
 		}
-		switch c.Op {
-		case Peek:
-			return inner.Peek(ctx, c.Subject, c.N, c.Policies, c.Each)
-		case Refund:
-			return inner.Refund(ctx, c.Subject, c.N, c.Policies, c.Each)
-		case Reset:
-			return core.Outcome{}, inner.Reset(ctx, c.Subject, c.Policies)
-		}
-		return inner.Take(ctx, c.Subject, c.N, c.Policies, c.Each)
+		return storehook.Do(ctx, inner, int(c.Op), c.Subject, c.N, c.Policies, c.Each)
 	})
 }

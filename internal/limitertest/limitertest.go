@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/bucket"
 	"github.com/sluicehq/ratelimit/internal/fakestore"
 )
 
@@ -145,9 +146,9 @@ type DownStore struct {
 // NewDownStore returns a DownStore.
 func NewDownStore() *DownStore {
 	calls := new(atomic.Int64)
-	return &DownStore{calls: calls, Store: fakestore.New(func(context.Context, fakestore.Call) (core.Outcome, error) {
+	return &DownStore{calls: calls, Store: fakestore.New(func(context.Context, fakestore.Call) (bucket.Outcome, error) {
 		calls.Add(1)
-		return core.Outcome{}, ErrDown
+		return bucket.Outcome{}, ErrDown
 	})}
 }
 

@@ -5,10 +5,30 @@
 // internal/fakestore, which gives it its types.
 package storehook
 
+import (
+	"context"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
+)
+
+// Func answers a stand-in store's call: op (bucket.OpTake, OpPeek,
+// OpRefund, or OpReset) for n tokens of subject under policies, filling
+// each when not nil.
+type Func func(ctx context.Context, op int, subject string, n int, policies []bucket.Policy, each []bucket.Outcome) (bucket.Outcome, error)
+
+// OpReset is a stand-in's Limiter.Reset call: n is 0, each nil, the
+// outcome ignored.
+const OpReset = 15 // no operation's: they fit in 3 bits (see bucket.WithArg)
+
 // New is set by package core: it returns a core.Store (as any) whose
-// calls the function f (core's hook function type, as any) answers. A
-// Limiter decides through it as through a RedisStore: by the decision's
-// deadline, through its breaker and denial cache. Its calls run on
-// goroutines of their own, so a function that blocks past the deadline
-// holds no caller.
-var New func(f any) any
+// calls f answers. A Limiter decides through it as through a RedisStore:
+// by the decision's deadline, through its breaker and denial cache. Its
+// calls run on goroutines of their own, so a function that blocks past
+// the deadline holds no caller.
+var New func(f Func) any
+
+// Do is set by package core: it asks s, a core.Store (as any), to do op
+// (OpReset included) for n tokens of subject under policies, as a Limiter
+// would past its guard, by ctx's deadline: a RedisStore keys subject by
+// its digest, a MemoryStore as it is.
+var Do func(ctx context.Context, s any, op int, subject string, n int, policies []bucket.Policy, each []bucket.Outcome) (bucket.Outcome, error)

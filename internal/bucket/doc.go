@@ -1,0 +1,14 @@
+// Package bucket is the integer token-bucket arithmetic every store of
+// package core computes with, and its in-process tables.
+//
+// A limit becomes a Policy: tokens counted in units, Unit units to a
+// token, Refill units arriving every Tick microseconds. Every quantity
+// stays below 2^53 (MaxExact), where the arithmetic is exact in int64
+// and in the Lua numbers (doubles) of the Redis scripts alike, so no
+// rounding ever accumulates and the memory store and the scripts decide
+// identically. An Ask is one decision asked of a store; an Outcome is its
+// answer for one policy.
+//
+// Package core owns the public names; this package is internal so that its
+// types can change with the stores that use them.
+package bucket
