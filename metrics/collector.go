@@ -51,9 +51,9 @@ type Collector struct {
 	leases      leaseVecs
 	waits       waitVecs
 
-	mu       sync.Mutex // serialises additions to policies
-	policies atomic.Pointer[map[string]*policyMetrics]
-	http     atomic.Pointer[map[string]*httpMetrics]
+	mu       sync.Mutex // serialises additions to policies and http
+	policies sync.Map   // policy name → *policyMetrics
+	http     sync.Map   // policy name → *httpMetrics
 }
 
 var (
@@ -139,8 +139,6 @@ func New(opts ...Option) *Collector {
 	}
 	c.leases = newLeaseVecs(ns)
 	c.waits = newWaitVecs(ns)
-	c.policies.Store(&map[string]*policyMetrics{})
-	c.http.Store(&map[string]*httpMetrics{})
 	return c
 }
 
@@ -217,18 +215,15 @@ func (p *policyMetrics) storeError(err error) prometheus.Counter {
 	return p.other
 }
 
-// policy returns name's children, resolving them on first sight. Policies
-// are few and fixed at startup, so copying the map on each addition is
-// cheaper than a lock or a sync.Map's interface conversion per decision.
+// policy returns name's children, resolving them on first sight.
 func (c *Collector) policy(name string) *policyMetrics {
-	if p := (*c.policies.Load())[name]; p != nil {
-		return p
+	if p, ok := c.policies.Load(name); ok {
+		return p.(*policyMetrics)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := *c.policies.Load()
-	if p := old[name]; p != nil {
-		return p
+	if p, ok := c.policies.Load(name); ok {
+		return p.(*policyMetrics)
 	}
 	p := &policyMetrics{
 		allowed:           c.decisions.WithLabelValues(name, OutcomeAllowed),
@@ -246,6 +241,6 @@ func (c *Collector) policy(name string) *policyMetrics {
 		breaker:           c.breaker.WithLabelValues(name),
 	}
 	p.breaker.Set(0)
-	c.policies.Store(withEntry(old, name, p))
+	c.policies.Store(name, p)
 	return p
 }

@@ -61,7 +61,7 @@
 //
 // # Cost
 //
-// Decision looks the policy up in a copy-on-write map and updates counters
+// Decision looks the policy up in a sync.Map and updates counters
 // resolved when the policy was first seen: no allocation and no lock per
 // decision.
 package metrics

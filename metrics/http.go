@@ -60,14 +60,13 @@ func (c *Collector) HTTPObserver() func(r *http.Request, res core.Result, err er
 
 // httpPolicy is policy for the HTTP counters.
 func (c *Collector) httpPolicy(name string) *httpMetrics {
-	if h := (*c.http.Load())[name]; h != nil {
-		return h
+	if h, ok := c.http.Load(name); ok {
+		return h.(*httpMetrics)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := *c.http.Load()
-	if h := old[name]; h != nil {
-		return h
+	if h, ok := c.http.Load(name); ok {
+		return h.(*httpMetrics)
 	}
 	h := &httpMetrics{
 		allowed:     c.requests.WithLabelValues(name, OutcomeAllowed),
@@ -77,16 +76,6 @@ func (c *Collector) httpPolicy(name string) *httpMetrics {
 		keyError:    c.requests.WithLabelValues(name, OutcomeKeyError),
 		err:         c.requests.WithLabelValues(name, OutcomeError),
 	}
-	c.http.Store(withEntry(old, name, h))
+	c.http.Store(name, h)
 	return h
-}
-
-// withEntry returns a copy of m with m[k] = v.
-func withEntry[V any](m map[string]V, k string, v V) *map[string]V {
-	next := make(map[string]V, len(m)+1)
-	for key, val := range m {
-		next[key] = val
-	}
-	next[k] = v
-	return &next
 }

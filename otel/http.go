@@ -55,14 +55,13 @@ func (o *Observer) HTTPObserver() func(r *http.Request, res core.Result, err err
 
 // httpPolicy is policy for the HTTP counter.
 func (o *Observer) httpPolicy(name string) *httpMetrics {
-	if h := (*o.http.Load())[name]; h != nil {
-		return h
+	if h, ok := o.http.Load(name); ok {
+		return h.(*httpMetrics)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	old := *o.http.Load()
-	if h := old[name]; h != nil {
-		return h
+	if h, ok := o.http.Load(name); ok {
+		return h.(*httpMetrics)
 	}
 	policy := attribute.String("policy", name)
 	set := func(outcome string) []metric.AddOption {
@@ -74,6 +73,6 @@ func (o *Observer) httpPolicy(name string) *httpMetrics {
 	for _, opts := range [][]metric.AddOption{h.allowed, h.denied, h.unavailable, h.dryRun, h.keyError, h.err} {
 		o.requests.Add(ctx, 0, opts...)
 	}
-	o.http.Store(withEntry(old, name, h))
+	o.http.Store(name, h)
 	return h
 }

@@ -73,8 +73,8 @@ type Observer struct {
 	leases      leaseInstruments
 
 	mu       sync.Mutex // serialises additions to policies and http
-	policies atomic.Pointer[map[string]*policyMetrics]
-	http     atomic.Pointer[map[string]*httpMetrics]
+	policies sync.Map   // policy name → *policyMetrics
+	http     sync.Map   // policy name → *httpMetrics
 }
 
 var (
@@ -130,8 +130,6 @@ func New(mp metric.MeterProvider) (*Observer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("otel: %w", err)
 	}
-	o.policies.Store(&map[string]*policyMetrics{})
-	o.http.Store(&map[string]*httpMetrics{})
 	return o, nil
 }
 
@@ -189,18 +187,15 @@ func (p *policyMetrics) storeError(err error) []metric.AddOption {
 
 // policy returns name's attribute sets, making them on first sight, when
 // its counters and breaker gauge start at zero (so that rate() and
-// absent-series alerts work from the start). Policies are few and fixed at
-// startup, so copying the map on each addition is cheaper than a lock per
-// decision.
+// absent-series alerts work from the start).
 func (o *Observer) policy(name string) *policyMetrics {
-	if p := (*o.policies.Load())[name]; p != nil {
-		return p
+	if p, ok := o.policies.Load(name); ok {
+		return p.(*policyMetrics)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	old := *o.policies.Load()
-	if p := old[name]; p != nil {
-		return p
+	if p, ok := o.policies.Load(name); ok {
+		return p.(*policyMetrics)
 	}
 	policy := attribute.String("policy", name)
 	set := func(k, v string) metric.MeasurementOption {
@@ -231,19 +226,9 @@ func (o *Observer) policy(name string) *policyMetrics {
 		o.storeErrors.Add(ctx, 0, opts...)
 	}
 	o.breaker.Record(ctx, 0, p.breaker...)
-	o.policies.Store(withEntry(old, name, p))
+	o.policies.Store(name, p)
 	return p
 }
 
 func adding(o metric.MeasurementOption) []metric.AddOption       { return []metric.AddOption{o} }
 func recording(o metric.MeasurementOption) []metric.RecordOption { return []metric.RecordOption{o} }
-
-// withEntry returns a copy of m with m[k] = v.
-func withEntry[V any](m map[string]V, k string, v V) *map[string]V {
-	next := make(map[string]V, len(m)+1)
-	for key, val := range m {
-		next[key] = val
-	}
-	next[k] = v
-	return &next
-}
