@@ -13,9 +13,15 @@ import (
 // store and one client: the request and the writer's header map are reused,
 // so only the middleware's own work is measured.
 func allowedSetup(tb testing.TB, opts ...Option) (http.Handler, *discardWriter, *http.Request) {
+	return allowedSetupLimit(tb, core.PerSecond(100), opts...)
+}
+
+// allowedSetupLimit is allowedSetup with the limit lim: every request
+// finds the bucket full, so RateLimit-Remaining is lim's capacity − 1.
+func allowedSetupLimit(tb testing.TB, lim core.Limit, opts ...Option) (http.Handler, *discardWriter, *http.Request) {
 	l := limitertest.New(tb, core.Config{
 		Store:    core.NewMemoryStore(core.WithClock(limitertest.Stepping())),
-		Limit:    core.PerSecond(100),
+		Limit:    lim,
 		FailMode: core.FailOpen,
 	})
 	h := Middleware(l, opts...)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
@@ -27,19 +33,36 @@ func allowedSetup(tb testing.TB, opts ...Option) (http.Handler, *discardWriter, 
 	return h, &discardWriter{h: make(http.Header, 8)}, r
 }
 
+// BenchmarkMiddlewareAllowed is the allowed path, 100 a second (the
+// header values below 100, which strconv formats without allocating),
+// 1000 a minute (RateLimit-Remaining 999, from the shared table of
+// headers.go) and with the limiter chosen by WithLimiterFunc (its header
+// values formatted at first sight, not per response).
 func BenchmarkMiddlewareAllowed(b *testing.B) {
 	for _, bc := range []struct {
 		name string
+		lim  core.Limit // default core.PerSecond(100)
+		tier bool       // WithLimiterFunc picks another limiter, 1000 a minute
 		opts []Option
 	}{
-		{"ip/draft06", nil},
-		{"key/draft06", []Option{WithKey(limitertest.ConstantKey)}},
-		{"key/draft11", []Option{WithKey(limitertest.ConstantKey), WithHeaders(HeadersDraft11)}},
-		{"key/legacy", []Option{WithKey(limitertest.ConstantKey), WithHeaders(HeadersLegacy)}},
-		{"key/none", []Option{WithKey(limitertest.ConstantKey), WithHeaders(HeadersNone)}},
+		{"ip/draft06", core.Limit{}, false, nil},
+		{"key/draft06", core.Limit{}, false, []Option{WithKey(limitertest.ConstantKey)}},
+		{"key/draft06/1000-per-minute", core.PerMinute(1000), false, []Option{WithKey(limitertest.ConstantKey)}},
+		{"key/draft06/tier", core.Limit{}, true, []Option{WithKey(limitertest.ConstantKey)}},
+		{"key/draft11", core.Limit{}, false, []Option{WithKey(limitertest.ConstantKey), WithHeaders(HeadersDraft11)}},
+		{"key/legacy", core.Limit{}, false, []Option{WithKey(limitertest.ConstantKey), WithHeaders(HeadersLegacy)}},
+		{"key/none", core.Limit{}, false, []Option{WithKey(limitertest.ConstantKey), WithHeaders(HeadersNone)}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			h, w, r := allowedSetup(b, bc.opts...)
+			lim := bc.lim
+			if lim == (core.Limit{}) {
+				lim = core.PerSecond(100)
+			}
+			opts := bc.opts
+			if bc.tier {
+				opts = append(opts, withTier(b))
+			}
+			h, w, r := allowedSetupLimit(b, lim, opts...)
 			b.ReportAllocs()
 			for b.Loop() {
 				clear(w.h)
@@ -72,11 +95,24 @@ func BenchmarkMiddlewareDenied(b *testing.B) {
 	}
 }
 
+// withTier is WithLimiterFunc giving every request a limiter of its own,
+// 1000 a minute, that the Gate meets first when a request comes.
+func withTier(tb testing.TB) Option {
+	tier := limitertest.New(tb, core.Config{
+		Store:    core.NewMemoryStore(core.WithClock(limitertest.Stepping())),
+		Limit:    core.PerMinute(1000),
+		FailMode: core.FailOpen,
+		Name:     "tier",
+	})
+	return WithLimiterFunc(func(*http.Request) *core.Limiter { return tier })
+}
+
 // TestAllowedAllocs locks DESIGN §8's budget: the allowed path costs one
 // allocation of the middleware's own in the default style (the array the
 // response's header values live in, so that no response shares them with
 // another), also through WithRoutes and WithLimiterFunc (the key
-// function's are the key function's), and at most 2 with keyfuncs.IP.
+// function's are the key function's) and with header values of up to
+// four digits, and at most 2 with keyfuncs.IP.
 func TestAllowedAllocs(t *testing.T) {
 	other := limitertest.New(t, core.Config{
 		Store:    core.NewMemoryStore(core.WithClock(limitertest.Stepping())),
@@ -84,19 +120,29 @@ func TestAllowedAllocs(t *testing.T) {
 		FailMode: core.FailOpen,
 		Name:     "other",
 	})
+	perMinute := core.PerMinute(1000)
 	for _, c := range []struct {
 		name string
+		lim  core.Limit // default core.PerSecond(100)
 		opts []Option
 		max  float64
 	}{
-		{"constant key, draft06", []Option{WithKey(limitertest.ConstantKey)}, 1},
-		{"constant key, none", []Option{WithKey(limitertest.ConstantKey), WithHeaders(HeadersNone)}, 0},
-		{"constant key, routes and tiers", []Option{WithKey(limitertest.ConstantKey), WithRoutes(map[string]*core.Limiter{"GET /x": other}), WithLimiterFunc(func(*http.Request) *core.Limiter { return other })}, 1},
-		{"constant key, draft11", []Option{WithKey(limitertest.ConstantKey), WithHeaders(HeadersDraft11)}, 2},
-		{"keyfuncs.IP, draft06", nil, 2},
+		{"constant key, draft06", core.Limit{}, []Option{WithKey(limitertest.ConstantKey)}, 1},
+		{"constant key, draft06, 1000 a minute", perMinute, []Option{WithKey(limitertest.ConstantKey)}, 1},
+		{"constant key, legacy, 1000 a minute", perMinute, []Option{WithKey(limitertest.ConstantKey), WithHeaders(HeadersLegacy)}, 2},
+		{"constant key, none", core.Limit{}, []Option{WithKey(limitertest.ConstantKey), WithHeaders(HeadersNone)}, 0},
+		{"constant key, routes and tiers", core.Limit{}, []Option{WithKey(limitertest.ConstantKey), WithRoutes(map[string]*core.Limiter{"GET /x": other}), WithLimiterFunc(func(*http.Request) *core.Limiter { return other })}, 1},
+		{"constant key, tier met at the first request", core.Limit{}, []Option{WithKey(limitertest.ConstantKey), withTier(t)}, 1},
+		{"constant key, draft11", core.Limit{}, []Option{WithKey(limitertest.ConstantKey), WithHeaders(HeadersDraft11)}, 2},
+		{"keyfuncs.IP, draft06", core.Limit{}, nil, 2},
+		{"keyfuncs.IP, draft06, 1000 a minute", perMinute, nil, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h, w, r := allowedSetup(t, c.opts...)
+			lim := c.lim
+			if lim == (core.Limit{}) {
+				lim = core.PerSecond(100)
+			}
+			h, w, r := allowedSetupLimit(t, lim, c.opts...)
 			got := testing.AllocsPerRun(1000, func() {
 				clear(w.h)
 				h.ServeHTTP(w, r)
