@@ -12,10 +12,11 @@ import (
 	"github.com/sluicehq/ratelimit/internal/redistest"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // TestClusterBatchAcrossSlots: on Redis Cluster, a batch of one node's
-// subjects, in different slots, is one script call (tokenBucketsAcross);
+// subjects, in different slots, is one script call (transport.TokenBucketsAcross);
 // a batch holding a subject of another node is refused by the node
 // before anything is written, and sendNode reports it for the per-subject
 // path.
@@ -122,7 +123,7 @@ func TestNodeOfSubject(t *testing.T) {
 		subjects = append(subjects, "k"+strconv.Itoa(i))
 	}
 	for i, subj := range subjects {
-		subjects[i] = hashSubject(subj)
+		subjects[i] = transport.HashSubject(subj)
 	}
 	c := redistest.StartCluster(t, 3, 0).Client()
 	s := NewRedisStore(c)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // How a RedisStore's decisions travel. Each caller puts its request in its
@@ -40,7 +40,7 @@ import (
 type request struct {
 	ctx      context.Context // values; its cancellation is the caller's alone
 	deadline time.Time       // the caller's; zero: none
-	subj     string          // passed through hashSubject
+	subj     string          // passed through transport.HashSubject
 	op       int             // bucket.OpTake, bucket.OpPeek or bucket.OpRefund
 	n        int
 	policies []bucket.Policy
@@ -102,30 +102,6 @@ type callError struct {
 
 func (e *callError) Error() string { return e.err.Error() }
 func (e *callError) Unwrap() error { return e.err }
-
-// poolSize is the number of connections the client may open to one
-// server: a queue's bound on calls in flight.
-func poolSize(c redis.UniversalClient) int {
-	n := 0
-	switch c := c.(type) {
-	case *redis.Client:
-		if c != nil {
-			n = c.Options().PoolSize
-		}
-	case *redis.ClusterClient:
-		if c != nil {
-			n = c.Options().PoolSize
-		}
-	case *redis.Ring:
-		if c != nil {
-			n = c.Options().PoolSize
-		}
-	}
-	if n <= 0 {
-		n = 10 * runtime.GOMAXPROCS(0) // go-redis's default
-	}
-	return n
-}
 
 // enqueue queues r for dest and starts a carrier if none is on its way
 // and the queue has room.
@@ -199,10 +175,10 @@ func (s *RedisStore) alone(r *request, dest string) bool {
 // is not the store's last error (the breaker does not count it), but it
 // sends the next calls to dest by carrier.
 func (s *RedisStore) sendAlone(r *request, dest string) {
-	ctx := s.clock.context(r.ctx, r.deadline)
+	ctx := s.clock.Context(r.ctx, r.deadline)
 	s.send(ctx, dest, []*request{r})
-	ctx.stop()
-	if p := s.lastErr.Load(); p != nil && isTimeout(r.err) && errors.Is(r.err, *p) && !time.Now().Before(r.deadline) {
+	ctx.Stop()
+	if p := s.lastErr.Load(); p != nil && transport.IsTimeout(r.err) && errors.Is(r.err, *p) && !time.Now().Before(r.deadline) {
 		s.lastErr.CompareAndSwap(p, nil)
 	}
 	s.running.Add(-1)
@@ -236,8 +212,8 @@ func (s *RedisStore) carry(dest string, q *queue) {
 			s.mu.Unlock()
 			ctx := s.batchContext(batch)
 			s.send(ctx, dest, batch)
-			if c, ok := ctx.(*deadlineCtx); ok {
-				c.stop()
+			if c, ok := ctx.(*transport.Ctx); ok {
+				c.Stop()
 			}
 			s.running.Add(-int64(len(batch)))
 			for _, r := range batch {
@@ -320,8 +296,8 @@ func (s *RedisStore) next(q *queue, buf []*request) []*request {
 }
 
 // send decides batch under ctx and leaves each request's answer (or
-// error) in it: one script call for the batch — of tokenBuckets on a
-// standalone Redis or a Ring shard, of tokenBucketsAcross on a Cluster
+// error) in it: one script call for the batch — of transport.TokenBuckets on a
+// standalone Redis or a Ring shard, of transport.TokenBucketsAcross on a Cluster
 // node — or, where a node refuses that (Redis before 7, a slot on the
 // move), a pipeline of one call per subject. It keeps how that went in
 // dest's lastCall, whoever sent it (a carrier, or a lone caller).
@@ -342,7 +318,7 @@ func (s *RedisStore) send(ctx context.Context, dest string, batch []*request) {
 	}()
 	if !s.split || len(batch) == 1 {
 		keys, args := s.encodeShort(ctx, call, batch)
-		reply, err := tokenBuckets.Run(ctx, s.client, keys, args...).Text()
+		reply, err := transport.TokenBuckets.Run(ctx, s.client, keys, args...).Text()
 		s.settle(ctx, batch, call, reply, err)
 		return
 	}
@@ -357,15 +333,15 @@ func (s *RedisStore) send(ctx context.Context, dest string, batch []*request) {
 // every subject in it; it reports false, having changed nothing, when
 // the node did not run the script.
 func (s *RedisStore) sendNode(ctx context.Context, node *redis.Client, call uint64, batch []*request) bool {
-	script := tokenBuckets // a Ring shard is a Redis of its own
+	script := transport.TokenBuckets // a Ring shard is a Redis of its own
 	if _, ok := s.client.(*redis.ClusterClient); ok {
 		if s.noAcross.Load() {
 			return false
 		}
-		script = tokenBucketsAcross
+		script = transport.TokenBucketsAcross
 	}
 	keys, args := s.encode(ctx, call, batch)
-	if script == tokenBucketsAcross {
+	if script == transport.TokenBucketsAcross {
 		n := len(keys) - 1
 		for _, k := range keys[:n] {
 			args = append(args, k)
@@ -374,10 +350,10 @@ func (s *RedisStore) sendNode(ctx context.Context, node *redis.Client, call uint
 	}
 	reply, err := script.Run(ctx, node, keys, args...).Text()
 	switch {
-	case noScriptFlags(err):
+	case transport.NoScriptFlags(err):
 		s.noAcross.Store(true)
 		return false
-	case notRun(err) || redis.HasErrorPrefix(err, "Script attempted to"):
+	case transport.NotRun(err) || redis.HasErrorPrefix(err, "Script attempted to"):
 		// A key of another node, or a slot on the move: checked before
 		// the script wrote anything.
 		return false
@@ -402,61 +378,31 @@ func (s *RedisStore) sendEach(ctx context.Context, node *redis.Client, call uint
 		pipe := node.Pipeline()
 		for i, g := range groups {
 			keys[i], args[i] = s.encodeShort(ctx, s.idSeq.Add(1), g)
-			cmds[i] = tokenBuckets.EvalSha(ctx, pipe, keys[i], args[i]...)
+			cmds[i] = transport.TokenBuckets.EvalSha(ctx, pipe, keys[i], args[i]...)
 		}
 		_, _ = pipe.Exec(ctx)
 	}
 	for i, g := range groups {
-		if cmds[i] == nil || notRun(cmds[i].Err()) {
+		if cmds[i] == nil || transport.NotRun(cmds[i].Err()) {
 			if keys[i] == nil {
 				keys[i], args[i] = s.encodeShort(ctx, s.idSeq.Add(1), g)
 			}
-			cmds[i] = tokenBuckets.Run(ctx, s.client, keys[i], args[i]...)
+			cmds[i] = transport.TokenBuckets.Run(ctx, s.client, keys[i], args[i]...)
 		}
 		reply, err := cmds[i].Text()
 		s.settle(ctx, g, call, reply, err)
 	}
 }
 
-// noScriptFlags reports a server that cannot run tokenBucketsAcross, a
-// script flagged in its shebang that reaches keys it did not declare, on
-// any call: Redis before 7 fails to compile it; Dragonfly refuses a flag
-// it does not know ("Invalid flag: allow-cross-slot-keys", from
-// ScriptParams::ApplyFlags in its src/server/script_mgr.cc) or, taking
-// it, the first key the script did not declare ("script tried accessing
-// undeclared key", dragonflydb/dragonfly#3212 and #3245; unless it runs
-// with --default_lua_flags=allow-undeclared-keys), raised by the script's
-// first read, before it wrote anything. Its batches go per subject.
-func noScriptFlags(err error) bool {
-	return redis.HasErrorPrefix(err, "Error compiling script") || redis.HasErrorPrefix(err, "Unexpected flag") ||
-		redis.HasErrorPrefix(err, "Invalid flag") || undeclaredKey(err)
-}
-
-// undeclaredKey reports Dragonfly's refusal of a key a script did not
-// declare, which it words "script tried accessing undeclared key" (newer
-// versions add ", key: <key>") inside its error running the script: "ERR
-// Error running script (call to <sha>): @user_script:<line>: script tried
-// accessing undeclared key".
-func undeclaredKey(err error) bool {
-	var rErr redis.Error
-	return errors.As(err, &rErr) && strings.Contains(rErr.Error(), "tried accessing undeclared key")
-}
-
-// notRun reports a Redis answer that the script was not run: the node
-// lacks it, or does not own the slot.
-func notRun(err error) bool {
-	return redis.HasErrorPrefix(err, "NOSCRIPT") || slotMoving(err) || redis.HasErrorPrefix(err, "CLUSTERDOWN")
-}
-
 // nodeClient returns the client of the Redis server that decides subj (a
-// subject passed through hashSubject), or nil before the slot map is
+// subject passed through transport.HashSubject), or nil before the slot map is
 // known.
 func (s *RedisStore) nodeClient(subj string) *redis.Client {
 	if !s.ready.Load() {
 		return nil
 	}
 	// The node of the keys' hash tag, {subj}: subj hashes as {subj} does,
-	// having no braces (hashSubject), and costs no allocation.
+	// having no braces (transport.HashSubject), and costs no allocation.
 	tag := subj
 	if subj == "" { // hashes to a random slot; "{}" does not
 		tag = "{}"
@@ -491,7 +437,7 @@ func bySubject(batch []*request) [][]*request {
 	return groups
 }
 
-// encode returns the keys and arguments of one tokenBuckets call deciding
+// encode returns the keys and arguments of one transport.TokenBuckets call deciding
 // batch, whose id is call.
 func (s *RedisStore) encode(ctx context.Context, call uint64, batch []*request) ([]string, []any) {
 	keys := make([]string, 0, 1+len(batch)*len(batch[0].policies))
@@ -570,7 +516,7 @@ func repeats(keys []string, args []any) ([]any, int) {
 	return args, n
 }
 
-// encodeShort is encode for tokenBuckets, whose lone take under one
+// encodeShort is encode for transport.TokenBuckets, whose lone take under one
 // policy has arguments of its own: the record's expiry, the policy, n.
 func (s *RedisStore) encodeShort(ctx context.Context, call uint64, batch []*request) ([]string, []any) {
 	r := batch[0]
@@ -623,7 +569,7 @@ func (s *RedisStore) settle(ctx context.Context, batch []*request, call uint64, 
 	if err != nil {
 		last := err // a copy, so that err itself is not allocated on every call
 		s.lastErr.Store(&last)
-		if c, ok := s.client.(*redis.ClusterClient); ok && !slotMoving(err) {
+		if c, ok := s.client.(*redis.ClusterClient); ok && !transport.SlotMoving(err) {
 			// A failed primary's slots move to its replica: read the new
 			// map now, not at go-redis's next periodic refresh (60s).
 			c.ReloadState(ctx)
@@ -642,9 +588,9 @@ func (s *RedisStore) settle(ctx context.Context, batch []*request, call uint64, 
 		if op, _ := bucket.SplitOp(r.op); op > bucket.OpRefund {
 			w++ // bucket.Outcome.Extra
 		}
-		end := fieldsEnd(reply, w)
+		end := transport.FieldsEnd(reply, w)
 		if end < 0 {
-			r.err = fmt.Errorf("%w: %q for %d decisions", ErrBadReply, truncate(reply), len(batch))
+			r.err = fmt.Errorf("%w: %q for %d decisions", ErrBadReply, transport.Truncate(reply), len(batch))
 			continue
 		}
 		r.reply, reply = reply[:end], reply[min(end+1, len(reply)):]
@@ -662,29 +608,6 @@ func (s *RedisStore) fail(batch []*request, call uint64, err error) {
 			r.err = ce
 		}
 	}
-}
-
-// fieldsEnd returns the end of the first n comma-separated fields of s,
-// or -1 when s has fewer.
-func fieldsEnd(s string, n int) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == ',' {
-			if n--; n == 0 {
-				return i
-			}
-		}
-	}
-	if n == 1 && s != "" {
-		return len(s)
-	}
-	return -1
-}
-
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }
 
 // batchContext is the context a batch is sent under: the values of its
@@ -708,7 +631,7 @@ func (s *RedisStore) batchContext(batch []*request) context.Context {
 			latest = r.deadline
 		}
 	}
-	return s.clock.context(ctx, latest)
+	return s.clock.Context(ctx, latest)
 }
 
 // minSend is the least time a script call is given.

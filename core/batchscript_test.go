@@ -13,9 +13,10 @@ import (
 	"github.com/sluicehq/ratelimit/internal/redistest"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
-// Tests of tokenBuckets, the script deciding a batch, called directly with
+// Tests of transport.TokenBuckets, the script deciding a batch, called directly with
 // batches of a known make-up (through the store, which requests travel
 // together depends on timing).
 
@@ -58,7 +59,7 @@ func sendOps(t *testing.T, s *RedisStore, reqs []batchReq, ops []int) []batchAns
 		if ops != nil {
 			op = ops[i]
 		}
-		batch[i] = &request{ctx: context.Background(), subj: hashSubject(r.subj), op: op, n: r.n, policies: r.ps}
+		batch[i] = &request{ctx: context.Background(), subj: transport.HashSubject(r.subj), op: op, n: r.n, policies: r.ps}
 	}
 	s.send(context.Background(), "", batch)
 	out := make([]batchAns, len(reqs))
@@ -332,7 +333,7 @@ func TestBatchScriptRepeatsMatchSingle(t *testing.T) {
 				// agree: a peek reads them.
 				for subj := range 3 {
 					for _, n := range []string{"x", "y", "z"} {
-						bk, sk := batched.key(hashSubject(fmt.Sprint("s", subj)), n), single.key(hashSubject(fmt.Sprint("s", subj)), n)
+						bk, sk := batched.key(transport.HashSubject(fmt.Sprint("s", subj)), n), single.key(transport.HashSubject(fmt.Sprint("s", subj)), n)
 						bt, st := c.PTTL(ctx, bk).Val(), c.PTTL(ctx, sk).Val()
 						if (bt - st).Abs() > slack {
 							t.Fatalf("round %d: %s expires in %v, %s in %v", round, bk, bt, sk, st)
@@ -421,14 +422,14 @@ func TestScriptReplayAfterOtherWrites(t *testing.T) {
 					}
 				}
 				keys, args := s.encode(ctx, s.idSeq.Add(1), tc.batch)
-				first, err := tokenBuckets.Run(ctx, c, keys, args...).Text()
+				first, err := transport.TokenBuckets.Run(ctx, c, keys, args...).Text()
 				if err != nil {
 					t.Fatal(err)
 				}
 				if o, err := other.Take(ctx, "k", 1, ps, nil); err != nil || !o.Allowed {
 					t.Fatalf("%s: the other instance's take: %+v %v", tc.name, o, err)
 				}
-				again, err := tokenBuckets.Run(ctx, c, keys, args...).Text()
+				again, err := transport.TokenBuckets.Run(ctx, c, keys, args...).Text()
 				if err != nil || again != first {
 					t.Errorf("%s: re-sent call answered %q %v, first %q", tc.name, again, err, first)
 				}
@@ -478,7 +479,7 @@ func TestScriptLimitChange(t *testing.T) {
 				if !tc.wantAllow && (o.RetryAfter <= 0 || o.RetryAfter > tc.to.Period) {
 					t.Errorf("%s: RetryAfter %v", tc.name, o.RetryAfter)
 				}
-				if pttl := c.PTTL(ctx, s.key(hashSubject(subj), "q")).Val(); pttl <= 0 || pttl > tc.maxPTTL+time.Second {
+				if pttl := c.PTTL(ctx, s.key(transport.HashSubject(subj), "q")).Val(); pttl <= 0 || pttl > tc.maxPTTL+time.Second {
 					t.Errorf("%s: PTTL %v, want at most %v", tc.name, pttl, tc.maxPTTL+time.Second)
 				}
 			}

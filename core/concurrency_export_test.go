@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // AcquireWithID is Acquire with the lease id chosen by the test, to send
@@ -20,7 +22,9 @@ func ForgeLease(c *Concurrency, key, id string) *Lease {
 func LeaseID(l *Lease) string { return l.id }
 
 // LeaseKey returns the Redis key of key's leases under name.
-func LeaseKey(s *RedisStore, name, key string) string { return s.leaseKey(hashSubject(key), name) }
+func LeaseKey(s *RedisStore, name, key string) string {
+	return s.leaseKey(transport.HashSubject(key), name)
+}
 
 // RenewNow runs one renewal round of every kept lease, however recently
 // renewed.

@@ -1,6 +1,10 @@
 package core
 
-import "github.com/redis/go-redis/v9"
+import (
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/internal/transport"
+)
 
 // leasesLua defines acquire, the lease step shared by acquireLease and
 // acquireWithRate: a sorted set per (Name, subject) whose members are
@@ -62,7 +66,7 @@ return acquire(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
 
 // acquireWithRate takes a slot and a token of the rate limit of the same
 // subject, all or nothing: leasesLua's acquire with the token bucket
-// (tokenBucketsLua, run as a function, the very arithmetic of every rate
+// (transport.TokenBucketsLua, run as a function, the very arithmetic of every rate
 // decision) as its decide. A refused slot takes no token (the bucket is
 // only peeked at) and refused tokens add no lease.
 //
@@ -76,7 +80,7 @@ var acquireWithRate = redis.NewScript(leasesLua + acquireWithRateMain)
 
 const acquireWithRateMain = `
 local function buckets(KEYS, ARGV)
-` + mgetLua + tokenBucketsLua + `
+` + transport.MgetLua + transport.TokenBucketsLua + `
 end
 local bk, ba = {}, {}
 for i = 2, #KEYS do bk[i - 1] = KEYS[i] end

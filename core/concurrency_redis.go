@@ -10,10 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // leaseKey lays out the key of the leases of a subject already passed
-// through hashSubject: <prefix>{<subject>}:<name>{leases}. The subject's
+// through transport.HashSubject: <prefix>{<subject>}:<name>{leases}. The subject's
 // hash tag comes first, so a subject's leases live in the slot of its
 // buckets; no policy name holds braces, so no bucket has this key.
 func (s *RedisStore) leaseKey(subj, name string) string {
@@ -90,9 +91,9 @@ func (s *RedisStore) leaseCall(ctx context.Context, deadline time.Time, bound in
 	}
 	last := s.lastTo(dest)
 	if s.deadlines && s.running.Load() == 1 && !last.failed.Load() && 4*time.Duration(last.took.Load()) < time.Until(deadline) {
-		ctx := s.clock.context(ctx, deadline)
+		ctx := s.clock.Context(ctx, deadline)
 		err := s.runLease(ctx, last, f, deadline)
-		ctx.stop()
+		ctx.Stop()
 		s.running.Add(-1)
 		if done != nil {
 			done(err, false)
@@ -103,13 +104,13 @@ func (s *RedisStore) leaseCall(ctx context.Context, deadline time.Time, bound in
 	if deadline.After(send) {
 		send = deadline
 	}
-	callCtx := s.clock.context(ctx, send)
+	callCtx := s.clock.Context(ctx, send)
 	const waiting, left, answered = 0, 1, 2
 	var state atomic.Int32
 	answer := make(chan error, 1)
 	go func() {
 		err := s.runLease(callCtx, last, f, time.Time{})
-		callCtx.stop()
+		callCtx.Stop()
 		s.running.Add(-1)
 		gone := !state.CompareAndSwap(waiting, answered)
 		if done != nil {
@@ -150,7 +151,7 @@ func (s *RedisStore) runLease(ctx context.Context, last *lastCall, f func(contex
 		if s.lastErr.Load() != nil {
 			s.lastErr.Store(nil)
 		}
-	case !cut.IsZero() && isTimeout(err) && !time.Now().Before(cut):
+	case !cut.IsZero() && transport.IsTimeout(err) && !time.Now().Before(cut):
 	default:
 		s.lastErr.Store(&err)
 	}

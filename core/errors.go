@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // Errors returned by New for a configuration that cannot work.
@@ -26,7 +27,7 @@ var (
 // Errors a store failure is reported with: DecisionEvent.Err, and the
 // log line's cause.
 var (
-	ErrTimeout     = errors.New("core: store decision timed out")
+	ErrTimeout     = transport.ErrTimeout
 	ErrCircuitOpen = errors.New("core: circuit breaker open; store not called")
 	ErrOverloaded  = errors.New("core: too many store decisions in flight")
 	ErrBadReply    = errors.New("core: unexpected reply from store")

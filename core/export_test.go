@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // SetClock replaces l's clock for its circuit breakers, denial cache and
@@ -14,7 +15,7 @@ func SetClock(l *Limiter, now func() time.Duration) {
 }
 
 // ScriptSHA is the decision script's SHA-1 digest.
-func ScriptSHA() string { return tokenBuckets.Hash() }
+func ScriptSHA() string { return transport.TokenBuckets.Hash() }
 
 // LimitSets is how many per-request limits l keeps the arithmetic of.
 func LimitSets(l *Limiter) int {

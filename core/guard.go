@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // guard is how every kind of limiter — a Limiter's decisions, a
@@ -146,9 +148,9 @@ func (g *guard) end(br *breaker, probe bool, err error, deadline time.Time) erro
 	// reads the deadline.
 	call := callOf(err)
 	timedOut := !time.Now().Before(deadline) || (call == 0 && errors.Is(err, context.DeadlineExceeded))
-	err = failureCause(err, timedOut, dialErr, last)
+	err = transport.FailureCause(err, timedOut, dialErr, last)
 	switch {
-	case slotMoving(err), timedOut && told && last == nil && dialErr == nil:
+	case transport.SlotMoving(err), timedOut && told && last == nil && dialErr == nil:
 		br.release(probe)
 	default:
 		if br.failedCall(probe, g.clock(), call) && g.observer != nil {

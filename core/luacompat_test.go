@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // TestScriptsRunUnderLua51And54 (issue 36, item 16): every script runs
@@ -24,7 +24,7 @@ import (
 // stub of Redis (testdata/redisstub.lua: the commands the scripts use on
 // an in-memory keyspace, a clock set by hand), through takes, a batch,
 // the cross-slot batch, a re-sent call, leases and their renewal. Before,
-// tokenBuckets called the Lua 5.1 global unpack, which 5.4 lacks: every
+// transport.TokenBuckets called the Lua 5.1 global unpack, which 5.4 lacks: every
 // decision failed there ("attempt to call a nil value"). The test skips
 // without lua5.4 unless RATELIMIT_REQUIRE_LUA=1.
 func TestScriptsRunUnderLua51And54(t *testing.T) {
@@ -108,10 +108,10 @@ func scriptProgram(t *testing.T) string {
 		}
 		call++
 		keys, args := s.encodeShort(ctx, call, []*request{req(bucket.OpTake, "alice", 1, five)})
-		step(fmt.Sprintf("take %d", i+1), tokenBuckets, keys, args)
+		step(fmt.Sprintf("take %d", i+1), transport.TokenBuckets, keys, args)
 	}
 	keys, args := s.encodeShort(ctx, call, []*request{req(bucket.OpTake, "alice", 1, five)})
-	step("take 7 re-sent", tokenBuckets, keys, args)
+	step("take 7 re-sent", transport.TokenBuckets, keys, args)
 	// A batch: takes, a peek and a refund, under one and two limits.
 	batch := []*request{
 		req(bucket.OpTake, "bob", 2, five, hour), req(bucket.OpTake, "bob", 2, five, hour),
@@ -120,8 +120,8 @@ func scriptProgram(t *testing.T) string {
 	}
 	call++
 	keys, args = s.encode(ctx, call, batch)
-	step("take batch", tokenBuckets, keys, args)
-	// The same shape across slots (tokenBucketsAcross, as sendNode
+	step("take batch", transport.TokenBuckets, keys, args)
+	// The same shape across slots (transport.TokenBucketsAcross, as sendNode
 	// sends it): the buckets in ARGV, the replay record alone in KEYS.
 	call++
 	batch = []*request{req(bucket.OpTake, "carol", 1, five), req(bucket.OpTake, "dave", 1, five, hour)}
@@ -130,7 +130,7 @@ func scriptProgram(t *testing.T) string {
 	for _, k := range keys[:n] {
 		args = append(args, k)
 	}
-	step("take across", tokenBucketsAcross, keys[n:], append(args, n))
+	step("take across", transport.TokenBucketsAcross, keys[n:], append(args, n))
 	// Leases: two of Max 2 held, a third refused; renewed; one with a
 	// token of the rate limit.
 	lease := []string{"p:{erin}:slots"}
@@ -156,36 +156,4 @@ func luaList(vs []string) string {
 		q[i] = fmt.Sprintf("%q", v)
 	}
 	return strings.Join(q, ", ")
-}
-
-// replyError is an error reply of a server, as go-redis returns one.
-type replyError string
-
-func (e replyError) Error() string { return string(e) }
-func (replyError) RedisError()     {}
-
-// TestCrossSlotRefusals (issue 36, item 16): the refusals of the
-// cross-slot batch script that send a Cluster node's batches per subject
-// for good — Redis before 7's, and Dragonfly's, which refuses the script's
-// flag or, taking it, the keys it did not declare — and only those.
-func TestCrossSlotRefusals(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want bool
-	}{
-		{replyError("ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'"), true},
-		{replyError("ERR Unexpected flag in script shebang: allow-cross-slot-keys"), true},
-		{replyError("Invalid flag: allow-cross-slot-keys"), true},
-		{replyError("ERR Error running script (call to 5c4d62f4e30c54fb15935b5892148e5ce7374077): @user_script:2: script tried accessing undeclared key"), true},
-		{replyError("ERR Error running script (call to 5c4d62f4e30c54fb15935b5892148e5ce7374077): @user_script:2: script tried accessing undeclared key, key: p:{bob}:five"), true},
-		{replyError("ERR Script attempted to access a non local key in a cluster node script"), false},
-		{replyError("NOSCRIPT No matching script. Please use EVAL."), false},
-		{replyError("MOVED 3999 127.0.0.1:6381"), false},
-		{errors.New("dial tcp: script tried accessing undeclared key"), false}, // not a server's reply
-		{nil, false},
-	} {
-		if got := noScriptFlags(tc.err); got != tc.want {
-			t.Errorf("noScriptFlags(%v) = %v, want %v", tc.err, got, tc.want)
-		}
-	}
 }

@@ -9,7 +9,7 @@ import (
 // applyWait runs a waiting operation (a.Op: bucket.OpReserve, bucket.OpCharge,
 // bucket.OpCancel, bucket.OpPause, with its argument x) for every policy of a.Subj (hs
 // its hash) at once, with the script's arithmetic (see waiting in
-// lua.go). The shard is locked.
+// internal/transport/scripts.go). The shard is locked.
 func (sh *memShard) applyWait(s *MemoryStore, hs uint64, a *bucket.Ask, now int64) bucket.Outcome {
 	kind, x := bucket.SplitOp(a.Op)
 	n, policies, each := a.N, a.Policies, a.Each

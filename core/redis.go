@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // RedisStore keeps token buckets in Redis, so concurrent instances share
@@ -62,12 +62,12 @@ type RedisStore struct {
 	deadlines bool              // the client bounds calls by their context's deadline
 	ready     atomic.Bool       // a call succeeded: a Cluster client has its slot map
 
-	lastErr  atomic.Pointer[error]       // the last call's error; nil after a success
-	last     lastCall                    // the last call (a Cluster's or Ring's: before the slot map)
-	nodeLast sync.Map                    // Cluster, Ring: node address → *lastCall, its last call
-	running  atomic.Int64                // decisions queued or in a call (see runBounded)
-	clock    deadlineClock               // the deadlines of calls (see batchContext)
-	dials    atomic.Pointer[dialFailure] // the client's last dial error (see dialWatch)
+	lastErr  atomic.Pointer[error] // the last call's error; nil after a success
+	last     lastCall              // the last call (a Cluster's or Ring's: before the slot map)
+	nodeLast sync.Map              // Cluster, Ring: node address → *lastCall, its last call
+	running  atomic.Int64          // decisions queued or in a call (see runBounded)
+	clock    transport.Clock       // the deadlines of calls (see batchContext)
+	dials    transport.Dials       // the client's last dial error
 
 	idBase string        // random, per store: call ids never repeat across instances
 	idSeq  atomic.Uint64 // call ids within this store
@@ -119,9 +119,9 @@ func NewRedisStore(client redis.UniversalClient, opts ...RedisOption) *RedisStor
 		s.split = c != nil
 		s.deadlines = c != nil && c.Options().ContextTimeoutEnabled
 	}
-	s.maxCalls = poolSize(client)
-	if !s.nilClient() {
-		watchDials(client, dialWatch{&s.dials})
+	s.maxCalls = transport.PoolSize(client)
+	if !transport.NilClient(client) {
+		s.dials.Watch(client)
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -130,20 +130,6 @@ func NewRedisStore(client redis.UniversalClient, opts ...RedisOption) *RedisStor
 }
 
 var _ Store = (*RedisStore)(nil)
-
-// nilClient reports a nil pointer typed into the client interface, which
-// would panic deep inside go-redis at the first decision.
-func (s *RedisStore) nilClient() bool {
-	switch c := s.client.(type) {
-	case *redis.Client:
-		return c == nil
-	case *redis.ClusterClient:
-		return c == nil
-	case *redis.Ring:
-		return c == nil
-	}
-	return false
-}
 
 // cause returns the error of the store's last call, if it failed: the
 // reason behind a decision that timed out waiting (a dial error, say).
@@ -160,30 +146,16 @@ func (s *RedisStore) Client() redis.UniversalClient { return s.client }
 // Key returns the Redis key of the bucket a Limiter on this store keeps
 // for the key subject under the named policy.
 func (s *RedisStore) Key(name, subject string) string {
-	return s.key(hashSubject(subject), name)
+	return s.key(transport.HashSubject(subject), name)
 }
 
-// key lays out the key of a subject already passed through hashSubject.
+// key lays out the key of a subject already passed through transport.HashSubject.
 func (s *RedisStore) key(subj, name string) string {
 	return s.prefix + "{" + subj + "}:" + name
 }
 
-// maxRawSubject is the longest subject used in a key as it is.
-const maxRawSubject = 64
-
-// hashSubject returns subject, or a digest of it when it is long or could
-// break or forge the hash tag. Digests start with '~', and raw subjects
-// starting with '~' are digested too, so the two forms never meet.
-func hashSubject(subject string) string {
-	if len(subject) <= maxRawSubject && !strings.ContainsAny(subject, "{}") && !strings.HasPrefix(subject, "~") {
-		return subject
-	}
-	sum := sha256.Sum256([]byte(subject))
-	return "~" + hex.EncodeToString(sum[:16])
-}
-
 // do queues the request of a (its subject as the store keys it:
-// hashSubject's) and waits for its answer, at most until a.Deadline
+// transport.HashSubject's) and waits for its answer, at most until a.Deadline
 // (zero: none) or until ctx is cancelled.
 // With a.Bound > 0, it refuses (ErrOverloaded) a request that would make
 // more than bound decisions running in the store: queued, or in a call,
@@ -282,15 +254,15 @@ func (s *RedisStore) node(subj string) string {
 // each (when not nil) with every policy's.
 func parseReply(reply string, each []bucket.Outcome) (bucket.Outcome, error) {
 	var v [3]int64
-	allowed, rest, ok := nextInt(reply)
+	allowed, rest, ok := transport.NextInt(reply)
 	if !ok || rest == "" {
-		return bucket.Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, truncate(reply))
+		return bucket.Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, transport.Truncate(reply))
 	}
 	var best bucket.Outcome
 	for i := 0; rest != ""; i++ {
 		for j := range v {
-			if v[j], rest, ok = nextInt(rest); !ok {
-				return bucket.Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, truncate(reply))
+			if v[j], rest, ok = transport.NextInt(rest); !ok {
+				return bucket.Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, transport.Truncate(reply))
 			}
 			if j == 0 && i > 0 && rest == "" {
 				best.Extra = v[0]
@@ -317,29 +289,6 @@ func parseReply(reply string, each []bucket.Outcome) (bucket.Outcome, error) {
 	return best, nil
 }
 
-// nextInt parses the non-negative integer that starts s, up to a comma,
-// and returns what follows the comma.
-func nextInt(s string) (v int64, rest string, ok bool) {
-	i := 0
-	for ; i < len(s) && s[i] != ','; i++ {
-		c := s[i]
-		if c < '0' || c > '9' || v > (1<<62)/10 {
-			return 0, "", false
-		}
-		v = v*10 + int64(c-'0')
-	}
-	if i == 0 {
-		return 0, "", false
-	}
-	if i < len(s) {
-		i++ // the comma
-		if i == len(s) {
-			return 0, "", false
-		}
-	}
-	return v, s[i:], true
-}
-
 // clear deletes subj's buckets (subj as the store keys it).
 func (s *RedisStore) clear(ctx context.Context, subj string, policies []bucket.Policy) error {
 	keys := make([]string, len(policies))
@@ -358,7 +307,7 @@ func (s *RedisStore) clear(ctx context.Context, subj string, policies []bucket.P
 func (s *RedisStore) Preload(ctx context.Context) error {
 	_, cluster := s.client.(*redis.ClusterClient)
 	load := func(ctx context.Context, c redis.Scripter) error {
-		for _, sc := range []*redis.Script{tokenBuckets, acquireLease, acquireWithRate, renewLeases} {
+		for _, sc := range []*redis.Script{transport.TokenBuckets, acquireLease, acquireWithRate, renewLeases} {
 			if err := sc.Load(ctx, c).Err(); err != nil {
 				return err
 			}
@@ -366,7 +315,7 @@ func (s *RedisStore) Preload(ctx context.Context) error {
 		if !cluster {
 			return nil
 		}
-		if err := tokenBucketsAcross.Load(ctx, c).Err(); !noScriptFlags(err) {
+		if err := transport.TokenBucketsAcross.Load(ctx, c).Err(); !transport.NoScriptFlags(err) {
 			return err
 		}
 		return nil // before Redis 7: batches go per subject

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
@@ -106,13 +104,6 @@ func withoutCancel(ctx context.Context) context.Context {
 		return ctx
 	}
 	return context.WithoutCancel(ctx)
-}
-
-// slotMoving reports a Redis Cluster answer about one slot being moved
-// (TRYAGAIN while its keys are split between two nodes, or a redirection
-// go-redis did not follow), not about the node's health.
-func slotMoving(err error) bool {
-	return redis.HasErrorPrefix(err, "TRYAGAIN") || redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
 }
 
 // degrade decides by FailMode because the store could not, and reports

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // storeCalls is what every limiter asks of its store: Store's method set,
@@ -60,7 +61,7 @@ func resolveStore(s Store) (storeCalls, error) {
 	case nil:
 		return nil, ErrNoStore
 	case *RedisStore:
-		if c == nil || c.nilClient() {
+		if c == nil || transport.NilClient(c.client) {
 			return nil, fmt.Errorf("%w: a nil RedisStore, or one whose client is nil", ErrNoStore)
 		}
 	case *MemoryStore:
@@ -75,8 +76,8 @@ func (s *RedisStore) call(ctx context.Context, a bucket.Ask) (bucket.Outcome, er
 	return s.do(ctx, a)
 }
 func (s *RedisStore) remote() bool                          { return true }
-func (s *RedisStore) subject(key string) string             { return hashSubject(key) }
-func (s *RedisStore) why() (dialErr, last error, told bool) { return s.dialError(), s.cause(), true }
+func (s *RedisStore) subject(key string) string             { return transport.HashSubject(key) }
+func (s *RedisStore) why() (dialErr, last error, told bool) { return s.dials.Err(), s.cause(), true }
 func (s *RedisStore) policyNames() *nameBook                { return &s.names }
 
 func (s *RedisStore) memory() *MemoryStore { return nil }
@@ -100,8 +101,8 @@ func (s *MemoryStore) memory() *MemoryStore               { return s }
 // subject digests only a long key, and a key starting with '~' (no key
 // may spell another's digest): a memory store takes any byte.
 func (s *MemoryStore) subject(key string) string {
-	if len(key) <= maxRawSubject && key[0] != '~' {
+	if len(key) <= transport.MaxRawSubject && key[0] != '~' {
 		return key
 	}
-	return hashSubject(key)
+	return transport.HashSubject(key)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/ratelimit/internal/storehook"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 func init() {
@@ -24,7 +25,7 @@ func init() {
 // is.
 func storeDo(ctx context.Context, s Store, op int, subject string, n int, policies []bucket.Policy, each []bucket.Outcome) (bucket.Outcome, error) {
 	if _, ok := s.(*RedisStore); ok {
-		subject = hashSubject(subject)
+		subject = transport.HashSubject(subject)
 	}
 	if op == storehook.OpReset {
 		return bucket.Outcome{}, s.clear(ctx, subject, policies)
@@ -93,7 +94,7 @@ func (h *hookStore) clear(ctx context.Context, subject string, policies []bucket
 }
 
 func (*hookStore) remote() bool                          { return true }
-func (*hookStore) subject(key string) string             { return hashSubject(key) }
+func (*hookStore) subject(key string) string             { return transport.HashSubject(key) }
 func (*hookStore) why() (dialErr, last error, told bool) { return nil, nil, false }
 func (*hookStore) nodes() func(string) string            { return nil }
 func (*hookStore) policyNames() *nameBook                { return nil }

@@ -4,7 +4,7 @@
 # TestScriptLoad: 9 600 decisions in 300 calls; SCRIPT_COST_BATCH=1 for
 # 9 600 calls of one), less the server's idle
 # instructions. Instruction counts move less than 1 % with the machine's load,
-# so two versions of core/lua.go compare in one number each.
+# so two versions of internal/transport/scripts.go compare in one number each.
 # REDIS names another redis-server (one built with symbols, to profile);
 # SCRIPT_COST_OUT keeps the loaded run's callgrind output there, for
 # callgrind_annotate.

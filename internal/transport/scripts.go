@@ -1,11 +1,12 @@
-package core
+package transport
 
 import "github.com/redis/go-redis/v9"
 
-// tokenBuckets is the token bucket, decided atomically on the Redis server
+// TokenBuckets is the token bucket, decided atomically on the Redis server
 // with time from its own clock (instance clocks never matter), for a batch
 // of requests in turn: a later request sees what an earlier one took. A
-// lone decision is a batch of one. It is the only script RedisStore sends.
+// lone decision is a batch of one. Every rate decision runs it
+// (TokenBucketsAcross wraps it).
 //
 // ARGV: the replay record's expiry (s), the number of requests D, the
 // number of distinct policies P, the number R of buckets asked again;
@@ -62,28 +63,28 @@ import "github.com/redis/go-redis/v9"
 // bucket); a re-sent call finds it and returns it, taking and refunding
 // nothing again, whatever other calls wrote in between.
 //
-// Every number stays an integer below 2^53, which New checks, so the
+// Every number stays an integer below 2^53, which core.New checks, so the
 // double arithmetic of Lua is exact and nothing drifts.
-var tokenBuckets = redis.NewScript(mgetLua + tokenBucketsLua)
+var TokenBuckets = redis.NewScript(MgetLua + TokenBucketsLua)
 
-// tokenBucketsAcross is tokenBuckets for a batch of one Redis Cluster
+// TokenBucketsAcross is TokenBuckets for a batch of one Redis Cluster
 // node, whose subjects' slots differ. Redis 7 lets a script flagged
 // allow-cross-slot-keys reach keys it did not declare in any slot of its
 // node (a key of another node is an error, raised before anything is
 // written: the script reads every bucket first). So KEYS holds only the
 // replay record, whose slot routes the call; the buckets follow
-// tokenBuckets' arguments in ARGV, then their count; each is read alone
+// TokenBuckets' arguments in ARGV, then their count; each is read alone
 // (MGET wants one slot).
-var tokenBucketsAcross = redis.NewScript(acrossLua + tokenBucketsLua)
+var TokenBucketsAcross = redis.NewScript(acrossLua + TokenBucketsLua)
 
-// mgetLua reads tokenBuckets' keys at once: they share a slot. unpack
+// MgetLua reads TokenBuckets' keys at once: they share a slot. unpack
 // is a global of Lua 5.1 (Redis, Valkey, KeyDB), table.unpack of 5.2 on
 // (Dragonfly's 5.4).
-const mgetLua = `local unpack = table.unpack or unpack
+const MgetLua = `local unpack = table.unpack or unpack
 local function mget(keys) return redis.call('MGET', unpack(keys)) end
 `
 
-// acrossLua is tokenBucketsAcross' prologue.
+// acrossLua is TokenBucketsAcross' prologue.
 const acrossLua = `#!lua flags=allow-cross-slot-keys
 local function mget(keys)
   local vals, seen = {}, {}
@@ -100,9 +101,9 @@ for i = 1, nb do KEYS[i] = ARGV[#ARGV - nb - 1 + i] end
 KEYS[nb + 1] = record
 `
 
-// tokenBucketsLua is tokenBuckets' source; acquireWithRate
-// (concurrency_lua.go) runs it as a function.
-const tokenBucketsLua = `
+// TokenBucketsLua is TokenBuckets' source; acquireWithRate
+// (core/concurrency_lua.go) runs it as a function.
+const TokenBucketsLua = `
 local ceil, floor, match, format = math.ceil, math.floor, string.match, string.format
 local KEYS = KEYS
 local nk = #KEYS

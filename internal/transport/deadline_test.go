@@ -1,4 +1,4 @@
-package core
+package transport
 
 import (
 	"context"
@@ -11,25 +11,25 @@ import (
 type ctxKey struct{}
 
 // TestDeadlineClock: each context is done at its own deadline, in any
-// order of making, with DeadlineExceeded; stop ends one early, with
+// order of making, with DeadlineExceeded; Stop ends one early, with
 // Canceled, and leaves the others running; the parent's values pass,
 // its cancellation does not.
 func TestDeadlineClock(t *testing.T) {
-	var k deadlineClock
+	var k Clock
 	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
 	cancel()
 	start := time.Now()
 	waits := []time.Duration{60 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 30 * time.Millisecond}
-	ctxs := make([]*deadlineCtx, len(waits))
+	ctxs := make([]*Ctx, len(waits))
 	for i, w := range waits {
-		ctxs[i] = k.context(parent, start.Add(w))
+		ctxs[i] = k.Context(parent, start.Add(w))
 	}
 	stopped := ctxs[3]
-	stopped.stop()
+	stopped.Stop()
 	if err := stopped.Err(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("stopped: Err() = %v, want Canceled", err)
 	}
-	stopped.stop() // twice: nothing
+	stopped.Stop() // twice: nothing
 	for i, c := range ctxs {
 		if c == stopped {
 			continue
@@ -56,10 +56,10 @@ func TestDeadlineClock(t *testing.T) {
 		t.Errorf("%d contexts left in the clock", n)
 	}
 	// A past deadline is done at once; a later context sets the timer again.
-	if c := k.context(context.Background(), time.Now().Add(-time.Millisecond)); c.Err() == nil {
+	if c := k.Context(context.Background(), time.Now().Add(-time.Millisecond)); c.Err() == nil {
 		t.Error("context with a past deadline not done")
 	}
-	c := k.context(context.Background(), time.Now().Add(10*time.Millisecond))
+	c := k.Context(context.Background(), time.Now().Add(10*time.Millisecond))
 	select {
 	case <-c.Done():
 	case <-time.After(5 * time.Second):
@@ -71,19 +71,19 @@ func TestDeadlineClock(t *testing.T) {
 // whatever order the contexts come in, and when the earliest one stops
 // early the timer still wakes for the next.
 func TestDeadlineClockTimer(t *testing.T) {
-	var k deadlineClock
+	var k Clock
 	start := time.Now()
-	late := k.context(context.Background(), start.Add(60*time.Millisecond))
-	mid := k.context(context.Background(), start.Add(40*time.Millisecond))
-	first := k.context(context.Background(), start.Add(20*time.Millisecond))
+	late := k.Context(context.Background(), start.Add(60*time.Millisecond))
+	mid := k.Context(context.Background(), start.Add(40*time.Millisecond))
+	first := k.Context(context.Background(), start.Add(20*time.Millisecond))
 	k.mu.Lock()
 	armed := k.armed
 	k.mu.Unlock()
 	if want := start.Add(20 * time.Millisecond); !armed.Equal(want) {
 		t.Errorf("timer set for %v after start, want %v (the earliest deadline)", armed.Sub(start), want.Sub(start))
 	}
-	first.stop()
-	for _, c := range []*deadlineCtx{mid, late} {
+	first.Stop()
+	for _, c := range []*Ctx{mid, late} {
 		select {
 		case <-c.Done():
 		case <-time.After(5 * time.Second):
@@ -96,14 +96,14 @@ func TestDeadlineClockTimer(t *testing.T) {
 }
 
 // TestDeadlineClockContextPackage: what the context package builds on a
-// deadlineCtx sees its deadline and its error, never its parent's
+// Ctx sees its deadline and its error, never its parent's
 // cancellation: context.Cause, WithCancel on top, AfterFunc.
 func TestDeadlineClockContextPackage(t *testing.T) {
-	var k deadlineClock
+	var k Clock
 	cause := errors.New("the caller left")
 	parent, cancel := context.WithCancelCause(context.Background())
 	cancel(cause)
-	c := k.context(parent, time.Now().Add(20*time.Millisecond))
+	c := k.Context(parent, time.Now().Add(20*time.Millisecond))
 	if err := context.Cause(c); err != nil {
 		t.Errorf("running: Cause = %v, want nil", err)
 	}
@@ -129,8 +129,8 @@ func TestDeadlineClockContextPackage(t *testing.T) {
 			t.Errorf("%s: Cause = %v, want DeadlineExceeded", name, err)
 		}
 	}
-	stopped := k.context(parent, time.Now().Add(time.Hour))
-	stopped.stop()
+	stopped := k.Context(parent, time.Now().Add(time.Hour))
+	stopped.Stop()
 	if err := context.Cause(stopped); !errors.Is(err, context.Canceled) {
 		t.Errorf("stopped: Cause = %v, want Canceled", err)
 	}
@@ -140,14 +140,14 @@ func TestDeadlineClockContextPackage(t *testing.T) {
 // -race) each end their context once, with Canceled or DeadlineExceeded,
 // and leave nothing in the clock.
 func TestDeadlineClockStopRacesFire(t *testing.T) {
-	var k deadlineClock
+	var k Clock
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 200 {
-				c := k.context(context.Background(), time.Now().Add(time.Duration((g+i)%5)*100*time.Microsecond))
+				c := k.Context(context.Background(), time.Now().Add(time.Duration((g+i)%5)*100*time.Microsecond))
 				time.Sleep(time.Duration(i%3) * 100 * time.Microsecond)
-				c.stop()
+				c.Stop()
 				<-c.Done()
 				if err := c.Err(); !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("Err() = %v after stop", err)

@@ -1,0 +1,62 @@
+package transport
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"runtime"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// NilClient reports a nil pointer typed into the client interface, which
+// would panic deep inside go-redis at the first call.
+func NilClient(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c == nil
+	case *redis.ClusterClient:
+		return c == nil
+	case *redis.Ring:
+		return c == nil
+	}
+	return false
+}
+
+// PoolSize is the number of connections the client may open to one
+// server: a queue's bound on calls in flight.
+func PoolSize(c redis.UniversalClient) int {
+	n := 0
+	switch c := c.(type) {
+	case *redis.Client:
+		if c != nil {
+			n = c.Options().PoolSize
+		}
+	case *redis.ClusterClient:
+		if c != nil {
+			n = c.Options().PoolSize
+		}
+	case *redis.Ring:
+		if c != nil {
+			n = c.Options().PoolSize
+		}
+	}
+	if n <= 0 {
+		n = 10 * runtime.GOMAXPROCS(0) // go-redis's default
+	}
+	return n
+}
+
+// MaxRawSubject is the longest subject used in a key as it is.
+const MaxRawSubject = 64
+
+// HashSubject returns subject, or a digest of it when it is long or could
+// break or forge the hash tag. Digests start with '~', and raw subjects
+// starting with '~' are digested too, so the two forms never meet.
+func HashSubject(subject string) string {
+	if len(subject) <= MaxRawSubject && !strings.ContainsAny(subject, "{}") && !strings.HasPrefix(subject, "~") {
+		return subject
+	}
+	sum := sha256.Sum256([]byte(subject))
+	return "~" + hex.EncodeToString(sum[:16])
+}
