@@ -84,7 +84,7 @@ func prune(set []heldLease, now int64) []heldLease {
 // reports whether it did, decide(bucket.OpPeek) only peeks, both under the lease
 // set's lock, so a slot and its tokens are taken together or not at all.
 func (s *MemoryStore) acquireLease(name, subject, id string, limit int, lease time.Duration, decide func(op int) bool) leaseAnswer {
-	now := s.now()
+	now := s.table.Now()
 	sh, k := s.leases.lock(name, subject, now)
 	defer sh.mu.Unlock()
 	old := sh.sets[k]
@@ -134,7 +134,7 @@ func (s *MemoryStore) acquireLocal(req *leaseRequest) leaseAnswer {
 	var decide func(op int) bool
 	if req.policies != nil {
 		decide = func(op int) bool {
-			req.rate = s.apply(op, req.subj, 1, req.policies, req.each)
+			req.rate = s.table.Apply(&bucket.Ask{Op: op, Subj: req.subj, N: 1, Policies: req.policies, Each: req.each})
 			return req.rate.Allowed
 		}
 	}
@@ -158,7 +158,7 @@ func (s *MemoryStore) renew(_ context.Context, _ time.Time, _ int64, name string
 
 // releaseLease removes lease id, if held.
 func (s *MemoryStore) releaseLease(name, subject, id string) {
-	sh, k := s.leases.lock(name, subject, s.now())
+	sh, k := s.leases.lock(name, subject, s.table.Now())
 	defer sh.mu.Unlock()
 	set := sh.sets[k]
 	if i := indexLease(set, id); i >= 0 {
@@ -182,7 +182,7 @@ func (sh *leaseShard) remove(k string, set []heldLease, i int) {
 // ends a lease from now), renewExpired (past its deadline: pruned now) or
 // renewGone.
 func (s *MemoryStore) renewLease(name, subject, id string, lease time.Duration) renewal {
-	now := s.now()
+	now := s.table.Now()
 	sh, k := s.leases.lock(name, subject, now)
 	defer sh.mu.Unlock()
 	set := sh.sets[k]

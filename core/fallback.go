@@ -60,7 +60,7 @@ func (f *fallback) decide(br *breaker, now int64, op int, key string, n int, set
 	if len(local.policies) > 1 {
 		each = make([]bucket.Outcome, len(local.policies))
 	}
-	r := resultOf(f.local.apply(op, key, n, local.policies, each), each, local)
+	r := resultOf(f.local.table.Apply(&bucket.Ask{Op: op, Subj: key, N: n, Policies: local.policies, Each: each}), each, local)
 	r.Degraded, r.Fallback = true, true
 	return r
 }

@@ -315,7 +315,7 @@ func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (
 		return r, checkCall(key, n, set)
 	}
 	// Arguments are checked: no I/O, no failure, no guard.
-	d := l.mem.take1(l.mem.subject(key), n, &set.policies[0])
+	d := l.mem.table.Take1(l.mem.subject(key), n, &set.policies[0])
 	if l.observer != nil {
 		l.observe(ctx, bucket.OpTake, DecisionEvent{Allowed: d.Allowed})
 	}

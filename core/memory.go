@@ -2,13 +2,10 @@ package core
 
 import (
 	"context"
-	"hash/maphash"
-	"runtime"
-	"sync"
 	"time"
-	"unique"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // MemoryStore keeps token buckets in this process, with the same semantics
@@ -32,69 +29,14 @@ import (
 //
 // A MemoryStore is safe for concurrent use and needs no Close.
 type MemoryStore struct {
-	shards   []memShard
-	mask     uint64
-	seed     maphash.Seed
-	clock    func() time.Time
-	base     time.Time
-	perShard int
-	sweep    int64 // µs between sweeps of one shard
+	table  *bucket.Table // the buckets and their arithmetic
+	names  nameBook      // the policy names of the limiters using the store
+	leases leaseTable    // Concurrency's leases (concurrency_memory.go)
 
-	names  nameBook   // the policy names of the limiters using the store
-	leases leaseTable // Concurrency's leases (concurrency_memory.go)
-}
-
-type memShard struct {
-	mu sync.Mutex
-	memTable
-	nextSweep int64
-}
-
-type memBucket struct {
-	units int64                       // tokens in units of shape at ts
-	ts    int64                       // µs on the store's clock at the last write
-	shape unique.Handle[bucket.Shape] // the policy that wrote the bucket
-}
-
-// memEpoch is where the store's clock starts, in µs: a multiple of every
-// tick, large enough that an injected clock moved back past the store's
-// creation (time.Time.Sub saturates at 292 years) still reads positive,
-// so that tick arithmetic never needs a floor division.
-const memEpoch = 10_000_000_000_000_000
-
-// read returns the units b holds at now under p, whose shape is hp: under
-// b's own policy, refilled at every tick boundary passed. When p is
-// another policy, two readings are kept and the larger holds: b refilled
-// under its own policy to now, then carried into p (see carry); and b as
-// it was at its stamp, carried, then refilled at p's own rate since (st):
-// the clamped state p refills from, whether or not p's decisions wrote
-// anything. own is then the units under b's own policy, else -1. ahead
-// reports a bucket stamped in a later tick than now (an injected clock
-// moved back): it is read as of its stamp.
-func (b *memBucket) read(p *bucket.Policy, hp unique.Handle[bucket.Shape], now int64) (tokens, own, st int64, ahead bool) {
-	if b.shape == hp {
-		if p.Tick == 1 {
-			ahead = b.ts > now
-		} else {
-			ahead = b.ts/p.Tick > now/p.Tick
-		}
-		return p.Refilled(b.units, b.ts, now), -1, 0, ahead
-	}
-	sp := b.shape.Value()
-	old := sp.Policy()
-	own = old.Refilled(b.units, b.ts, now)
-	tokens = bucket.Carry(p, &sp, own)
-	st = p.Refilled(bucket.Carry(p, &sp, b.units), b.ts, max(now, b.ts))
-	return max(tokens, st), own, st, b.ts/sp.Tick > now/sp.Tick
-}
-
-// fullAt returns the µs at which b is full again under its own policy.
-func (b *memBucket) fullAt() int64 {
-	sp := b.shape.Value()
-	if b.units >= sp.Capacity {
-		return b.ts
-	}
-	return (b.ts/sp.Tick + bucket.CeilDiv(sp.Capacity-b.units, sp.Refill)) * sp.Tick
+	// The options, read once by NewMemoryStore.
+	clock   func() time.Time
+	maxKeys int
+	sweep   time.Duration
 }
 
 // MemoryOption configures a MemoryStore.
@@ -118,307 +60,55 @@ const DefaultMaxKeys = 1 << 20
 // WithMaxKeys bounds the number of buckets (one per policy and subject);
 // default DefaultMaxKeys. Values below the shard count are raised to it.
 func WithMaxKeys(n int) MemoryOption {
-	return func(s *MemoryStore) { s.perShard = n }
+	return func(s *MemoryStore) { s.maxKeys = n }
 }
 
 // WithSweepInterval sets how often each shard drops buckets that are full
 // again; default one minute.
 func WithSweepInterval(d time.Duration) MemoryOption {
-	return func(s *MemoryStore) { s.sweep = d.Microseconds() }
+	return func(s *MemoryStore) { s.sweep = d }
 }
 
 // NewMemoryStore returns an empty in-process store.
 func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
-	s := &MemoryStore{perShard: DefaultMaxKeys, sweep: time.Minute.Microseconds()}
+	s := &MemoryStore{maxKeys: DefaultMaxKeys, sweep: time.Minute}
 	for _, o := range opts {
 		if o == nil {
 			panic("core: nil MemoryOption")
 		}
 		o(s)
 	}
-	n := 16
-	for n < 8*runtime.GOMAXPROCS(0) {
-		n <<= 1
-	}
-	s.shards = make([]memShard, n)
-	s.mask = uint64(n - 1)
-	if s.perShard < n {
-		s.perShard = n
-	}
-	s.perShard /= n
-	if s.sweep <= 0 {
-		s.sweep = time.Minute.Microseconds()
-	}
-	s.seed = maphash.MakeSeed()
-	if s.clock != nil {
-		s.base = s.clock()
-	} else {
-		s.base = time.Now()
-	}
-	for i := range s.shards {
-		s.shards[i].index = make([]uint64, minSlots)
-		s.shards[i].nextSweep = memEpoch + s.sweep
-	}
+	s.table = bucket.NewTable(s.clock, s.maxKeys, s.sweep)
 	return s
 }
 
 var _ Store = (*MemoryStore)(nil)
 
-// now returns the store's clock in µs: memEpoch when it was made. Without
-// an injected clock it reads only the monotonic clock (time.Since), half
-// the cost of time.Now, which also reads the wall clock.
-func (s *MemoryStore) now() int64 {
-	if s.clock != nil {
-		return s.injectedNow()
-	}
-	return memEpoch + time.Since(s.base).Microseconds()
-}
-
-// injectedNow is now with an injected clock.
-func (s *MemoryStore) injectedNow() int64 { return memEpoch + s.clock().Sub(s.base).Microseconds() }
-
-// keyHash returns the hash of key (name, subject) in the shard's table,
-// never 0, from hs, subject's hash, whose low bits picked the shard: all
-// policies of a subject share one shard, so they are decided under one
-// lock.
-func keyHash(hs uint64, k *bucket.Key) uint64 { return (hs ^ k.Hash) | 1 }
-
-func (s *MemoryStore) take(subject string, n int, policies []bucket.Policy, each []bucket.Outcome) bucket.Outcome {
-	if len(policies) == 1 {
-		o := s.take1(subject, n, &policies[0]).Outcome(0)
-		if each != nil {
-			each[0] = o
-		}
-		return o
-	}
-	a := bucket.Ask{Op: bucket.OpTake, Subj: subject, N: n, Policies: policies, Each: each}
-	sh, hs, now := s.lock(subject)
-	o := sh.applyMany(s, hs, &a, now)
-	sh.mu.Unlock()
-	return o
-}
-
-// lock locks subject's shard, sweeping it when due, and returns it with
-// subject's hash (its low bits pick the shard; maphash.Comparable takes
-// fewer steps than maphash.String) and the time.
-func (s *MemoryStore) lock(subject string) (sh *memShard, hs uint64, now int64) {
-	hs = maphash.Comparable(s.seed, subject)
-	sh = &s.shards[hs&s.mask]
-	// The clock is read before the lock, to keep the critical section
-	// short; two callers may then reach a bucket out of clock order: see
-	// recheck. The clock is read as s.now() reads it.
-	if s.clock == nil {
-		now = memEpoch + time.Since(s.base).Microseconds()
-	} else {
-		now = s.injectedNow()
-	}
-	sh.mu.Lock()
-	if now >= sh.nextSweep {
-		sh.sweep(now)
-		sh.nextSweep = now + s.sweep
-	}
-	return sh, hs, now
-}
-
-// recheck returns the time to decide a bucket stamped at ts with, now
-// having been read before the lock. A bucket stamped later was written by
-// a caller that read the clock after us and locked first: reading the
-// clock again, under the lock, orders us after it (the monotonic clock
-// does not go back), so no interval is refilled twice. Only an injected
-// clock moved back leaves the bucket ahead (see memBucket.read).
-func (s *MemoryStore) recheck(ts, now int64) int64 {
-	if ts > now {
-		return s.now()
-	}
-	return now
-}
-
-// take1 is take for one policy, the Limiter's hot path. Only the bucket's
-// read and write are under the lock; the answer's arithmetic (divisions)
-// comes after it, shortening the wait of other callers on the shard.
-func (s *MemoryStore) take1(subject string, n int, p *bucket.Policy) bucket.Decision {
-	k := p.MemKey()
-	if !k.Fits(p) {
-		fresh := bucket.NewKey(p)
-		k = &fresh
-	}
-	sh, hs, now := s.lock(subject)
-	// One lookup: buckets are updated in place.
-	h, hp := keyHash(hs, k), k.Shape
-	var b *memBucket
-	tokens, own, st, ahead := p.Capacity, int64(-1), int64(0), false
-	if i, ok := sh.find(h, k.Name, subject); ok {
-		b = &sh.slots[i].memBucket
-		now = s.recheck(b.ts, now)
-		if b.shape == hp && p.Tick == 1 {
-			// read, inlined for the common case.
-			tokens, ahead = p.Refilled(b.units, b.ts, now), b.ts > now
-		} else {
-			tokens, own, st, ahead = b.read(p, hp, now)
-		}
-	}
-	need := int64(n) * p.Unit
-	if tokens >= need {
-		if b == nil {
-			*sh.insert(h, k.Name, subject, s.perShard) = memBucket{units: tokens - need, ts: now, shape: hp}
-		} else {
-			b.units, b.ts = tokens-need, now
-			if b.shape != hp {
-				b.shape = hp
-			}
-		}
-		sh.mu.Unlock()
-		d, _ := p.Decide(tokens, n, true, now)
-		return d
-	}
-	var kept bucket.Shape
-	if own >= 0 {
-		kept = b.shape.Value()
-	}
-	if ahead {
-		b.restamp(now)
-	}
-	sh.mu.Unlock()
-	if own >= 0 {
-		return p.DecideKept(&kept, own, st, tokens, n, now)
-	}
-	d, _ := p.Decide(tokens, n, false, now)
-	return d
-}
-
-// put writes a bucket that was taken from or refunded to: key (name,
-// subject), hashed h, inserted when absent, holds left units of k's shape
-// at now. It looks the bucket up afresh: an insert for an earlier policy
-// may have moved it.
-func (sh *memShard) put(s *MemoryStore, h uint64, k *bucket.Key, subject string, left, now int64) {
-	b := sh.lookup(h, k.Name, subject)
-	if b == nil {
-		b = sh.insert(h, k.Name, subject, s.perShard)
-	}
-	*b = memBucket{units: left, ts: now, shape: k.Shape}
-}
-
-// restamp moves a bucket stamped ahead of now back to now, holding what it
-// was read with (its units, at most its capacity) under its own policy: a
-// clock moved back then refuses no longer than the RetryAfter it announces.
-func (b *memBucket) restamp(now int64) {
-	b.units = min(b.units, b.shape.Value().Capacity)
-	b.ts = now
-}
-
-// memRead is what applyMany read of one policy's bucket.
-type memRead struct {
-	hash   uint64
-	key    bucket.Key
-	tokens int64 // under the policy decided
-	own    int64 // under the bucket's own policy when another, else -1
-	st     int64 // when own ≥ 0: read from the bucket's stamp (see memBucket.read)
-	shape  unique.Handle[bucket.Shape]
-	ahead  bool
-}
-
-// applyMany runs one operation of the script (a.Op: bucket.OpTake, bucket.OpPeek,
-// bucket.OpRefund, or a waiting one) for every policy of a.Subj at once, with
-// the script's arithmetic. The shard is locked; hs is a.Subj's hash. The
-// deadline and bound of a are not read.
-func (sh *memShard) applyMany(s *MemoryStore, hs uint64, a *bucket.Ask, now int64) bucket.Outcome {
-	if kind, _ := bucket.SplitOp(a.Op); kind > bucket.OpRefund {
-		return sh.applyWait(s, hs, a, now)
-	}
-	op, n, policies, each := a.Op, a.N, a.Policies, a.Each
-	var small [4]memRead
-	reads := small[:0]
-	if len(policies) > len(small) {
-		reads = make([]memRead, 0, len(policies))
-	}
-	reads, allowed, now := sh.readAll(s, hs, a, reads, now)
-	var best bucket.Outcome
-	for i := range policies {
-		p := &policies[i]
-		need := int64(n) * p.Unit
-		r := &reads[i]
-		var d bucket.Decision
-		var left int64
-		write := op == bucket.OpRefund || op == bucket.OpTake && allowed
-		switch {
-		case op == bucket.OpRefund:
-			left = min(p.Capacity, r.tokens+need)
-			d, _ = p.Decide(left+need, n, true, now) // takes need: leaves left
-		case write:
-			d, left = p.Decide(r.tokens, n, true, now)
-		case r.own < 0:
-			d, _ = p.Decide(r.tokens, n, false, now)
-		default:
-			sp := r.shape.Value()
-			d = p.DecideKept(&sp, r.own, r.st, r.tokens, n, now)
-		}
-		d.Allowed = op == bucket.OpRefund || allowed
-		// Looked up again: an insert for an earlier policy may have moved
-		// this bucket.
-		if write {
-			sh.put(s, r.hash, &r.key, a.Subj, left, now)
-		} else if op == bucket.OpTake && r.ahead {
-			sh.lookup(r.hash, r.key.Name, a.Subj).restamp(now)
-		}
-		if each != nil {
-			each[i] = d.Outcome(i)
-		}
-		if o := d.Outcome(i); i == 0 || bucket.Binds(o, best) {
-			best = o
-		}
-	}
-	return best
-}
-
-// readAll reads a.Subj's bucket (hs its hash) under each policy into
-// reads, at one time: now, or a later one when a bucket is stamped ahead
-// of it. It reports whether every policy holds a.N tokens.
-func (sh *memShard) readAll(s *MemoryStore, hs uint64, a *bucket.Ask, reads []memRead, now int64) ([]memRead, bool, int64) {
-	subject, n, policies := a.Subj, a.N, a.Policies
-	allowed, rechecked := true, false
-	for i := 0; i < len(policies); i++ {
-		p := &policies[i]
-		k := bucket.KeyOf(p)
-		r := memRead{hash: keyHash(hs, &k), key: k, tokens: p.Capacity, own: -1}
-		if b := sh.lookup(r.hash, k.Name, subject); b != nil {
-			if !rechecked && b.ts > now {
-				// Every policy is decided at one time: start again.
-				now, rechecked = s.recheck(b.ts, now), true
-				reads, allowed, i = reads[:0], true, -1
-				continue
-			}
-			r.tokens, r.own, r.st, r.ahead = b.read(p, k.Shape, now)
-			r.shape = b.shape
-		}
-		reads = append(reads, r)
-		if r.tokens < int64(n)*p.Unit {
-			allowed = false
-		}
-	}
-	return reads, allowed, now
-}
-
 // Len returns the number of buckets held, for tests and metrics.
-func (s *MemoryStore) Len() int {
-	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		n += sh.used
-		sh.mu.Unlock()
-	}
-	return n
+func (s *MemoryStore) Len() int { return s.table.Len() }
+
+// call decides a at once: arguments are checked, so it never fails.
+func (s *MemoryStore) call(_ context.Context, a bucket.Ask) (bucket.Outcome, error) {
+	return s.table.Apply(&a), nil
 }
 
 // clear makes subject's buckets full again.
 func (s *MemoryStore) clear(_ context.Context, subject string, policies []bucket.Policy) error {
-	sh, hs, _ := s.lock(subject)
-	for i := range policies {
-		k := bucket.KeyOf(&policies[i])
-		if j, ok := sh.find(keyHash(hs, &k), k.Name, subject); ok {
-			sh.remove(j)
-		}
-	}
-	sh.mu.Unlock()
+	s.table.Clear(subject, policies)
 	return nil
+}
+
+func (s *MemoryStore) remote() bool                       { return false }
+func (s *MemoryStore) why() (dialErr, last error, _ bool) { return nil, nil, true }
+func (s *MemoryStore) nodes() func(string) string         { return nil }
+func (s *MemoryStore) policyNames() *nameBook             { return &s.names }
+func (s *MemoryStore) memory() *MemoryStore               { return s }
+
+// subject digests only a long key, and a key starting with '~' (no key
+// may spell another's digest): a memory store takes any byte.
+func (s *MemoryStore) subject(key string) string {
+	if len(key) <= transport.MaxRawSubject && key[0] != '~' {
+		return key
+	}
+	return transport.HashSubject(key)
 }

@@ -84,7 +84,7 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	}
 	op := bucket.WithArg(bucket.OpCancel, r.res.extra)
 	if r.local {
-		r.l.fallback.local.apply(op, r.l.store.subject(r.key), r.n, r.set.local.policies, nil)
+		r.l.fallback.local.table.Apply(&bucket.Ask{Op: op, Subj: r.l.store.subject(r.key), N: r.n, Policies: r.set.local.policies})
 		return nil
 	}
 	r.l.run(ctx, op, r.key, r.n, r.set)

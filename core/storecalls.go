@@ -88,21 +88,3 @@ func (s *RedisStore) nodes() func(string) string {
 	}
 	return nil
 }
-
-func (s *MemoryStore) call(_ context.Context, a bucket.Ask) (bucket.Outcome, error) {
-	return s.apply(a.Op, a.Subj, a.N, a.Policies, a.Each), nil
-}
-func (s *MemoryStore) remote() bool                       { return false }
-func (s *MemoryStore) why() (dialErr, last error, _ bool) { return nil, nil, true }
-func (s *MemoryStore) nodes() func(string) string         { return nil }
-func (s *MemoryStore) policyNames() *nameBook             { return &s.names }
-func (s *MemoryStore) memory() *MemoryStore               { return s }
-
-// subject digests only a long key, and a key starting with '~' (no key
-// may spell another's digest): a memory store takes any byte.
-func (s *MemoryStore) subject(key string) string {
-	if len(key) <= transport.MaxRawSubject && key[0] != '~' {
-		return key
-	}
-	return transport.HashSubject(key)
-}

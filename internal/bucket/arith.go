@@ -8,11 +8,11 @@ import (
 // CeilDiv returns ⌈a/b⌉ for a ≥ 0, b > 0.
 func CeilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
-// Decide computes one policy's decision from its stored state. tokens is
+// decide computes one policy's decision from its stored state. tokens is
 // the unit count refilled to now (µs); it returns the decision and the
 // units left if the request is taken. Refills come at whole ticks, so a
 // wait is counted to a tick boundary, from now.
-func (p *Policy) Decide(tokens int64, n int, allowed bool, now int64) (d Decision, left int64) {
+func (p *Policy) decide(tokens int64, n int, allowed bool, now int64) (d Decision, left int64) {
 	need := int64(n) * p.Unit
 	left = tokens
 	var phase int64 // µs since the last tick boundary
@@ -32,10 +32,10 @@ func (p *Policy) Decide(tokens int64, n int, allowed bool, now int64) (d Decisio
 	return d, left
 }
 
-// Refilled returns the units in a bucket that held units at µs ts, at µs
+// refill returns the units in a bucket that held units at µs ts, at µs
 // now: Refill for every tick boundary passed. Elapsed time is clamped at
 // zero (clocks can move back on failover).
-func (p *Policy) Refilled(units, ts, now int64) int64 {
+func (p *Policy) refill(units, ts, now int64) int64 {
 	el := now - ts
 	if p.Tick != 1 {
 		el = now/p.Tick - ts/p.Tick
@@ -51,61 +51,61 @@ func (p *Policy) Refilled(units, ts, now int64) int64 {
 	return units + int64(lo)
 }
 
-// DecideKept is Decide, refusing, for a bucket read under p but kept
+// decideKept is decide, refusing, for a bucket read under p but kept
 // under its own policy sp (a denied take, a peek: nothing is written),
 // which holds own units, and read as st from its stamp: the waits are
 // those of whichever reading gets there first, so a RetryAfter announced
 // under a changed limit is the true one: the next take under p finds n
 // tokens then.
-func (p *Policy) DecideKept(sp *Shape, own, st, tokens int64, n int, now int64) Decision {
+func (p *Policy) decideKept(sp *policyShape, own, st, tokens int64, n int, now int64) Decision {
 	d := Decision{Remaining: max(0, tokens/p.Unit)}
 	need := int64(n) * p.Unit
-	phase := now % sp.Tick
-	ds, _ := p.Decide(st, n, false, now)
+	phase := now % sp.tick
+	ds, _ := p.decide(st, n, false, now)
 	if tokens < need {
-		// Carry(own') ≥ need ⇔ own' ≥ sp.Capacity - ⌊(capacity - need) × sp.Unit / Unit⌋.
-		hi, lo := bits.Mul64(uint64(p.Capacity-need), uint64(sp.Unit))
+		// carry(own') ≥ need ⇔ own' ≥ sp.capacity - ⌊(capacity - need) × sp.unit / Unit⌋.
+		hi, lo := bits.Mul64(uint64(p.Capacity-need), uint64(sp.unit))
 		var q uint64
 		if hi < uint64(p.Unit) {
 			q, _ = bits.Div64(hi, lo, uint64(p.Unit))
 		} else {
-			q = uint64(sp.Capacity) // cannot happen: tokens < need means q < capacity
+			q = uint64(sp.capacity) // cannot happen: tokens < need means q < capacity
 		}
-		target := sp.Capacity - int64(min(q, uint64(sp.Capacity)))
-		d.RetryAfter = min(ds.RetryAfter, time.Duration(CeilDiv(target-own, sp.Refill)*sp.Tick-phase)*time.Microsecond)
+		target := sp.capacity - int64(min(q, uint64(sp.capacity)))
+		d.RetryAfter = min(ds.RetryAfter, time.Duration(CeilDiv(target-own, sp.refill)*sp.tick-phase)*time.Microsecond)
 	}
 	if tokens < p.Capacity {
-		d.ResetAfter = min(ds.ResetAfter, time.Duration(CeilDiv(sp.Capacity-own, sp.Refill)*sp.Tick-phase)*time.Microsecond)
+		d.ResetAfter = min(ds.ResetAfter, time.Duration(CeilDiv(sp.capacity-own, sp.refill)*sp.tick-phase)*time.Microsecond)
 	}
 	return d
 }
 
-// Carry returns the units under p of a bucket holding tok units under
-// shape sp: a debt as it is, ⌈debt × p.Unit / sp.Unit⌉ (so a limit that
+// carry returns the units under p of a bucket holding tok units under
+// shape sp: a debt as it is, ⌈debt × p.Unit / sp.unit⌉ (so a limit that
 // changes keeps what is owed), else p's capacity less what was spent,
-// ⌈spent × p.Unit / sp.Unit⌉ (rounded only here, where the scale
+// ⌈spent × p.Unit / sp.unit⌉ (rounded only here, where the scale
 // changes), clamped to [0, capacity].
-func Carry(p *Policy, sp *Shape, tok int64) int64 {
+func carry(p *Policy, sp *policyShape, tok int64) int64 {
 	if tok < 0 {
 		hi, lo := bits.Mul64(uint64(-tok), uint64(p.Unit))
-		if hi >= uint64(sp.Unit) {
+		if hi >= uint64(sp.unit) {
 			return -MaxExact // beyond any debt a policy can hold
 		}
-		q, r := bits.Div64(hi, lo, uint64(sp.Unit))
+		q, r := bits.Div64(hi, lo, uint64(sp.unit))
 		if r != 0 {
 			q++
 		}
 		return -int64(min(q, MaxExact))
 	}
-	spent := sp.Capacity - tok
+	spent := sp.capacity - tok
 	if spent <= 0 {
 		return p.Capacity
 	}
 	hi, lo := bits.Mul64(uint64(spent), uint64(p.Unit))
-	if hi >= uint64(sp.Unit) {
+	if hi >= uint64(sp.unit) {
 		return 0 // the quotient does not even fit in 64 bits
 	}
-	q, r := bits.Div64(hi, lo, uint64(sp.Unit))
+	q, r := bits.Div64(hi, lo, uint64(sp.unit))
 	if q >= uint64(p.Capacity) {
 		return 0
 	}

@@ -43,9 +43,9 @@ func SplitOp(op int) (kind int, x int64) { return op & (1<<opBits - 1), int64(op
 // MaxExact bounds every scaled quantity: Lua numbers are doubles, exact up to 2^53.
 const MaxExact = 1 << 53
 
-// MaxCharge bounds the units a charge or a pause may leave a bucket
+// maxCharge bounds the units a charge or a pause may leave a bucket
 // owing, so that the arithmetic stays exact below 2^53.
-const MaxCharge = 1 << 52
+const maxCharge = 1 << 52
 
 // Check rejects what no store may decide: an empty subject (one bucket
 // for everyone, and an empty Cluster hash tag), a cost below 1, a cost

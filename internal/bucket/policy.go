@@ -22,7 +22,7 @@ type Policy struct {
 
 	desc string // "Capacity:Refill:Unit:Tick", the scripts' argument, built once
 	arg  any    // desc, boxed once
-	key  Key    // the in-process tables', built once
+	key  memKey // the in-process tables', built once
 }
 
 // NewPolicy returns the policy named name with these numbers, its script
@@ -53,53 +53,46 @@ func (p *Policy) Arg() any {
 	return p.Desc()
 }
 
-// Key is what an in-process table keeps of a policy besides its numbers:
-// its name's hash and handle, and its shape's handle. NewPolicy builds
-// it once, with what it was built from: a policy whose fields were
-// changed since is keyed afresh.
-type Key struct {
-	Hash  uint64                // of the name
-	Name  unique.Handle[string] // compared as one word
-	Shape unique.Handle[Shape]
-	of    string // the name it was built from
-	ofSh  Shape  // the shape it was built from
+// memKey is what a Table keeps of a policy besides its numbers: its
+// name's hash and handle, and its shape's handle. NewPolicy builds it
+// once, with what it was built from: a policy whose fields were changed
+// since is keyed afresh.
+type memKey struct {
+	hash  uint64                // of the name
+	name  unique.Handle[string] // compared as one word
+	shape unique.Handle[policyShape]
+	of    string      // the name it was built from
+	ofSh  policyShape // the shape it was built from
 }
 
 // nameSeed hashes policy names for every table.
 var nameSeed = maphash.MakeSeed()
 
-// MemKey returns p's key as NewPolicy built it; it fits p only while p's
-// fields are unchanged (see Key.Fits).
-func (p *Policy) MemKey() *Key { return &p.key }
-
-// KeyOf returns p's Key.
-func KeyOf(p *Policy) Key {
-	if p.key.Fits(p) {
+// memKeyOf returns p's memKey.
+func memKeyOf(p *Policy) memKey {
+	if p.key.fits(p) {
 		return p.key
 	}
 	return newKey(p)
 }
 
-// Fits reports whether k was built from p as it is. (No valid policy has
+// fits reports whether k was built from p as it is. (No valid policy has
 // the zero shape: Refill > 0.)
-func (k *Key) Fits(p *Policy) bool { return k.ofSh == ShapeOf(p) && k.of == p.Name }
+func (k *memKey) fits(p *Policy) bool { return k.ofSh == shapeOf(p) && k.of == p.Name }
 
-// NewKey returns p's Key, built now.
-func NewKey(p *Policy) Key { return newKey(p) }
-
-func newKey(p *Policy) Key {
-	sp := ShapeOf(p)
-	return Key{Hash: maphash.String(nameSeed, p.Name), Name: unique.Make(p.Name), Shape: unique.Make(sp), of: p.Name, ofSh: sp}
+func newKey(p *Policy) memKey {
+	sp := shapeOf(p)
+	return memKey{hash: maphash.String(nameSeed, p.Name), name: unique.Make(p.Name), shape: unique.Make(sp), of: p.Name, ofSh: sp}
 }
 
-// Shape is a policy's arithmetic without its name: what a bucket needs
-// to be read under another policy.
-type Shape struct{ Capacity, Refill, Unit, Tick int64 }
+// policyShape is a policy's arithmetic without its name: what a bucket
+// needs to be read under another policy.
+type policyShape struct{ capacity, refill, unit, tick int64 }
 
-// ShapeOf returns p's Shape.
-func ShapeOf(p *Policy) Shape { return Shape{p.Capacity, p.Refill, p.Unit, p.Tick} }
+// shapeOf returns p's policyShape.
+func shapeOf(p *Policy) policyShape { return policyShape{p.Capacity, p.Refill, p.Unit, p.Tick} }
 
-// Policy returns the shape as a nameless Policy, for its arithmetic.
-func (sp *Shape) Policy() Policy {
-	return Policy{Capacity: sp.Capacity, Refill: sp.Refill, Unit: sp.Unit, Tick: sp.Tick}
+// policy returns the shape as a nameless Policy, for its arithmetic.
+func (sp *policyShape) policy() Policy {
+	return Policy{Capacity: sp.capacity, Refill: sp.refill, Unit: sp.unit, Tick: sp.tick}
 }

@@ -2,12 +2,12 @@ package bucket
 
 import "time"
 
-// Waiting is the arithmetic of a waiting operation (kind, with argument
+// waiting is the arithmetic of a waiting operation (kind, with argument
 // x) on p's bucket, which holds tok units, for n tokens, at now: the units
 // left, the wait (a reservation's until its tokens exist, a charge's until
 // a token does) and extra, raised to this policy's (a charge's tokens
 // forgiven). It is the script's waiting, line for line.
-func (p *Policy) Waiting(kind int, x int64, n int, tok, extra, now int64) (left int64, wait time.Duration, _ int64) {
+func (p *Policy) waiting(kind int, x int64, n int, tok, extra, now int64) (left int64, wait time.Duration, _ int64) {
 	phase := now % p.Tick
 	switch kind {
 	case OpReserve:
@@ -19,8 +19,8 @@ func (p *Policy) Waiting(kind int, x int64, n int, tok, extra, now int64) (left 
 		// Takes n down to the floor at most, the rest forgiven: n is
 		// clamped before it is scaled (n × Unit may pass any bound), and a
 		// bucket at or below its floor (a pause's) keeps what it owes.
-		most := p.ChargeFloor(x)
-		if k := ChargeReach(tok, most, p.Unit); int64(n) > k {
+		most := p.chargeFloor(x)
+		if k := chargeReach(tok, most, p.Unit); int64(n) > k {
 			extra = max(extra, int64(n)-k)
 			left = min(tok, -most)
 		} else {
@@ -38,30 +38,30 @@ func (p *Policy) Waiting(kind int, x int64, n int, tok, extra, now int64) (left 
 			left = min(tok+back, p.Capacity)
 		}
 	case OpPause:
-		owe := int64(MaxCharge)
-		if x/p.Tick <= MaxCharge/p.Refill {
-			owe = min(x/p.Tick*p.Refill, MaxCharge)
+		owe := int64(maxCharge)
+		if x/p.Tick <= maxCharge/p.Refill {
+			owe = min(x/p.Tick*p.Refill, maxCharge)
 		}
 		left = min(tok, -owe)
 	}
 	return left, wait, extra
 }
 
-// ChargeFloor returns the units p's bucket may owe after a charge whose
+// chargeFloor returns the units p's bucket may owe after a charge whose
 // argument is x µs (MaxWait): max(C, what refills in x), at most
-// MaxCharge, where the arithmetic stays exact.
-func (p *Policy) ChargeFloor(x int64) int64 {
-	if x/p.Tick > MaxCharge/p.Refill {
-		return MaxCharge
+// maxCharge, where the arithmetic stays exact.
+func (p *Policy) chargeFloor(x int64) int64 {
+	if x/p.Tick > maxCharge/p.Refill {
+		return maxCharge
 	}
-	return min(max(x/p.Tick*p.Refill, p.Capacity), MaxCharge)
+	return min(max(x/p.Tick*p.Refill, p.Capacity), maxCharge)
 }
 
-// ChargeReach returns the whole tokens a bucket holding tok units can
+// chargeReach returns the whole tokens a bucket holding tok units can
 // give before it owes most units (of unit each): ⌊(tok + most) / unit⌋,
 // 0 when it owes that much already. The script sums it in parts, each
 // below 2^53.
-func ChargeReach(tok, most, unit int64) int64 {
+func chargeReach(tok, most, unit int64) int64 {
 	if tok <= -most {
 		return 0
 	}
@@ -76,7 +76,7 @@ func ChargeCap(policies []Policy, x int64) int64 {
 	var most int64
 	for i := range policies {
 		p := &policies[i]
-		most = max(most, ChargeReach(p.Capacity, p.ChargeFloor(x), p.Unit)+1)
+		most = max(most, chargeReach(p.Capacity, p.chargeFloor(x), p.Unit)+1)
 	}
 	return min(most, MaxExact)
 }

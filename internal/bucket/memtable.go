@@ -1,8 +1,8 @@
-package core
+package bucket
 
 import "unique"
 
-// memTable is one MemoryStore shard's buckets, keyed by (policy name,
+// memTable is one Table shard's buckets, keyed by (policy name,
 // subject): the buckets in slots, in the order they were made, and an
 // open-addressing index of them with linear probing. A decision hashes
 // its subject once, for the shard and the table alike (see keyHash); an
@@ -59,7 +59,7 @@ func (t *memTable) lookup(h uint64, name unique.Handle[string], subject string) 
 }
 
 // insert adds key (name, subject), absent from the table, with an empty
-// bucket, and returns that bucket. When the table already holds limit
+// bucket, and returns that  When the table already holds limit
 // buckets, it first evicts one (see evictOne), never one of subject's own
 // while another is sampled. The pointer is valid until the table next
 // changes.

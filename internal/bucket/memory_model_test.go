@@ -1,8 +1,7 @@
-package core
+package bucket
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -14,10 +13,6 @@ import (
 	"testing"
 	"time"
 	"unique"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // This file checks the memory store against a plain reference model of
@@ -54,7 +49,7 @@ func refillDiv(p *Policy, units, ts, now int64) int64 {
 	if el < 0 {
 		el = 0
 	}
-	if units >= p.Capacity || el >= bucket.CeilDiv(p.Capacity-units, p.Refill) {
+	if units >= p.Capacity || el >= CeilDiv(p.Capacity-units, p.Refill) {
 		return p.Capacity
 	}
 	return units + el*p.Refill
@@ -76,7 +71,7 @@ func TestRefillExact(t *testing.T) {
 		} else {
 			ts, now = 0, el
 		}
-		got := p.Refilled(units, ts, now)
+		got := p.refill(units, ts, now)
 		want := refillRef(&p, units, ts, now)
 		if got != want {
 			t.Fatalf("refill(units %d, el %d) with Capacity %d, Refill %d = %d, want %d", units, el, p.Capacity, p.Refill, got, want)
@@ -230,7 +225,7 @@ func (m refStore) kept(k refKey, p *Policy, i int, allowed bool, tokens, need, n
 	return o
 }
 
-// apply runs op (bucket.OpTake, bucket.OpPeek, bucket.OpRefund) on subject's buckets under ps.
+// apply runs op (OpTake, OpPeek, OpRefund) on subject's buckets under ps.
 func (m refStore) apply(op int, now int64, subject string, n int, ps []Policy, each []Outcome) Outcome {
 	tokens := make([]int64, len(ps))
 	ahead := make([]bool, len(ps))
@@ -252,18 +247,18 @@ func (m refStore) apply(op int, now int64, subject string, n int, ps []Policy, e
 		need := int64(n) * p.Unit
 		var o Outcome
 		switch {
-		case op == bucket.OpTake && allowed:
+		case op == OpTake && allowed:
 			o = refOutcome(p, i, true, tokens[i]-need, need, now, false)
 			m[k] = refBucket{tokens[i] - need, now, nameless(*p)}
-		case op == bucket.OpTake:
+		case op == OpTake:
 			o = m.kept(k, p, i, false, tokens[i], need, now)
 			if ahead[i] {
 				b := m[k]
 				m[k] = refBucket{min(b.units, b.by.Capacity), now, b.by}
 			}
-		case op == bucket.OpPeek:
+		case op == OpPeek:
 			o = m.kept(k, p, i, allowed, tokens[i], need, now)
-		case op == bucket.OpRefund:
+		case op == OpRefund:
 			left := min(p.Capacity, tokens[i]+need)
 			o = refOutcome(p, i, true, left, need, now, false)
 			m[k] = refBucket{left, now, nameless(*p)}
@@ -441,12 +436,12 @@ func runMemoryModel(t *testing.T, seed uint64, sweeps bool) {
 			if rng.IntN(3) == 0 {
 				n = 1 + int(rng.Int64N(min(minCap, 20)))
 			}
-			op, call := bucket.OpTake, "Take"
+			op, call := OpTake, "Take"
 			switch r := rng.IntN(20); {
 			case r < 3:
-				op, call = bucket.OpPeek, "Peek"
+				op, call = OpPeek, "Peek"
 			case r < 6:
-				op, call = bucket.OpRefund, "Refund"
+				op, call = OpRefund, "Refund"
 			}
 			want := make([]Outcome, len(ps))
 			wantBest := model.apply(op, now, subject, n, ps, want)
@@ -454,13 +449,13 @@ func runMemoryModel(t *testing.T, seed uint64, sweeps bool) {
 			var gotBest Outcome
 			var err error
 			switch {
-			case op == bucket.OpTake && len(ps) == 1 && rng.IntN(2) == 0:
+			case op == OpTake && len(ps) == 1 && rng.IntN(2) == 0:
 				// The Limiter's hot path.
-				gotBest = s.take1(subject, n, &ps[0]).Outcome(0)
+				gotBest = s.Take1(subject, n, &ps[0]).Outcome(0)
 				got[0] = gotBest
-			case op == bucket.OpTake:
+			case op == OpTake:
 				gotBest, err = s.Take(ctx, subject, n, ps, got)
-			case op == bucket.OpPeek:
+			case op == OpPeek:
 				gotBest, err = s.Peek(ctx, subject, n, ps, got)
 			default:
 				gotBest, err = s.Refund(ctx, subject, n, ps, got)
@@ -515,7 +510,7 @@ func names(ps []Policy) []string {
 }
 
 // checkStoreTables checks every shard's table (see checkTable).
-func checkStoreTables(t *testing.T, s *MemoryStore) {
+func checkStoreTables(t *testing.T, s *Table) {
 	t.Helper()
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -587,7 +582,7 @@ func checkTable(t *memTable, limit int) error {
 // TestMemTableCollisions drives one table with keys whose hashes are all
 // equal, or whose homes are all the last slot (every cluster wraps around
 // the end), and checks the invariants and a model after every operation:
-// only the full key, never the hash, may identify a bucket.
+// only the full key, never the hash, may identify a
 func TestMemTableCollisions(t *testing.T) {
 	t.Parallel()
 	type hasher func(k refKey, mask int) uint64
@@ -774,7 +769,7 @@ func TestMemoryKeyCapBounds(t *testing.T) {
 			if i%2 == 0 {
 				s.Take(ctx, sub, 1, ps, nil)
 			} else {
-				s.take1(sub, 1, &ps[i%4/2])
+				s.Take1(sub, 1, &ps[i%4/2])
 			}
 			if i%1000 == 999 {
 				if got := s.Len(); got > bound {
@@ -794,7 +789,7 @@ func TestMemoryKeyCapBounds(t *testing.T) {
 		now += 2 * 3600e6
 		clk.set(now)
 		for i := 0; i < 50*len(s.shards); i++ {
-			s.take1("touch-"+strconv.Itoa(i), 1, &ps[0]) // locks the shard: sweeps it when due
+			s.Take1("touch-"+strconv.Itoa(i), 1, &ps[0]) // locks the shard: sweeps it when due
 		}
 		slots = 0
 		for i := range s.shards {
@@ -804,95 +799,6 @@ func TestMemoryKeyCapBounds(t *testing.T) {
 			t.Fatalf("WithMaxKeys(%d): after a sweep of full buckets, %d buckets in %d slots", maxKeys, used, slots)
 		}
 	}
-}
-
-// TestMemoryConcurrentPolicies: limiters with different policy names share
-// one store and one set of subjects across goroutines, with resets of
-// other subjects and Len calls racing them (run with -race). Each limiter
-// admits exactly its burst per subject: no decision used another name's
-// memoized hash.
-func TestMemoryConcurrentPolicies(t *testing.T) {
-	t.Parallel()
-	clk := &µsClock{base: time.Now()}
-	s := NewMemoryStore(WithClock(clk.Now), WithMaxKeys(1<<20))
-	const (
-		nLimiters = 6
-		burst     = 20
-		subjects  = 30
-	)
-	var lims []*Limiter
-	for i := range nLimiters {
-		lim := Limit{Rate: 1, Period: time.Hour, Burst: burst}
-		cfg := Config{Store: s, Limit: lim, FailMode: FailClosed, Name: "lim-" + strconv.Itoa(i)}
-		if i%3 == 2 {
-			cfg.Extra = []NamedLimit{{Name: "extra-" + strconv.Itoa(i), Limit: PerHour(1000)}}
-		}
-		l, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lims = append(lims, l)
-	}
-	ctx := context.Background()
-	var allowed [nLimiters][subjects]int64
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(g), 9))
-			var local [nLimiters][subjects]int64
-			for range 3000 {
-				li, si := rng.IntN(nLimiters), rng.IntN(subjects)
-				r, err := lims[li].Allow(ctx, "subject-"+strconv.Itoa(si))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if r.Allowed {
-					local[li][si]++
-				}
-			}
-			mu.Lock()
-			for i := range local {
-				for j := range local[i] {
-					allowed[i][j] += local[i][j]
-				}
-			}
-			mu.Unlock()
-		}()
-	}
-	var churn sync.WaitGroup
-	churn.Add(1)
-	go func() {
-		defer churn.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			sub := "other-" + strconv.Itoa(i%50)
-			lims[i%nLimiters].Allow(ctx, sub)
-			if err := lims[(i+1)%nLimiters].Reset(ctx, sub); err != nil {
-				t.Error(err)
-			}
-			_ = s.Len()
-		}
-	}()
-	wg.Wait()
-	close(stop)
-	churn.Wait()
-	for i := range allowed {
-		for j := range allowed[i] {
-			if allowed[i][j] != burst {
-				t.Errorf("limiter %d, subject %d: %d admitted, want exactly %d", i, j, allowed[i][j], burst)
-			}
-		}
-	}
-	checkStoreTables(t, s)
 }
 
 // TestMemoryEvictionSparesTheDecision: at the key cap, a multi-policy
@@ -929,43 +835,6 @@ func TestMemoryEvictionSparesTheDecision(t *testing.T) {
 		}
 		if lost != 0 {
 			t.Errorf("WithMaxKeys(%d): %d of %d decisions found a bucket of their own evicted", maxKeys, lost, subjects)
-		}
-	}
-}
-
-// TestTakeRejectsPoliciesNewRefuses: a Policy built by hand with numbers
-// New would refuse (beyond 2^53, where the arithmetic stops being exact and
-// can overflow) is refused by both stores before any arithmetic.
-func TestTakeRejectsPoliciesNewRefuses(t *testing.T) {
-	t.Parallel()
-	type taker interface {
-		Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error)
-	}
-	stores := map[string]taker{
-		"memory": NewMemoryStore(),
-		// Never dialed: the request is refused first.
-		"redis": NewRedisStore(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})),
-	}
-	bad := []Policy{
-		{Name: "p", Capacity: math.MaxInt64 / 2, Refill: math.MaxInt64 / 4, Unit: 1, Tick: 1},
-		{Name: "p", Capacity: 10, Refill: math.MaxInt64, Unit: 1, Tick: 1},
-		{Name: "p", Capacity: bucket.MaxExact, Refill: 1, Unit: 1, Tick: 1},
-		{Name: "p", Capacity: 10, Refill: 0, Unit: 1, Tick: 1},
-		{Name: "p", Capacity: 10, Refill: 1, Unit: 0, Tick: 1},
-		{Name: "p", Capacity: 10, Refill: 1, Unit: 1, Tick: 0},
-		{Name: "p", Capacity: bucket.MaxExact / 2, Refill: 1, Unit: 1, Tick: 1000},
-	}
-	good := Policy{Name: "p", Capacity: bucket.MaxExact - 1, Refill: 1, Unit: 1, Tick: 1}
-	for name, s := range stores {
-		for _, p := range bad {
-			if _, err := s.Take(context.Background(), "k", 1, []Policy{p}, nil); !errors.Is(err, ErrInvalidLimit) {
-				t.Errorf("%s: %+v: got %v, want ErrInvalidLimit", name, p, err)
-			}
-		}
-		if name == "memory" {
-			if o, err := s.Take(context.Background(), "k", 1, []Policy{good}, nil); err != nil || !o.Allowed {
-				t.Errorf("%s: %+v: got %+v %v, want allowed", name, good, o, err)
-			}
 		}
 	}
 }

@@ -1,17 +1,15 @@
-package core
+package bucket
 
 import (
 	"time"
-
-	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
-// applyWait runs a waiting operation (a.Op: bucket.OpReserve, bucket.OpCharge,
-// bucket.OpCancel, bucket.OpPause, with its argument x) for every policy of a.Subj (hs
+// applyWait runs a waiting operation (a.Op: OpReserve, OpCharge,
+// OpCancel, OpPause, with its argument x) for every policy of a.Subj (hs
 // its hash) at once, with the script's arithmetic (see waiting in
-// internal/transport/scripts.go). The shard is locked.
-func (sh *memShard) applyWait(s *MemoryStore, hs uint64, a *bucket.Ask, now int64) bucket.Outcome {
-	kind, x := bucket.SplitOp(a.Op)
+// lua.go). The shard is locked.
+func (sh *memShard) applyWait(s *Table, hs uint64, a *Ask, now int64) Outcome {
+	kind, x := SplitOp(a.Op)
 	n, policies, each := a.N, a.Policies, a.Each
 	var small [4]memRead
 	reads := small[:0]
@@ -22,7 +20,7 @@ func (sh *memShard) applyWait(s *MemoryStore, hs uint64, a *bucket.Ask, now int6
 	allowed, write := true, true
 	var extra int64
 	switch kind {
-	case bucket.OpReserve:
+	case OpReserve:
 		// Booked when its n tokens exist under every policy within x µs.
 		most := untilAll(policies, reads, n, now)
 		if most > x {
@@ -30,36 +28,36 @@ func (sh *memShard) applyWait(s *MemoryStore, hs uint64, a *bucket.Ask, now int6
 		} else {
 			extra = now + most
 		}
-	case bucket.OpCancel:
+	case OpCancel:
 		if now >= x {
 			allowed, write = false, false
 		}
 	}
-	var best bucket.Outcome
+	var best Outcome
 	for i := range policies {
 		p := &policies[i]
 		r := &reads[i]
-		var d bucket.Decision
+		var d Decision
 		switch {
 		case write:
 			var left int64
 			var wait time.Duration
-			left, wait, extra = p.Waiting(kind, x, n, r.tokens, extra, now)
-			d, _ = p.Decide(left, 0, true, now) // the bucket as left
+			left, wait, extra = p.waiting(kind, x, n, r.tokens, extra, now)
+			d, _ = p.decide(left, 0, true, now) // the bucket as left
 			d.RetryAfter = wait
 			sh.put(s, r.hash, &r.key, a.Subj, left, now)
 		case r.own < 0:
-			d, _ = p.Decide(r.tokens, n, false, now)
+			d, _ = p.decide(r.tokens, n, false, now)
 		default:
 			sp := r.shape.Value()
-			d = p.DecideKept(&sp, r.own, r.st, r.tokens, n, now)
+			d = p.decideKept(&sp, r.own, r.st, r.tokens, n, now)
 		}
 		d.Allowed = allowed
 		o := d.Outcome(i)
 		if each != nil {
 			each[i] = o
 		}
-		if i == 0 || bucket.Binds(o, best) {
+		if i == 0 || Binds(o, best) {
 			best = o
 		}
 	}
@@ -69,12 +67,12 @@ func (sh *memShard) applyWait(s *MemoryStore, hs uint64, a *bucket.Ask, now int6
 
 // untilAll returns the µs from now until n tokens exist under every
 // policy, its bucket read as reads[i]: 0 when they all hold them.
-func untilAll(policies []bucket.Policy, reads []memRead, n int, now int64) int64 {
+func untilAll(policies []Policy, reads []memRead, n int, now int64) int64 {
 	var most int64
 	for i := range policies {
 		p := &policies[i]
 		if short := int64(n)*p.Unit - reads[i].tokens; short > 0 {
-			most = max(most, bucket.CeilDiv(short, p.Refill)*p.Tick-now%p.Tick)
+			most = max(most, CeilDiv(short, p.Refill)*p.Tick-now%p.Tick)
 		}
 	}
 	return most

@@ -1,4 +1,4 @@
-package core
+package bucket
 
 import (
 	"math/rand/v2"
@@ -6,14 +6,12 @@ import (
 	"testing"
 	"unique"
 	"unsafe"
-
-	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // setFull makes b a bucket that is full again at µs full, 0 ≤ full < 2^40.
 func setFull(b *memBucket, full int64) {
 	const c = 1 << 40
-	*b = memBucket{units: c - full, shape: unique.Make(bucket.Shape{Capacity: c, Refill: 1, Unit: 1, Tick: 1})}
+	*b = memBucket{units: c - full, shape: unique.Make(policyShape{capacity: c, refill: 1, unit: 1, tick: 1})}
 }
 
 // TestMemTableModel runs random inserts, removals, sweeps and evictions
