@@ -31,7 +31,7 @@ import (
 type MemoryStore struct {
 	table  *bucket.Table // the buckets and their arithmetic
 	names  nameBook      // the policy names of the limiters using the store
-	leases leaseTable    // Concurrency's leases (concurrency_memory.go)
+	leases bucket.Leases // Concurrency's leases (their calls: concurrency_memory.go)
 
 	// The options, read once by NewMemoryStore.
 	clock   func() time.Time

@@ -815,7 +815,10 @@ func TestMemoryEvictionSparesTheDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, maxKeys := range []int{64, 1024} {
-		s := NewMemoryStore(WithMaxKeys(maxKeys))
+		// A frozen clock: a refill between a subject's two decisions (a
+		// stall of 200 ms on a loaded machine) would read as an eviction.
+		frozen := time.Now()
+		s := NewMemoryStore(WithMaxKeys(maxKeys), WithClock(func() time.Time { return frozen }))
 		ctx := context.Background()
 		each := make([]Outcome, 2)
 		lost := 0

@@ -1,13 +1,11 @@
 package bucket
 
-import (
-	"time"
-)
+import "time"
 
 // applyWait runs a waiting operation (a.Op: OpReserve, OpCharge,
 // OpCancel, OpPause, with its argument x) for every policy of a.Subj (hs
-// its hash) at once, with the script's arithmetic (see waiting in
-// lua.go). The shard is locked.
+// its hash) at once, with the script's arithmetic (the Redis script's
+// waiting function; here Policy.waiting). The shard is locked.
 func (sh *memShard) applyWait(s *Table, hs uint64, a *Ask, now int64) Outcome {
 	kind, x := SplitOp(a.Op)
 	n, policies, each := a.N, a.Policies, a.Each
