@@ -9,6 +9,12 @@
 // identically. An Ask is one decision asked of a store; an Outcome is its
 // answer for one policy.
 //
+// A decision of the memory store reads top to bottom: Table (table.go:
+// Apply, Take1) locks a shard and finds the buckets in its open-addressing
+// table (memtable.go), whose stored state the arithmetic reads and
+// decides (arith.go, waiting.go). Leases (lease.go) is the in-process
+// lease set of core's in-flight limiter.
+//
 // Package core owns the public names; this package is internal so that its
 // types can change with the stores that use them.
 package bucket

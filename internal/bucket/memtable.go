@@ -182,3 +182,54 @@ func (t *memTable) evictOne(h uint64, subject string) {
 	}
 	t.remove(victim)
 }
+
+// memBucket is one bucket as a table keeps it: units under the policy
+// that wrote it (its shape), stamped at ts.
+type memBucket struct {
+	units int64                      // tokens in units of shape at ts
+	ts    int64                      // µs on the store's clock at the last write
+	shape unique.Handle[policyShape] // the policy that wrote the bucket
+}
+
+// read returns the units b holds at now under p, whose shape is hp: under
+// b's own policy, refilled at every tick boundary passed. When p is
+// another policy, two readings are kept and the larger holds: b refilled
+// under its own policy to now, then carried into p (see carry); and b as
+// it was at its stamp, carried, then refilled at p's own rate since (st):
+// the clamped state p refills from, whether or not p's decisions wrote
+// anything. own is then the units under b's own policy, else -1. ahead
+// reports a bucket stamped in a later tick than now (an injected clock
+// moved back): it is read as of its stamp.
+func (b *memBucket) read(p *Policy, hp unique.Handle[policyShape], now int64) (tokens, own, st int64, ahead bool) {
+	if b.shape == hp {
+		if p.Tick == 1 {
+			ahead = b.ts > now
+		} else {
+			ahead = b.ts/p.Tick > now/p.Tick
+		}
+		return p.refill(b.units, b.ts, now), -1, 0, ahead
+	}
+	sp := b.shape.Value()
+	old := sp.policy()
+	own = old.refill(b.units, b.ts, now)
+	tokens = carry(p, &sp, own)
+	st = p.refill(carry(p, &sp, b.units), b.ts, max(now, b.ts))
+	return max(tokens, st), own, st, b.ts/sp.tick > now/sp.tick
+}
+
+// restamp moves a bucket stamped ahead of now back to now, holding what it
+// was read with (its units, at most its capacity) under its own policy: a
+// clock moved back then refuses no longer than the RetryAfter it announces.
+func (b *memBucket) restamp(now int64) {
+	b.units = min(b.units, b.shape.Value().capacity)
+	b.ts = now
+}
+
+// fullAt returns the µs at which b is full again under its own policy.
+func (b *memBucket) fullAt() int64 {
+	sp := b.shape.Value()
+	if b.units >= sp.capacity {
+		return b.ts
+	}
+	return (b.ts/sp.tick + CeilDiv(sp.capacity-b.units, sp.refill)) * sp.tick
+}

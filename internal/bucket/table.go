@@ -43,52 +43,11 @@ type memShard struct {
 	nextSweep int64
 }
 
-type memBucket struct {
-	units int64                      // tokens in units of shape at ts
-	ts    int64                      // µs on the store's clock at the last write
-	shape unique.Handle[policyShape] // the policy that wrote the bucket
-}
-
 // memEpoch is where the store's clock starts, in µs: a multiple of every
 // tick, large enough that an injected clock moved back past the store's
 // creation (time.Time.Sub saturates at 292 years) still reads positive,
 // so that tick arithmetic never needs a floor division.
 const memEpoch = 10_000_000_000_000_000
-
-// read returns the units b holds at now under p, whose shape is hp: under
-// b's own policy, refilled at every tick boundary passed. When p is
-// another policy, two readings are kept and the larger holds: b refilled
-// under its own policy to now, then carried into p (see carry); and b as
-// it was at its stamp, carried, then refilled at p's own rate since (st):
-// the clamped state p refills from, whether or not p's decisions wrote
-// anything. own is then the units under b's own policy, else -1. ahead
-// reports a bucket stamped in a later tick than now (an injected clock
-// moved back): it is read as of its stamp.
-func (b *memBucket) read(p *Policy, hp unique.Handle[policyShape], now int64) (tokens, own, st int64, ahead bool) {
-	if b.shape == hp {
-		if p.Tick == 1 {
-			ahead = b.ts > now
-		} else {
-			ahead = b.ts/p.Tick > now/p.Tick
-		}
-		return p.refill(b.units, b.ts, now), -1, 0, ahead
-	}
-	sp := b.shape.Value()
-	old := sp.policy()
-	own = old.refill(b.units, b.ts, now)
-	tokens = carry(p, &sp, own)
-	st = p.refill(carry(p, &sp, b.units), b.ts, max(now, b.ts))
-	return max(tokens, st), own, st, b.ts/sp.tick > now/sp.tick
-}
-
-// fullAt returns the µs at which b is full again under its own policy.
-func (b *memBucket) fullAt() int64 {
-	sp := b.shape.Value()
-	if b.units >= sp.capacity {
-		return b.ts
-	}
-	return (b.ts/sp.tick + CeilDiv(sp.capacity-b.units, sp.refill)) * sp.tick
-}
 
 // NewTable returns an empty table reading clock (nil: the monotonic
 // clock), holding at most maxKeys buckets (raised to the shard count),
@@ -257,14 +216,6 @@ func (sh *memShard) put(s *Table, h uint64, k *memKey, subject string, left, now
 	*b = memBucket{units: left, ts: now, shape: k.shape}
 }
 
-// restamp moves a bucket stamped ahead of now back to now, holding what it
-// was read with (its units, at most its capacity) under its own policy: a
-// clock moved back then refuses no longer than the RetryAfter it announces.
-func (b *memBucket) restamp(now int64) {
-	b.units = min(b.units, b.shape.Value().capacity)
-	b.ts = now
-}
-
 // memRead is what applyMany read of one policy's
 type memRead struct {
 	hash   uint64
@@ -327,6 +278,80 @@ func (sh *memShard) applyMany(s *Table, hs uint64, a *Ask, now int64) Outcome {
 		}
 	}
 	return best
+}
+
+// applyWait runs a waiting operation (a.Op: OpReserve, OpCharge,
+// OpCancel, OpPause, with its argument x) for every policy of a.Subj (hs
+// its hash) at once, with the script's arithmetic (the Redis script's
+// waiting function; here Policy.waiting). The shard is locked.
+func (sh *memShard) applyWait(s *Table, hs uint64, a *Ask, now int64) Outcome {
+	kind, x := SplitOp(a.Op)
+	n, policies, each := a.N, a.Policies, a.Each
+	var small [4]memRead
+	reads := small[:0]
+	if len(policies) > len(small) {
+		reads = make([]memRead, 0, len(policies))
+	}
+	reads, _, now = sh.readAll(s, hs, a, reads, now)
+	allowed, write := true, true
+	var extra int64
+	switch kind {
+	case OpReserve:
+		// Booked when its n tokens exist under every policy within x µs.
+		most := untilAll(policies, reads, n, now)
+		if most > x {
+			allowed, write = false, false
+		} else {
+			extra = now + most
+		}
+	case OpCancel:
+		if now >= x {
+			allowed, write = false, false
+		}
+	}
+	var best Outcome
+	for i := range policies {
+		p := &policies[i]
+		r := &reads[i]
+		var d Decision
+		switch {
+		case write:
+			var left int64
+			var wait time.Duration
+			left, wait, extra = p.waiting(kind, x, n, r.tokens, extra, now)
+			d, _ = p.decide(left, 0, true, now) // the bucket as left
+			d.RetryAfter = wait
+			sh.put(s, r.hash, &r.key, a.Subj, left, now)
+		case r.own < 0:
+			d, _ = p.decide(r.tokens, n, false, now)
+		default:
+			sp := r.shape.Value()
+			d = p.decideKept(&sp, r.own, r.st, r.tokens, n, now)
+		}
+		d.Allowed = allowed
+		o := d.Outcome(i)
+		if each != nil {
+			each[i] = o
+		}
+		if i == 0 || Binds(o, best) {
+			best = o
+		}
+	}
+	best.Extra = extra
+	return best
+}
+
+// untilAll returns the µs from now until n tokens exist under every
+// policy, its bucket read as reads[i]: 0 when they all hold them.
+func untilAll(policies []Policy, reads []memRead, n int, now int64) int64 {
+	var most int64
+	for i := range policies {
+		p := &policies[i]
+		if short := int64(n)*p.Unit - reads[i].tokens; short > 0 {
+			most = max(most, CeilDiv(short, p.Refill)*p.Tick-now%p.Tick)
+		}
+	}
+	return most
 }
 
 // readAll reads a.Subj's bucket (hs its hash) under each policy into
