@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // TestBreakerCountsCallsNotDecisions (issue 21): the decisions of one
@@ -36,7 +38,7 @@ func TestBreakerCountsCallsNotDecisions(t *testing.T) {
 // failedBatchStore fails every decision as one call would: the same
 // *callError for all of them.
 func failedBatchStore(err error) *hookStore {
-	return &hookStore{answer: func(context.Context, int, string, int, []Policy, []Outcome) (Outcome, error) {
+	return &hookStore{answer: func(context.Context, bucket.Ask) (Outcome, error) {
 		return Outcome{}, err
 	}}
 }

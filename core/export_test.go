@@ -43,17 +43,17 @@ func Policies(limits ...NamedLimit) ([]Policy, error) { return policies(limits..
 // Take asks s to decide as a limiter does, past the guard: n tokens of
 // subject (a key as the limiter gives it) under policies, by ctx's deadline.
 func (s *MemoryStore) Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return storeDo(ctx, s, bucket.OpTake, subject, n, policies, each)
+	return storeDo(ctx, s, bucket.Ask{Op: bucket.OpTake, Subj: subject, N: n, Policies: policies, Each: each})
 }
 
 // Peek is Take, taking nothing.
 func (s *MemoryStore) Peek(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return storeDo(ctx, s, bucket.OpPeek, subject, n, policies, each)
+	return storeDo(ctx, s, bucket.Ask{Op: bucket.OpPeek, Subj: subject, N: n, Policies: policies, Each: each})
 }
 
 // Refund gives n tokens back.
 func (s *MemoryStore) Refund(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return storeDo(ctx, s, bucket.OpRefund, subject, n, policies, each)
+	return storeDo(ctx, s, bucket.Ask{Op: bucket.OpRefund, Subj: subject, N: n, Policies: policies, Each: each})
 }
 
 // Reset makes subject's buckets full.
@@ -63,17 +63,17 @@ func (s *MemoryStore) Reset(ctx context.Context, subject string, policies []Poli
 
 // Take is MemoryStore.Take on Redis.
 func (s *RedisStore) Take(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return storeDo(ctx, s, bucket.OpTake, subject, n, policies, each)
+	return storeDo(ctx, s, bucket.Ask{Op: bucket.OpTake, Subj: subject, N: n, Policies: policies, Each: each})
 }
 
 // Peek is MemoryStore.Peek on Redis.
 func (s *RedisStore) Peek(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return storeDo(ctx, s, bucket.OpPeek, subject, n, policies, each)
+	return storeDo(ctx, s, bucket.Ask{Op: bucket.OpPeek, Subj: subject, N: n, Policies: policies, Each: each})
 }
 
 // Refund is MemoryStore.Refund on Redis.
 func (s *RedisStore) Refund(ctx context.Context, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return storeDo(ctx, s, bucket.OpRefund, subject, n, policies, each)
+	return storeDo(ctx, s, bucket.Ask{Op: bucket.OpRefund, Subj: subject, N: n, Policies: policies, Each: each})
 }
 
 // Reset is MemoryStore.Reset on Redis.
@@ -83,15 +83,15 @@ func (s *RedisStore) Reset(ctx context.Context, subject string, policies []Polic
 
 // Take is MemoryStore.Take for any of this package's stores.
 func Take(ctx context.Context, s Store, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return storeDo(ctx, s, bucket.OpTake, subject, n, policies, each)
+	return storeDo(ctx, s, bucket.Ask{Op: bucket.OpTake, Subj: subject, N: n, Policies: policies, Each: each})
 }
 
 // Peek is MemoryStore.Peek for any of this package's stores.
 func Peek(ctx context.Context, s Store, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return storeDo(ctx, s, bucket.OpPeek, subject, n, policies, each)
+	return storeDo(ctx, s, bucket.Ask{Op: bucket.OpPeek, Subj: subject, N: n, Policies: policies, Each: each})
 }
 
 // Refund is MemoryStore.Refund for any of this package's stores.
 func Refund(ctx context.Context, s Store, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
-	return storeDo(ctx, s, bucket.OpRefund, subject, n, policies, each)
+	return storeDo(ctx, s, bucket.Ask{Op: bucket.OpRefund, Subj: subject, N: n, Policies: policies, Each: each})
 }

@@ -14,27 +14,26 @@ import (
 
 func init() {
 	storehook.New = func(f storehook.Func) any { return &hookStore{answer: f} }
-	storehook.Do = func(ctx context.Context, s any, op int, subject string, n int, policies []bucket.Policy, each []bucket.Outcome) (bucket.Outcome, error) {
-		return storeDo(ctx, s.(Store), op, subject, n, policies, each)
+	storehook.Do = func(ctx context.Context, s any, a bucket.Ask) (bucket.Outcome, error) {
+		return storeDo(ctx, s.(Store), a)
 	}
 }
 
-// storeDo asks s to do op (storehook.OpReset included) for n tokens of
-// subject under policies, checked as the guard does not, by ctx's
-// deadline: a RedisStore keys subject by its digest, a MemoryStore as it
-// is.
-func storeDo(ctx context.Context, s Store, op int, subject string, n int, policies []bucket.Policy, each []bucket.Outcome) (bucket.Outcome, error) {
+// storeDo asks s to do a (storehook.OpReset included), checked as the
+// guard does not, by ctx's deadline: a RedisStore keys a.Subj by its
+// digest, a MemoryStore as it is.
+func storeDo(ctx context.Context, s Store, a bucket.Ask) (bucket.Outcome, error) {
 	if _, ok := s.(*RedisStore); ok {
-		subject = transport.HashSubject(subject)
+		a.Subj = transport.HashSubject(a.Subj)
 	}
-	if op == storehook.OpReset {
-		return bucket.Outcome{}, s.clear(ctx, subject, policies)
+	if a.Op == storehook.OpReset {
+		return bucket.Outcome{}, s.clear(ctx, a.Subj, a.Policies)
 	}
-	if err := bucket.CheckOp(op, subject, n, policies); err != nil {
+	if err := bucket.CheckOp(a.Op, a.Subj, a.N, a.Policies); err != nil {
 		return bucket.Outcome{}, err
 	}
-	d, _ := ctx.Deadline()
-	return s.call(ctx, bucket.Ask{Op: op, Subj: subject, N: n, Policies: policies, Each: each, Deadline: d})
+	a.Deadline, _ = ctx.Deadline()
+	return s.call(ctx, a)
 }
 
 // errNoLeases is a hookStore's answer to a lease call.
@@ -72,12 +71,12 @@ func (h *hookStore) call(ctx context.Context, a bucket.Ask) (bucket.Outcome, err
 	done := make(chan reply, 1)
 	go func() {
 		defer h.inflight.Add(-1) // counted until answer returns, whenever that is
-		var mine []bucket.Outcome
+		mine := a                // the goroutine's own outcomes
 		if each != nil {
-			mine = make([]bucket.Outcome, len(each))
+			mine.Each = make([]bucket.Outcome, len(each))
 		}
-		o, err := h.answer(ctx, a.Op, a.Subj, a.N, a.Policies, mine)
-		done <- reply{o, err, mine}
+		o, err := h.answer(ctx, mine)
+		done <- reply{o, err, mine.Each}
 	}()
 	select {
 	case r := <-done:
@@ -89,7 +88,7 @@ func (h *hookStore) call(ctx context.Context, a bucket.Ask) (bucket.Outcome, err
 }
 
 func (h *hookStore) clear(ctx context.Context, subject string, policies []bucket.Policy) error {
-	_, err := h.answer(ctx, storehook.OpReset, subject, 0, policies, nil)
+	_, err := h.answer(ctx, bucket.Ask{Op: storehook.OpReset, Subj: subject, Policies: policies})
 	return err
 }
 

@@ -41,8 +41,8 @@ type Func func(ctx context.Context, c Call) (bucket.Outcome, error)
 
 // New returns a store whose calls f answers.
 func New(f Func) core.Store {
-	return storehook.New(func(ctx context.Context, op int, subject string, n int, policies []bucket.Policy, each []bucket.Outcome) (bucket.Outcome, error) {
-		return f(ctx, Call{Op: Op(op), Subject: subject, N: n, Policies: policies, Each: each})
+	return storehook.New(func(ctx context.Context, a bucket.Ask) (bucket.Outcome, error) {
+		return f(ctx, Call{Op: Op(a.Op), Subject: a.Subj, N: a.N, Policies: a.Policies, Each: a.Each})
 	}).(core.Store)
 }
 
@@ -58,6 +58,6 @@ func Over(inner core.Store, f func(ctx context.Context, c Call) error) core.Stor
 				return bucket.Outcome{}, err
 			}
 		}
-		return storehook.Do(ctx, inner, int(c.Op), c.Subject, c.N, c.Policies, c.Each)
+		return storehook.Do(ctx, inner, bucket.Ask{Op: int(c.Op), Subj: c.Subject, N: c.N, Policies: c.Policies, Each: c.Each})
 	})
 }

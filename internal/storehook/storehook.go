@@ -11,10 +11,10 @@ import (
 	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
-// Func answers a stand-in store's call: op (bucket.OpTake, OpPeek,
-// OpRefund, or OpReset) for n tokens of subject under policies, filling
-// each when not nil.
-type Func func(ctx context.Context, op int, subject string, n int, policies []bucket.Policy, each []bucket.Outcome) (bucket.Outcome, error)
+// Func answers a stand-in store's call: a.Op (bucket.OpTake, OpPeek,
+// OpRefund, or OpReset) for a.N tokens of a.Subj under a.Policies,
+// filling a.Each when not nil; ctx has a.Deadline.
+type Func func(ctx context.Context, a bucket.Ask) (bucket.Outcome, error)
 
 // OpReset is a stand-in's Limiter.Reset call: n is 0, each nil, the
 // outcome ignored.
@@ -27,8 +27,8 @@ const OpReset = 15 // no operation's: they fit in 3 bits (see bucket.WithArg)
 // the deadline holds no caller.
 var New func(f Func) any
 
-// Do is set by package core: it asks s, a core.Store (as any), to do op
-// (OpReset included) for n tokens of subject under policies, as a Limiter
-// would past its guard, by ctx's deadline: a RedisStore keys subject by
-// its digest, a MemoryStore as it is.
-var Do func(ctx context.Context, s any, op int, subject string, n int, policies []bucket.Policy, each []bucket.Outcome) (bucket.Outcome, error)
+// Do is set by package core: it asks s, a core.Store (as any), to do a
+// (OpReset included; a.Subj a key as a Limiter is given it) as a Limiter
+// would past its guard, by ctx's deadline: a RedisStore keys the subject
+// by its digest, a MemoryStore as it is.
+var Do func(ctx context.Context, s any, a bucket.Ask) (bucket.Outcome, error)
