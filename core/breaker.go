@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // breaker stops calling a failing store. It counts failed store calls,
@@ -121,9 +123,9 @@ func (b *breaker) release(probe bool) {
 // callOf returns the id of the failed store call err comes from, or 0
 // when the store does not say (each failure then counts).
 func callOf(err error) uint64 {
-	var ce *callError
+	var ce *transport.CallError
 	if errors.As(err, &ce) {
-		return ce.call
+		return ce.Call
 	}
 	return 0
 }

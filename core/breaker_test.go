@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // TestBreakerCountsCallsNotDecisions (issue 21): the decisions of one
@@ -36,7 +37,7 @@ func TestBreakerCountsCallsNotDecisions(t *testing.T) {
 }
 
 // failedBatchStore fails every decision as one call would: the same
-// *callError for all of them.
+// *transport.CallError for all of them.
 func failedBatchStore(err error) *hookStore {
 	return &hookStore{answer: func(context.Context, bucket.Ask) (Outcome, error) {
 		return Outcome{}, err
@@ -48,7 +49,7 @@ func failedBatchStore(err error) *hookStore {
 // the other keys.
 func TestFailedBatchOpensNoBreaker(t *testing.T) {
 	t.Parallel()
-	s := failedBatchStore(&callError{call: 7, err: errors.New("i/o error")})
+	s := failedBatchStore(&transport.CallError{Call: 7, Err: errors.New("i/o error")})
 	l, err := New(Config{Store: s, Limit: PerSecond(10), FailMode: FailOpen, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

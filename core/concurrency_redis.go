@@ -56,7 +56,7 @@ func (s *RedisStore) acquire(ctx context.Context, deadline time.Time, bound int6
 			a, err = s.acquireWithRate(ctx, req)
 			return err
 		}
-		v, err := acquireLease.Run(ctx, s.client, []string{s.leaseKey(req.subj, req.name)}, req.id, req.max, req.lease.Microseconds()).Slice()
+		v, err := acquireLease.Run(ctx, s.t.Client(), []string{s.leaseKey(req.subj, req.name)}, req.id, req.max, req.lease.Microseconds()).Slice()
 		if err == nil {
 			a, err = s.leaseReply(v, 5)
 		}
@@ -73,45 +73,41 @@ func (s *RedisStore) acquire(ctx context.Context, deadline time.Time, bound int6
 }
 
 // leaseCall makes the lease call f for subj by deadline, bounded as the
-// store's decisions are (see do and alone): counted among the decisions
+// store's decisions are (see transport.Store.Do): counted among the decisions
 // running in the store, against bound (ErrOverloaded beyond it); on the
 // caller's goroutine under deadline while calls to subj's node are fast
 // and the client honours deadlines, else on a goroutine of its own under
-// at least minSend (a call cut at Timeout would cost its connection),
+// at least transport.MinSend (a call cut at Timeout would cost its connection),
 // which the caller waits for until deadline (then context.DeadlineExceeded).
 // done, if not nil, runs on the goroutine that ran f, once f returned,
 // with f's error and whether the caller had stopped waiting by then.
 func (s *RedisStore) leaseCall(ctx context.Context, deadline time.Time, bound int64, subj string, f func(context.Context) error, done func(err error, left bool)) error {
-	if !admit(&s.running, bound) {
+	if !s.t.Enter(bound) {
 		return ErrOverloaded
 	}
-	var dest string
-	if s.split {
-		dest = s.node(subj)
-	}
-	last := s.lastTo(dest)
-	if s.deadlines && s.running.Load() == 1 && !last.failed.Load() && 4*time.Duration(last.took.Load()) < time.Until(deadline) {
-		ctx := s.clock.Context(ctx, deadline)
-		err := s.runLease(ctx, last, f, deadline)
+	last := s.t.LastTo(subj)
+	if s.t.Fast(last, deadline) {
+		ctx := s.t.Context(ctx, deadline)
+		err := s.t.Run(ctx, last, f, deadline)
 		ctx.Stop()
-		s.running.Add(-1)
+		s.t.Leave()
 		if done != nil {
 			done(err, false)
 		}
 		return err
 	}
-	send := time.Now().Add(minSend)
+	send := time.Now().Add(transport.MinSend)
 	if deadline.After(send) {
 		send = deadline
 	}
-	callCtx := s.clock.Context(ctx, send)
+	callCtx := s.t.Context(ctx, send)
 	const waiting, left, answered = 0, 1, 2
 	var state atomic.Int32
 	answer := make(chan error, 1)
 	go func() {
-		err := s.runLease(callCtx, last, f, time.Time{})
+		err := s.t.Run(callCtx, last, f, time.Time{})
 		callCtx.Stop()
-		s.running.Add(-1)
+		s.t.Leave()
 		gone := !state.CompareAndSwap(waiting, answered)
 		if done != nil {
 			done(err, gone)
@@ -133,31 +129,6 @@ func (s *RedisStore) leaseCall(ctx context.Context, deadline time.Time, bound in
 	return context.DeadlineExceeded
 }
 
-// runLease runs f under ctx and keeps how it went, as send does for a
-// decision call: in last, and as the store's last error (the evidence a
-// guard's breaker reads). A call cut short by its caller's own deadline
-// (cut, not zero: it ran on the caller's goroutine) was slow, not
-// failing: it is not the store's last error, but sends the next calls to
-// its node by goroutine, under minSend.
-func (s *RedisStore) runLease(ctx context.Context, last *lastCall, f func(context.Context) error, cut time.Time) error {
-	start := time.Now()
-	err := f(ctx)
-	last.took.Store(int64(time.Since(start)))
-	if last.failed.Load() != (err != nil) {
-		last.failed.Store(err != nil)
-	}
-	switch {
-	case err == nil:
-		if s.lastErr.Load() != nil {
-			s.lastErr.Store(nil)
-		}
-	case !cut.IsZero() && transport.IsTimeout(err) && !time.Now().Before(cut):
-	default:
-		s.lastErr.Store(&err)
-	}
-	return err
-}
-
 // leaseReply reads the lease part of an acquire's reply v, whose length
 // must be want.
 func (s *RedisStore) leaseReply(v []any, want int) (leaseAnswer, error) {
@@ -172,7 +143,7 @@ func (s *RedisStore) leaseReply(v []any, want int) (leaseAnswer, error) {
 		}
 		n[i] = x
 	}
-	s.ready.Store(true)
+	s.t.Ready()
 	return leaseAnswer{
 		allowed:    n[0] == 1,
 		held:       int(n[1]),
@@ -191,18 +162,18 @@ func (s *RedisStore) acquireWithRate(ctx context.Context, req *leaseRequest) (le
 	keys := make([]string, 0, len(policies)+2)
 	keys = append(keys, s.leaseKey(subj, req.name))
 	args := make([]any, 0, 9+2*len(policies))
-	args = append(args, req.id, req.max, req.lease.Microseconds(), recordTTL(ctx), 1, len(policies), 0)
+	args = append(args, req.id, req.max, req.lease.Microseconds(), transport.RecordTTL(ctx), 1, len(policies), 0)
 	for i := range policies {
-		keys = append(keys, s.key(subj, policies[i].Name))
+		keys = append(keys, s.t.Key(subj, policies[i].Name))
 		args = append(args, policies[i].Arg())
 	}
-	keys = append(keys, s.recordKey(subj, s.idSeq.Add(1)))
+	keys = append(keys, s.t.RecordKey(subj))
 	args = append(args, bucket.OpTake, 1, len(policies))
 	for i := range policies {
 		args = append(args, i+1)
 	}
 	args = append(args, 1) // one request of that shape
-	v, err := acquireWithRate.Run(ctx, s.client, keys, args...).Slice()
+	v, err := acquireWithRate.Run(ctx, s.t.Client(), keys, args...).Slice()
 	if err != nil {
 		return leaseAnswer{}, err
 	}
@@ -214,7 +185,7 @@ func (s *RedisStore) acquireWithRate(ctx context.Context, req *leaseRequest) (le
 	if !ok {
 		return leaseAnswer{}, fmt.Errorf("%w: tokens' reply %T", ErrBadReply, v[5])
 	}
-	req.rate, err = parseReply(reply, req.each)
+	req.rate, err = transport.ParseReply(reply, req.each)
 	return a, err
 }
 
@@ -223,7 +194,7 @@ func (s *RedisStore) acquireWithRate(ctx context.Context, req *leaseRequest) (le
 // last member.
 func (s *RedisStore) release(ctx context.Context, deadline time.Time, bound int64, name, subj, id string) error {
 	return s.leaseCall(ctx, deadline, bound, subj, func(ctx context.Context) error {
-		return s.client.ZRem(ctx, s.leaseKey(subj, name), id).Err()
+		return s.t.Client().ZRem(ctx, s.leaseKey(subj, name), id).Err()
 	}, nil)
 }
 
@@ -259,9 +230,9 @@ func (s *RedisStore) renewLeases(ctx context.Context, name string, lease time.Du
 	groups := s.renewGroups(name, lease, ls)
 	cmds := make([]*redis.Cmd, len(groups))
 	if len(groups) == 1 {
-		cmds[0] = renewLeases.Run(ctx, s.client, groups[0].keys, groups[0].args...)
+		cmds[0] = renewLeases.Run(ctx, s.t.Client(), groups[0].keys, groups[0].args...)
 	} else {
-		pipe := s.client.Pipeline()
+		pipe := s.t.Client().Pipeline()
 		for i, g := range groups {
 			cmds[i] = renewLeases.EvalSha(ctx, pipe, g.keys, g.args...)
 		}
@@ -269,7 +240,7 @@ func (s *RedisStore) renewLeases(ctx context.Context, name string, lease time.Du
 		for i, g := range groups {
 			if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
 				// Loads the script where it is missing, once per node.
-				cmds[i] = renewLeases.Run(ctx, s.client, g.keys, g.args...)
+				cmds[i] = renewLeases.Run(ctx, s.t.Client(), g.keys, g.args...)
 			}
 		}
 	}
@@ -316,7 +287,7 @@ func (s *RedisStore) renewGroups(name string, lease time.Duration, ls []*Lease) 
 	for i, l := range ls {
 		var g *renewGroup
 		switch {
-		case s.split:
+		case s.t.Split():
 			g = bySubj[l.subj]
 		case i > 0:
 			g = groups[0]
@@ -324,7 +295,7 @@ func (s *RedisStore) renewGroups(name string, lease time.Duration, ls []*Lease) 
 		if g == nil {
 			g = &renewGroup{args: []any{lease.Microseconds()}}
 			groups = append(groups, g)
-			if s.split {
+			if s.t.Split() {
 				bySubj[l.subj] = g
 			}
 		}

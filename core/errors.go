@@ -29,6 +29,6 @@ var (
 var (
 	ErrTimeout     = transport.ErrTimeout
 	ErrCircuitOpen = errors.New("core: circuit breaker open; store not called")
-	ErrOverloaded  = errors.New("core: too many store decisions in flight")
-	ErrBadReply    = errors.New("core: unexpected reply from store")
+	ErrOverloaded  = transport.ErrOverloaded
+	ErrBadReply    = transport.ErrBadReply
 )

@@ -28,7 +28,7 @@ func LimitSets(l *Limiter) int {
 const MaxLimitSets = maxLimitSets
 
 // StoreRunning is how many decisions s has queued or in a call.
-func StoreRunning(s *RedisStore) int64 { return s.running.Load() }
+func StoreRunning(s *RedisStore) int64 { return s.t.Running() }
 
 // Policy, Outcome and Policies give the tests the stores' own types:
 // internal/bucket's, which core does not export.

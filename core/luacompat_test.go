@@ -63,7 +63,7 @@ func TestScriptsRunUnderLua51And54(t *testing.T) {
 	// The lone takes' answers are ones the store reads.
 	for _, line := range strings.Split(outputs["lua5.4"], "\n") {
 		if name, reply, ok := strings.Cut(line, ": \""); ok && strings.HasPrefix(name, "take ") && name[5] <= '9' {
-			if _, err := parseReply(strings.TrimSuffix(reply, "\""), nil); err != nil {
+			if _, err := transport.ParseReply(strings.TrimSuffix(reply, "\""), nil); err != nil {
 				t.Errorf("%s: %v", name, err)
 			}
 		}
@@ -84,8 +84,8 @@ func scriptProgram(t *testing.T) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	five, hour := PerSecond(5).policy("five"), PerHour(100).policy("hour")
-	req := func(op int, subj string, n int, ps ...Policy) *request {
-		return &request{ctx: ctx, op: op, subj: subj, n: n, policies: ps}
+	req := func(op int, subj string, n int, ps ...Policy) bucket.Ask {
+		return bucket.Ask{Op: op, Subj: subj, N: n, Policies: ps}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "dofile(%q)\nstub.time(1767225600, 250000)\n", stub)
@@ -107,25 +107,25 @@ func scriptProgram(t *testing.T) string {
 			fmt.Fprintf(&b, "stub.advance(200000)\n")
 		}
 		call++
-		keys, args := s.encodeShort(ctx, call, []*request{req(bucket.OpTake, "alice", 1, five)})
+		keys, args := s.t.Encode(ctx, call, true, req(bucket.OpTake, "alice", 1, five))
 		step(fmt.Sprintf("take %d", i+1), transport.TokenBuckets, keys, args)
 	}
-	keys, args := s.encodeShort(ctx, call, []*request{req(bucket.OpTake, "alice", 1, five)})
+	keys, args := s.t.Encode(ctx, call, true, req(bucket.OpTake, "alice", 1, five))
 	step("take 7 re-sent", transport.TokenBuckets, keys, args)
 	// A batch: takes, a peek and a refund, under one and two limits.
-	batch := []*request{
+	batch := []bucket.Ask{
 		req(bucket.OpTake, "bob", 2, five, hour), req(bucket.OpTake, "bob", 2, five, hour),
 		req(bucket.OpPeek, "bob", 1, five, hour), req(bucket.OpRefund, "bob", 1, five, hour),
 		req(bucket.OpTake, "bob", 3, five, hour),
 	}
 	call++
-	keys, args = s.encode(ctx, call, batch)
+	keys, args = s.t.Encode(ctx, call, false, batch...)
 	step("take batch", transport.TokenBuckets, keys, args)
 	// The same shape across slots (transport.TokenBucketsAcross, as sendNode
 	// sends it): the buckets in ARGV, the replay record alone in KEYS.
 	call++
-	batch = []*request{req(bucket.OpTake, "carol", 1, five), req(bucket.OpTake, "dave", 1, five, hour)}
-	keys, args = s.encode(ctx, call, batch)
+	batch = []bucket.Ask{req(bucket.OpTake, "carol", 1, five), req(bucket.OpTake, "dave", 1, five, hour)}
+	keys, args = s.t.Encode(ctx, call, false, batch...)
 	n := len(keys) - 1
 	for _, k := range keys[:n] {
 		args = append(args, k)
@@ -140,7 +140,7 @@ func scriptProgram(t *testing.T) string {
 	fmt.Fprintf(&b, "stub.advance(1000000)\n")
 	step("renew", renewLeases, []string{lease[0], lease[0], lease[0]}, []any{30_000_000, "id0", "id1", "id2"})
 	call++
-	keys, args = s.encode(ctx, call, []*request{req(bucket.OpTake, "frank", 1, five)})
+	keys, args = s.t.Encode(ctx, call, false, req(bucket.OpTake, "frank", 1, five))
 	step("lease with rate", acquireWithRate, append([]string{"p:{frank}:slots"}, keys...), append([]any{"id9", 2, 30_000_000}, args...))
 	path := filepath.Join(t.TempDir(), "scripts.lua")
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {

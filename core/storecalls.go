@@ -61,7 +61,7 @@ func resolveStore(s Store) (storeCalls, error) {
 	case nil:
 		return nil, ErrNoStore
 	case *RedisStore:
-		if c == nil || transport.NilClient(c.client) {
+		if c == nil || c.t == nil || transport.NilClient(c.t.Client()) {
 			return nil, fmt.Errorf("%w: a nil RedisStore, or one whose client is nil", ErrNoStore)
 		}
 	case *MemoryStore:
@@ -70,21 +70,4 @@ func resolveStore(s Store) (storeCalls, error) {
 		}
 	}
 	return s, nil
-}
-
-func (s *RedisStore) call(ctx context.Context, a bucket.Ask) (bucket.Outcome, error) {
-	return s.do(ctx, a)
-}
-func (s *RedisStore) remote() bool                          { return true }
-func (s *RedisStore) subject(key string) string             { return transport.HashSubject(key) }
-func (s *RedisStore) why() (dialErr, last error, told bool) { return s.dials.Err(), s.cause(), true }
-func (s *RedisStore) policyNames() *nameBook                { return &s.names }
-
-func (s *RedisStore) memory() *MemoryStore { return nil }
-
-func (s *RedisStore) nodes() func(string) string {
-	if s.split {
-		return s.node
-	}
-	return nil
 }

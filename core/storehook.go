@@ -58,7 +58,7 @@ func (h *hookStore) call(ctx context.Context, a bucket.Ask) (bucket.Outcome, err
 		err  error
 		each []bucket.Outcome
 	}
-	if !admit(&h.inflight, a.Bound) {
+	if !transport.Admit(&h.inflight, a.Bound) {
 		return bucket.Outcome{}, ErrOverloaded
 	}
 	var cancel context.CancelFunc

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Counts the Redis instructions per decision of the token-bucket script:
-# redis-server under valgrind's callgrind, a fixed load (core's
+# redis-server under valgrind's callgrind, a fixed load (internal/transport's
 # TestScriptLoad: 9 600 decisions in 300 calls; SCRIPT_COST_BATCH=1 for
 # 9 600 calls of one), less the server's idle
 # instructions. Instruction counts move less than 1 % with the machine's load,
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 port=${SCRIPT_COST_PORT:-26999}
 dir=$(mktemp -d)
 trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
-go test -c -o "$dir/core.test" ./core
+go test -c -o "$dir/transport.test" ./internal/transport
 count() { # $1: whether to send the load
   valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" \
     "${REDIS:-redis-server}" --port "$port" --save "" --appendonly no --dir "$dir" >"$dir/vg.log" 2>&1 &
@@ -22,7 +22,7 @@ count() { # $1: whether to send the load
     i=$((i + 1)); [ "$i" -lt 100 ] || { echo "redis-server did not start" >&2; exit 1; }; sleep 0.2
   done
   if [ "$1" = load ]; then
-    RATELIMIT_SCRIPT_LOAD_BATCH=${SCRIPT_COST_BATCH:-32} RATELIMIT_SCRIPT_LOAD_ADDR=127.0.0.1:$port "$dir/core.test" -test.run '^TestScriptLoad$' -test.count 1 >/dev/null
+    RATELIMIT_SCRIPT_LOAD_BATCH=${SCRIPT_COST_BATCH:-32} RATELIMIT_SCRIPT_LOAD_ADDR=127.0.0.1:$port "$dir/transport.test" -test.run '^TestScriptLoad$' -test.count 1 >/dev/null
   fi
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   wait

@@ -1,5 +1,54 @@
 package transport
 
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
+)
+
+// ParseReply reads one request's part of the script's reply: allowed,
+// then per policy whole tokens left, µs until n tokens exist and µs until
+// the bucket is full, separated by commas, and for a waiting operation
+// one more field (bucket.Outcome.Extra). It returns the binding outcome and fills
+// each (when not nil) with every policy's.
+func ParseReply(reply string, each []bucket.Outcome) (bucket.Outcome, error) {
+	var v [3]int64
+	allowed, rest, ok := NextInt(reply)
+	if !ok || rest == "" {
+		return bucket.Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, Truncate(reply))
+	}
+	var best bucket.Outcome
+	for i := 0; rest != ""; i++ {
+		for j := range v {
+			if v[j], rest, ok = NextInt(rest); !ok {
+				return bucket.Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, Truncate(reply))
+			}
+			if j == 0 && i > 0 && rest == "" {
+				best.Extra = v[0]
+				return best, nil
+			}
+		}
+		o := bucket.Outcome{
+			Allowed:    allowed == 1,
+			Policy:     i,
+			Remaining:  v[0],
+			RetryAfter: time.Duration(v[1]) * time.Microsecond,
+			ResetAfter: time.Duration(v[2]) * time.Microsecond,
+		}
+		if each != nil {
+			if i >= len(each) {
+				return bucket.Outcome{}, fmt.Errorf("%w: more outcomes than %d policies", ErrBadReply, len(each))
+			}
+			each[i] = o
+		}
+		if i == 0 || bucket.Binds(o, best) {
+			best = o
+		}
+	}
+	return best, nil
+}
+
 // NextInt parses the non-negative integer that starts s, up to a comma,
 // and returns what follows the comma.
 func NextInt(s string) (v int64, rest string, ok bool) {

@@ -1,4 +1,4 @@
-package core
+package transport
 
 import (
 	"context"
@@ -26,10 +26,10 @@ func TestScriptLoad(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: -1})
 	defer c.Close()
 	ctx := context.Background()
-	s := NewRedisStore(c)
+	s := New(c, defaultPrefix)
 	// A day's limit: no bucket expires during the run, whatever its
 	// speed, so every run decides the same.
-	policies := []Policy{Limit{Rate: 1000, Period: 24 * time.Hour, Burst: 1000}.policy("p")}
+	policies := []bucket.Policy{Limit{Rate: 1000, Period: 24 * time.Hour, Burst: 1000}.policy("p")}
 	size := 32
 	if v := os.Getenv("RATELIMIT_SCRIPT_LOAD_BATCH"); v != "" {
 		size, _ = strconv.Atoi(v)
@@ -41,7 +41,7 @@ func TestScriptLoad(t *testing.T) {
 	for range 9600 / size {
 		batch := make([]*request, size)
 		for j := range batch {
-			batch[j] = &request{ctx: ctx, subj: "k" + strconv.Itoa(k%2000), op: bucket.OpTake, n: 1, policies: policies}
+			batch[j] = &request{ctx: ctx, Ask: bucket.Ask{Subj: "k" + strconv.Itoa(k%2000), Op: bucket.OpTake, N: 1, Policies: policies}}
 			k++
 		}
 		s.send(ctx, "", batch)

@@ -1,4 +1,4 @@
-package core
+package transport
 
 import (
 	"context"
@@ -13,22 +13,21 @@ import (
 	"github.com/sluicehq/ratelimit/internal/redistest"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
-	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
-// Tests of transport.TokenBuckets, the script deciding a batch, called directly with
+// Tests of TokenBuckets, the script deciding a batch, called directly with
 // batches of a known make-up (through the store, which requests travel
 // together depends on timing).
 
 type batchReq struct {
 	subj string
 	n    int
-	ps   []Policy
+	ps   []bucket.Policy
 }
 
 type batchAns struct {
-	o    Outcome
-	each []Outcome
+	o    bucket.Outcome
+	each []bucket.Outcome
 	err  error
 }
 
@@ -42,13 +41,13 @@ func scriptServers(t *testing.T) map[string]*redis.Client {
 
 // sendBatch decides reqs as one batch through s, as its sender would, and
 // returns each one's answer.
-func sendBatch(t *testing.T, s *RedisStore, reqs []batchReq) []batchAns {
+func sendBatch(t *testing.T, s *Store, reqs []batchReq) []batchAns {
 	t.Helper()
 	return sendOps(t, s, reqs, nil)
 }
 
 // sendOps is sendBatch with request i's operation ops[i] (nil: takes).
-func sendOps(t *testing.T, s *RedisStore, reqs []batchReq, ops []int) []batchAns {
+func sendOps(t *testing.T, s *Store, reqs []batchReq, ops []int) []batchAns {
 	t.Helper()
 	batch := make([]*request, len(reqs))
 	for i, r := range reqs {
@@ -59,27 +58,18 @@ func sendOps(t *testing.T, s *RedisStore, reqs []batchReq, ops []int) []batchAns
 		if ops != nil {
 			op = ops[i]
 		}
-		batch[i] = &request{ctx: context.Background(), subj: transport.HashSubject(r.subj), op: op, n: r.n, policies: r.ps}
+		batch[i] = &request{ctx: context.Background(), Ask: bucket.Ask{Subj: HashSubject(r.subj), Op: op, N: r.n, Policies: r.ps}}
 	}
 	s.send(context.Background(), "", batch)
 	out := make([]batchAns, len(reqs))
 	for i, r := range batch {
-		out[i].each = make([]Outcome, len(reqs[i].ps))
+		out[i].each = make([]bucket.Outcome, len(reqs[i].ps))
 		out[i].err = r.err
 		if r.err == nil {
-			out[i].o, out[i].err = parseReply(r.reply, out[i].each)
+			out[i].o, out[i].err = ParseReply(r.reply, out[i].each)
 		}
 	}
 	return out
-}
-
-func mustPolicies(t *testing.T, limits ...NamedLimit) []Policy {
-	t.Helper()
-	ps, err := Policies(limits...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ps
 }
 
 // slow is a limit whose refill adds far less than a token while a test
@@ -89,7 +79,7 @@ var slow = Limit{Rate: 1, Period: time.Hour, Burst: 5}
 func TestBatchScriptInOrder(t *testing.T) {
 	for name, c := range scriptServers(t) {
 		t.Run(name, func(t *testing.T) {
-			s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)))
+			s := New(c, redistest.Prefix(t))
 			ps := mustPolicies(t, NamedLimit{Name: "a", Limit: slow})
 			var reqs []batchReq
 			for range 7 {
@@ -111,7 +101,7 @@ func TestBatchScriptInOrder(t *testing.T) {
 			}
 
 			// The script wrote what the single-decision path reads.
-			plain := NewRedisStore(c, WithPrefix(s.prefix))
+			plain := New(c, s.prefix)
 			if o, err := plain.Take(context.Background(), "hot", 1, ps, nil); err != nil || o.Allowed {
 				t.Errorf("hot after the batch: %+v %v; want denied", o, err)
 			}
@@ -120,7 +110,7 @@ func TestBatchScriptInOrder(t *testing.T) {
 			}
 
 			// A batch of denials writes nothing.
-			key := s.key("hot", "a")
+			key := s.Key("hot", "a")
 			before := c.Get(context.Background(), key).Val()
 			for _, a := range sendBatch(t, s, []batchReq{{"hot", 1, ps}, {"hot", 2, ps}}) {
 				if a.err != nil || a.o.Allowed {
@@ -138,14 +128,14 @@ func TestBatchScriptInOrder(t *testing.T) {
 // second after it would be full again, as with the single script.
 func TestBatchScriptExpiry(t *testing.T) {
 	c := redistest.Client(t)
-	s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)))
+	s := New(c, redistest.Prefix(t))
 	ps := mustPolicies(t, NamedLimit{Name: "m", Limit: Limit{Rate: 10, Period: time.Minute, Burst: 10}})
 	got := sendBatch(t, s, []batchReq{{"a", 3, ps}, {"b", 1, ps}, {"a", 1, ps}})
 	for _, tc := range []struct {
 		subj  string
 		reset time.Duration // after the batch's last request on it
 	}{{"a", 4 * 6 * time.Second}, {"b", 6 * time.Second}} {
-		pttl := c.PTTL(context.Background(), s.key(tc.subj, "m")).Val()
+		pttl := c.PTTL(context.Background(), s.Key(tc.subj, "m")).Val()
 		want := tc.reset + time.Second
 		if pttl > want || pttl < want-500*time.Millisecond {
 			t.Errorf("%s: PTTL %v, want about %v", tc.subj, pttl, want)
@@ -159,7 +149,7 @@ func TestBatchScriptExpiry(t *testing.T) {
 func TestBatchScriptMultiPolicy(t *testing.T) {
 	for name, c := range scriptServers(t) {
 		t.Run(name, func(t *testing.T) {
-			s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)))
+			s := New(c, redistest.Prefix(t))
 			ps := mustPolicies(t,
 				NamedLimit{Name: "second", Limit: PerSecond(5)},
 				NamedLimit{Name: "hour", Limit: PerHour(3)},
@@ -195,7 +185,7 @@ func TestBatchScriptMultiPolicy(t *testing.T) {
 // alone.
 func TestBatchScriptManyPolicies(t *testing.T) {
 	c := redistest.Client(t)
-	s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)))
+	s := New(c, redistest.Prefix(t))
 	var reqs []batchReq
 	for i := range 40 {
 		ps := mustPolicies(t, NamedLimit{Name: fmt.Sprint("p", i), Limit: Limit{Rate: 1, Period: time.Hour, Burst: 1 + i}})
@@ -221,9 +211,9 @@ func TestBatchScriptMatchesSingle(t *testing.T) {
 	for name, c := range scriptServers(t) {
 		t.Run(name, func(t *testing.T) {
 			prefix := redistest.Prefix(t)
-			batched := NewRedisStore(c, WithPrefix(prefix+"b:"))
-			single := NewRedisStore(c, WithPrefix(prefix+"s:"))
-			sets := [][]Policy{
+			batched := New(c, prefix+"b:")
+			single := New(c, prefix+"s:")
+			sets := [][]bucket.Policy{
 				mustPolicies(t, NamedLimit{Name: "x", Limit: slow}),
 				mustPolicies(t, NamedLimit{Name: "y", Limit: Limit{Rate: 2, Period: time.Hour, Burst: 9}}),
 				mustPolicies(t, NamedLimit{Name: "x", Limit: slow}, NamedLimit{Name: "z", Limit: Limit{Rate: 1, Period: time.Hour, Burst: 3}}),
@@ -238,7 +228,7 @@ func TestBatchScriptMatchesSingle(t *testing.T) {
 				}
 				got := sendBatch(t, batched, reqs)
 				for i, r := range reqs {
-					each := make([]Outcome, len(r.ps))
+					each := make([]bucket.Outcome, len(r.ps))
 					want, err := single.Take(context.Background(), r.subj, r.n, r.ps, each)
 					if err != nil {
 						t.Fatal(err)
@@ -276,9 +266,9 @@ func TestBatchScriptRepeatsMatchSingle(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := redistest.Prefix(t)
-			batched := NewRedisStore(c, WithPrefix(prefix+"b:"))
-			single := NewRedisStore(c, WithPrefix(prefix+"s:"))
-			sets := [][]Policy{
+			batched := New(c, prefix+"b:")
+			single := New(c, prefix+"s:")
+			sets := [][]bucket.Policy{
 				mustPolicies(t, NamedLimit{Name: "x", Limit: slow}),
 				mustPolicies(t, NamedLimit{Name: "x", Limit: Limit{Rate: 2, Period: time.Hour, Burst: 9}}),
 				mustPolicies(t, NamedLimit{Name: "x", Limit: slow}, NamedLimit{Name: "z", Limit: Limit{Rate: 1, Period: time.Hour, Burst: 3}}),
@@ -300,8 +290,8 @@ func TestBatchScriptRepeatsMatchSingle(t *testing.T) {
 				}
 				got := sendOps(t, batched, reqs, rops)
 				for i, r := range reqs {
-					each := make([]Outcome, len(r.ps))
-					var want Outcome
+					each := make([]bucket.Outcome, len(r.ps))
+					var want bucket.Outcome
 					var err error
 					switch rops[i] {
 					case bucket.OpTake:
@@ -333,7 +323,7 @@ func TestBatchScriptRepeatsMatchSingle(t *testing.T) {
 				// agree: a peek reads them.
 				for subj := range 3 {
 					for _, n := range []string{"x", "y", "z"} {
-						bk, sk := batched.key(transport.HashSubject(fmt.Sprint("s", subj)), n), single.key(transport.HashSubject(fmt.Sprint("s", subj)), n)
+						bk, sk := batched.Key(HashSubject(fmt.Sprint("s", subj)), n), single.Key(HashSubject(fmt.Sprint("s", subj)), n)
 						bt, st := c.PTTL(ctx, bk).Val(), c.PTTL(ctx, sk).Val()
 						if (bt - st).Abs() > slack {
 							t.Fatalf("round %d: %s expires in %v, %s in %v", round, bk, bt, sk, st)
@@ -353,7 +343,7 @@ func TestBatchScriptRepeatsMatchSingle(t *testing.T) {
 // requests whose callers are gone, and keeps the rest in order.
 func TestBatchBounds(t *testing.T) {
 	t.Parallel()
-	s := NewRedisStore(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}))
+	s := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), defaultPrefix)
 	var limits []NamedLimit
 	for i := range 32 {
 		limits = append(limits, NamedLimit{Name: fmt.Sprint("p", i), Limit: slow})
@@ -362,12 +352,12 @@ func TestBatchBounds(t *testing.T) {
 	one := mustPolicies(t, NamedLimit{Name: "one", Limit: slow})
 	q := &queue{}
 	for i := range 300 {
-		r := &request{subj: fmt.Sprint("k", i), n: 1, policies: one}
+		r := &request{Ask: bucket.Ask{Subj: fmt.Sprint("k", i), N: 1, Policies: one}}
 		r.gone.Store(i%100 == 7)
 		q.waiting = append(q.waiting, r)
 	}
 	for range 200 {
-		q.waiting = append(q.waiting, &request{subj: "m", n: 1, policies: many})
+		q.waiting = append(q.waiting, &request{Ask: bucket.Ask{Subj: "m", N: 1, Policies: many}})
 	}
 	var sizes []int
 	for b := s.next(q, nil); b != nil; b = s.next(q, nil) {
@@ -376,7 +366,7 @@ func TestBatchBounds(t *testing.T) {
 			if r.gone.Load() {
 				t.Fatal("a request whose caller is gone was taken")
 			}
-			keys += len(r.policies)
+			keys += len(r.Policies)
 		}
 		if len(b) > maxBatch || (len(b) > 1 && keys > maxBatchKeys) {
 			t.Fatalf("batch of %d requests, %d keys", len(b), keys)
@@ -398,11 +388,11 @@ func TestScriptReplayAfterOtherWrites(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := redistest.Prefix(t)
-			s := NewRedisStore(c, WithPrefix(prefix))
-			other := NewRedisStore(c, WithPrefix(prefix)) // another instance
+			s := New(c, prefix)
+			other := New(c, prefix) // another instance
 			ps := mustPolicies(t, NamedLimit{Name: "a", Limit: slow})
 			req := func(op, n int) *request {
-				return &request{ctx: ctx, subj: "k", op: op, n: n, policies: ps}
+				return &request{ctx: ctx, Ask: bucket.Ask{Subj: "k", Op: op, N: n, Policies: ps}}
 			}
 			for _, tc := range []struct {
 				name  string
@@ -422,14 +412,14 @@ func TestScriptReplayAfterOtherWrites(t *testing.T) {
 					}
 				}
 				keys, args := s.encode(ctx, s.idSeq.Add(1), tc.batch)
-				first, err := transport.TokenBuckets.Run(ctx, c, keys, args...).Text()
+				first, err := TokenBuckets.Run(ctx, c, keys, args...).Text()
 				if err != nil {
 					t.Fatal(err)
 				}
 				if o, err := other.Take(ctx, "k", 1, ps, nil); err != nil || !o.Allowed {
 					t.Fatalf("%s: the other instance's take: %+v %v", tc.name, o, err)
 				}
-				again, err := transport.TokenBuckets.Run(ctx, c, keys, args...).Text()
+				again, err := TokenBuckets.Run(ctx, c, keys, args...).Text()
 				if err != nil || again != first {
 					t.Errorf("%s: re-sent call answered %q %v, first %q", tc.name, again, err, first)
 				}
@@ -450,8 +440,8 @@ func TestScriptLimitChange(t *testing.T) {
 	for name, c := range scriptServers(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)))
-			pol := func(l Limit) []Policy { return mustPolicies(t, NamedLimit{Name: "q", Limit: l}) }
+			s := New(c, redistest.Prefix(t))
+			pol := func(l Limit) []bucket.Policy { return mustPolicies(t, NamedLimit{Name: "q", Limit: l}) }
 			for _, tc := range []struct {
 				name      string
 				from, to  Limit
@@ -479,7 +469,7 @@ func TestScriptLimitChange(t *testing.T) {
 				if !tc.wantAllow && (o.RetryAfter <= 0 || o.RetryAfter > tc.to.Period) {
 					t.Errorf("%s: RetryAfter %v", tc.name, o.RetryAfter)
 				}
-				if pttl := c.PTTL(ctx, s.key(transport.HashSubject(subj), "q")).Val(); pttl <= 0 || pttl > tc.maxPTTL+time.Second {
+				if pttl := c.PTTL(ctx, s.Key(HashSubject(subj), "q")).Val(); pttl <= 0 || pttl > tc.maxPTTL+time.Second {
 					t.Errorf("%s: PTTL %v, want at most %v", tc.name, pttl, tc.maxPTTL+time.Second)
 				}
 			}
@@ -497,10 +487,10 @@ func TestScriptClockSteps(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
-	s := NewRedisStore(c)
+	s := New(c, defaultPrefix)
 	ps := mustPolicies(t, NamedLimit{Name: "s", Limit: PerSecond(10)})
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	take := func(at time.Duration, n int) Outcome {
+	take := func(at time.Duration, n int) bucket.Outcome {
 		t.Helper()
 		m.SetTime(t0.Add(at))
 		o, err := s.Take(ctx, "k", n, ps, nil)

@@ -1,4 +1,4 @@
-package core
+package transport
 
 import (
 	"context"
@@ -12,18 +12,17 @@ import (
 	"github.com/sluicehq/ratelimit/internal/redistest"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
-	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // TestClusterBatchAcrossSlots: on Redis Cluster, a batch of one node's
-// subjects, in different slots, is one script call (transport.TokenBucketsAcross);
+// subjects, in different slots, is one script call (TokenBucketsAcross);
 // a batch holding a subject of another node is refused by the node
 // before anything is written, and sendNode reports it for the per-subject
 // path.
 func TestClusterBatchAcrossSlots(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0).Client()
 	ctx := context.Background()
-	s := NewRedisStore(c, WithPrefix(redistest.Prefix(t)))
+	s := New(c, redistest.Prefix(t))
 	c.ReloadState(ctx)
 	if err := s.Preload(ctx); err != nil {
 		t.Fatal(err)
@@ -50,11 +49,11 @@ func TestClusterBatchAcrossSlots(t *testing.T) {
 			same = append(same, subj)
 		}
 	}
-	policies := []Policy{PerMinute(10).policy("p")}
+	policies := []bucket.Policy{PerMinute(10).policy("p")}
 	batchOf := func(subjs ...string) []*request {
 		var b []*request
 		for _, subj := range subjs {
-			b = append(b, &request{ctx: ctx, subj: subj, op: bucket.OpTake, n: 1, policies: policies})
+			b = append(b, &request{ctx: ctx, Ask: bucket.Ask{Subj: subj, Op: bucket.OpTake, N: 1, Policies: policies}})
 		}
 		return b
 	}
@@ -68,7 +67,7 @@ func TestClusterBatchAcrossSlots(t *testing.T) {
 			want = "1,8," // same[0] again, in the same call
 		}
 		if r.err != nil || !strings.HasPrefix(r.reply, want) {
-			t.Errorf("request %d (%s): %q, %v; want %s…", i, r.subj, r.reply, r.err, want)
+			t.Errorf("request %d (%s): %q, %v; want %s…", i, r.Subj, r.reply, r.err, want)
 		}
 	}
 	mixed := batchOf(same[1], other)
@@ -92,12 +91,12 @@ func TestClusterBatchBeforeRedis7(t *testing.T) {
 	defer node.Close()
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{m.Addr()}})
 	defer cluster.Close()
-	s := NewRedisStore(cluster)
+	s := New(cluster, defaultPrefix)
 	ctx := context.Background()
-	policies := []Policy{PerMinute(10).policy("p")}
+	policies := []bucket.Policy{PerMinute(10).policy("p")}
 	batch := []*request{
-		{ctx: ctx, subj: "a", op: bucket.OpTake, n: 1, policies: policies},
-		{ctx: ctx, subj: "b", op: bucket.OpTake, n: 1, policies: policies},
+		{ctx: ctx, Ask: bucket.Ask{Subj: "a", Op: bucket.OpTake, N: 1, Policies: policies}},
+		{ctx: ctx, Ask: bucket.Ask{Subj: "b", Op: bucket.OpTake, N: 1, Policies: policies}},
 	}
 	if s.sendNode(ctx, node, s.idSeq.Add(1), batch) {
 		t.Fatalf("a node without script flags ran the batch: %q, %v", batch[0].reply, batch[0].err)
@@ -123,14 +122,14 @@ func TestNodeOfSubject(t *testing.T) {
 		subjects = append(subjects, "k"+strconv.Itoa(i))
 	}
 	for i, subj := range subjects {
-		subjects[i] = transport.HashSubject(subj)
+		subjects[i] = HashSubject(subj)
 	}
 	c := redistest.StartCluster(t, 3, 0).Client()
-	s := NewRedisStore(c)
+	s := New(c, defaultPrefix)
 	c.ReloadState(ctx)
 	s.ready.Store(true)
 	for _, subj := range subjects {
-		want, err := c.MasterForKey(ctx, s.key(subj, "policy"))
+		want, err := c.MasterForKey(ctx, s.Key(subj, "policy"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,10 +140,10 @@ func TestNodeOfSubject(t *testing.T) {
 	addr := redistest.Addr(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr, "b": addr, "c": addr}})
 	defer ring.Close()
-	rs := NewRedisStore(ring)
+	rs := New(ring, defaultPrefix)
 	rs.ready.Store(true)
 	for _, subj := range subjects {
-		want, err := ring.GetShardClientForKey(rs.key(subj, "policy"))
+		want, err := ring.GetShardClientForKey(rs.Key(subj, "policy"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,139 @@
+package transport
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
+)
+
+// How a batch becomes one script call: its keys and arguments (see
+// TokenBuckets for their layout).
+
+// encode returns the keys and arguments of one TokenBuckets call deciding
+// batch, whose id is call.
+func (s *Store) encode(ctx context.Context, call uint64, batch []*request) ([]string, []any) {
+	keys := make([]string, 0, 1+len(batch)*len(batch[0].Policies))
+	var polBuf [8]*bucket.Policy
+	var idxBuf [16]int
+	pols, idx := polBuf[:0], idxBuf[:0]
+	// Room for the policies and one run: a batch's requests are alike.
+	args := make([]any, 4, 9+2*len(batch[0].Policies))
+	for _, r := range batch {
+		for i := range r.Policies {
+			p := &r.Policies[i]
+			keys = append(keys, s.Key(r.Subj, p.Name))
+			d, j := p.Desc(), 0
+			for j < len(pols) && pols[j] != p && pols[j].Desc() != d {
+				j++
+			}
+			if j == len(pols) {
+				pols = append(pols, p)
+				args = append(args, p.Arg())
+			}
+			idx = append(idx, j+1)
+		}
+	}
+	var again int
+	args, again = repeats(keys, args)
+	keys = append(keys, s.recordKey(batch[0].Subj, call))
+	args[0], args[1], args[2], args[3] = RecordTTL(ctx), len(batch), len(pols), again
+	// Requests in a row that share their operation, cost and policies go
+	// as one run: the shape once, then how many.
+	for len(batch) > 0 {
+		r, m := batch[0], len(batch[0].Policies)
+		run := 1
+		for run < len(batch) && sameShape(r, batch[run], idx[:m], idx[run*m:]) {
+			run++
+		}
+		op, x := bucket.SplitOp(r.Op)
+		args = append(args, op, r.N, m)
+		for _, j := range idx[:m] {
+			args = append(args, j)
+		}
+		args = append(args, run)
+		if op > bucket.OpRefund {
+			args = append(args, x)
+		}
+		// Requests in a run have m policies each.
+		batch, idx = batch[run:], idx[run*m:]
+	}
+	return keys, args
+}
+
+// repeats appends to args, for each of keys that an earlier one repeats
+// (requests of one subject), its position and its previous one's, from
+// 1, and returns how many keys repeat.
+func repeats(keys []string, args []any) ([]any, int) {
+	n := 0
+	if len(keys) <= 16 {
+		for i := 1; i < len(keys); i++ {
+			for j := i - 1; j >= 0; j-- {
+				if keys[j] == keys[i] {
+					args = append(args, i+1, j+1)
+					n++
+					break
+				}
+			}
+		}
+		return args, n
+	}
+	last := make(map[string]int, len(keys))
+	for i, k := range keys {
+		if j, ok := last[k]; ok {
+			args = append(args, i+1, j+1)
+			n++
+		}
+		last[k] = i
+	}
+	return args, n
+}
+
+// encodeShort is encode for TokenBuckets, whose lone take under one
+// policy has arguments of its own: the record's expiry, the policy, n.
+func (s *Store) encodeShort(ctx context.Context, call uint64, batch []*request) ([]string, []any) {
+	r := batch[0]
+	if len(batch) > 1 || len(r.Policies) > 1 || r.Op != bucket.OpTake {
+		return s.encode(ctx, call, batch)
+	}
+	p := &r.Policies[0]
+	return []string{s.Key(r.Subj, p.Name), s.recordKey(r.Subj, call)}, []any{RecordTTL(ctx), p.Arg(), r.N}
+}
+
+// sameShape reports whether b, whose policies' indexes start at bi, asks
+// what a, with indexes ai, asks (of other buckets). bi holds at least
+// b's indexes.
+func sameShape(a, b *request, ai, bi []int) bool {
+	if b.Op != a.Op || b.N != a.N || len(b.Policies) != len(a.Policies) {
+		return false
+	}
+	for i, j := range ai {
+		if bi[i] != j {
+			return false
+		}
+	}
+	return true
+}
+
+// recordKey names the replay record of call, in subj's slot. The space
+// after the hash tag keeps it apart from every bucket (a policy name has
+// none).
+func (s *Store) recordKey(subj string, call uint64) string {
+	var b [128]byte
+	k := append(b[:0], s.prefix...)
+	k = append(k, '{')
+	k = append(k, subj...)
+	k = append(k, "} "...)
+	k = append(k, s.idBase...)
+	return string(strconv.AppendUint(k, call, 36))
+}
+
+// RecordTTL is how long (s) a call's replay record is kept: past any
+// re-send of the call, which go-redis makes only before ctx's deadline.
+func RecordTTL(ctx context.Context) int {
+	if d, ok := ctx.Deadline(); ok {
+		return 2 + int(max(0, time.Until(d)+time.Second-1)/time.Second)
+	}
+	return 12
+}
