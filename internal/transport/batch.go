@@ -66,6 +66,39 @@ func (r *request) release() {
 	requests.Put(r)
 }
 
+// wait waits for r's answer until deadline or ctx's cancellation; a request not yet sent then
+// never is.
+func wait(ctx context.Context, deadline time.Time, r *request) error {
+	// The deadline's own timer wakes us in one hop; ctx.Done closes from a
+	// goroutine that AfterFunc starts, one hop later on a busy machine.
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		if r.timer == nil {
+			r.timer = time.NewTimer(time.Until(deadline))
+		} else {
+			r.timer.Reset(time.Until(deadline))
+		}
+		defer r.timer.Stop()
+		expired = r.timer.C
+	}
+	select {
+	case <-r.done:
+		return nil
+	case <-expired:
+	case <-ctx.Done():
+	}
+	r.gone.Store(true)
+	select {
+	case <-r.done: // answered as we gave up: use it
+		return nil
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
+}
+
 // queue holds the requests for one destination (see Store.queues).
 // Its fields are guarded by the store's mu.
 type queue struct {

@@ -142,39 +142,6 @@ func Admit(running *atomic.Int64, bound int64) bool {
 	}
 }
 
-// wait waits for r's answer until deadline or ctx's cancellation; a request not yet sent then
-// never is.
-func wait(ctx context.Context, deadline time.Time, r *request) error {
-	// The deadline's own timer wakes us in one hop; ctx.Done closes from a
-	// goroutine that AfterFunc starts, one hop later on a busy machine.
-	var expired <-chan time.Time
-	if !deadline.IsZero() {
-		if r.timer == nil {
-			r.timer = time.NewTimer(time.Until(deadline))
-		} else {
-			r.timer.Reset(time.Until(deadline))
-		}
-		defer r.timer.Stop()
-		expired = r.timer.C
-	}
-	select {
-	case <-r.done:
-		return nil
-	case <-expired:
-	case <-ctx.Done():
-	}
-	r.gone.Store(true)
-	select {
-	case <-r.done: // answered as we gave up: use it
-		return nil
-	default:
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return context.DeadlineExceeded
-}
-
 // Node names the Redis server that decides subject: its address for a
 // Cluster (the primary of its slot) or Ring (its shard), else "". The
 // Limiter keeps a circuit breaker per node.
