@@ -77,6 +77,7 @@ func TestAttackCancelledInFlight(t *testing.T) {
 	l := limitertest.New(t, core.Config{
 		Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t))), Limit: core.PerMinute(3),
 		FailMode: core.FailLocal, Instances: 1, Observer: onStoreError(errs.onError),
+		Timeout: 5 * time.Second, // a property, not latency: a loaded machine must not degrade it
 	})
 	var allowed atomic.Int64
 	var wg sync.WaitGroup

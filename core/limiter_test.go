@@ -299,9 +299,11 @@ func TestStalledRedisIsBounded(t *testing.T) {
 				wg.Wait()
 				t.Logf("slowest decision against a stalled Redis: %v (Timeout %v)", worst, timeout)
 				// A bound in the test, not a benchmark: the property is that a
-				// stall never holds a caller for the client's 3 s read timeout.
-				if worst > timeout+250*time.Millisecond {
-					t.Errorf("slowest decision %v, want about Timeout (%v)", worst, timeout)
+				// stall never holds a caller for the client's 3 s read timeout,
+				// so half of it, whatever the load of the machine running the
+				// test; how close to Timeout it answers is bench's figure.
+				if worst > 1500*time.Millisecond {
+					t.Errorf("slowest decision %v: a stall held it toward the client's read timeout, not Timeout (%v)", worst, timeout)
 				}
 			})
 		}

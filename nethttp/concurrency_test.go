@@ -114,19 +114,20 @@ func TestConcurrencyReleasesWhenClientGone(t *testing.T) {
 }
 
 // TestConcurrencyRenewsLongRequest: a handler running for several Leases
-// keeps its slot (real time: the renewal goroutine ticks every Lease/3).
+// keeps its slot (real time: the renewal goroutine ticks every Lease/3;
+// a Lease of 600 ms lets a loaded machine run a tick 400 ms late).
 func TestConcurrencyRenewsLongRequest(t *testing.T) {
 	t.Parallel()
-	const lease = 150 * time.Millisecond
+	const lease = 600 * time.Millisecond
 	c, err := core.NewConcurrency(core.ConcurrencyConfig{Store: core.NewMemoryStore(), Name: "long", Max: 1, Lease: lease, FailMode: core.FailClosed})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mw := Concurrency(c)
 	finish := holding(t, mw)
-	for end := time.Now().Add(4 * lease); time.Now().Before(end); time.Sleep(lease / 10) {
+	for end := time.Now().Add(3 * lease); time.Now().Before(end); time.Sleep(lease / 10) {
 		if w := limitertest.Get(mw(okHandler), "/"); w.Code != http.StatusTooManyRequests {
-			t.Fatalf("%v into a long request: %d, want 429 (slot kept by renewal)", 4*lease-time.Until(end), w.Code)
+			t.Fatalf("%v into a long request: %d, want 429 (slot kept by renewal)", 3*lease-time.Until(end), w.Code)
 		}
 	}
 	finish()
