@@ -85,47 +85,15 @@ func (l Limit) validate() error {
 	case l.Burst < 0:
 		return fmt.Errorf("%w: Burst is %d, must be >= 0", ErrInvalidLimit, l.Burst)
 	}
-	if l.tick() == 0 {
+	if bucket.Tick(int64(l.Rate), l.Period.Microseconds(), int64(l.Capacity())) == 0 {
 		return fmt.Errorf("%w: %v cannot be counted exactly below 2^53 in µs, ms or s; lower the burst or the rate", ErrInvalidLimit, l)
 	}
 	return nil
 }
 
-// ticks are the time steps a policy may count in, finest first: a limit
-// counts in the finest one that divides its Period and keeps every scaled
-// number below 2^53 (a per-day limit of 123457 needs milliseconds).
-var ticks = [...]int64{1, 1000, 1000000}
-
-// tick returns the µs per time step l counts in, or 0 when none fits.
-func (l Limit) tick() int64 {
-	us := l.Period.Microseconds()
-	for _, t := range ticks {
-		if us%t != 0 {
-			break
-		}
-		g := gcd(int64(l.Rate), us/t)
-		unit, refill := us/t/g, int64(l.Rate)/g
-		if c := int64(l.Capacity()); c <= (bucket.MaxExact-refill)/unit && bucket.CeilDiv(c*unit, refill) < bucket.MaxExact/t {
-			return t
-		}
-	}
-	return 0
-}
-
 // policy returns l in the integer form stores compute with. l must be valid.
 func (l Limit) policy(name string) bucket.Policy {
-	tick := l.tick()
-	periodTicks := l.Period.Microseconds() / tick
-	g := gcd(int64(l.Rate), periodTicks)
-	unit := periodTicks / g
-	return bucket.NewPolicy(name, int64(l.Capacity())*unit, int64(l.Rate)/g, unit, tick)
-}
-
-func gcd(a, b int64) int64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
+	return bucket.PolicyOf(name, int64(l.Rate), l.Period.Microseconds(), int64(l.Capacity()))
 }
 
 // NamedLimit is a limit with its policy name, for limiters that check

@@ -88,3 +88,26 @@ func TestCheck(t *testing.T) {
 		t.Errorf("a charge above the burst: %v, want nil", err)
 	}
 }
+
+// TestTick: a limit counts in the finest of µs, ms and s that keeps it
+// exact below 2^53.
+func TestTick(t *testing.T) {
+	t.Parallel()
+	const day = 24 * 3600 * 1_000_000
+	for _, c := range []struct{ rate, period, capacity, want int64 }{
+		{10, 1_000_000, 10, 1},
+		{123457, day, 123457, 1000},
+		{123456791, day, 123456791, 1_000_000},
+		{3, 1700, 4, 1},       // 1.7 ms: µs only
+		{1, 1, MaxExact, 0},   // the capacity alone reaches 2^53
+		{7, 1500, 1 << 52, 0}, // not a whole number of ms
+	} {
+		if got := Tick(c.rate, c.period, c.capacity); got != c.want {
+			t.Errorf("Tick(%d, %d µs, %d) = %d, want %d", c.rate, c.period, c.capacity, got, c.want)
+		}
+	}
+	p := PolicyOf("p", 123457, day, 123457)
+	if p.Tick != 1000 || p.Capacity != 123457*p.Unit || p.Refill*(day/p.Tick) != 123457*p.Unit {
+		t.Errorf("PolicyOf: %+v", p)
+	}
+}

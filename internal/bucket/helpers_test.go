@@ -38,30 +38,12 @@ func Policies(limits ...NamedLimit) ([]Policy, error) {
 		if c == 0 {
 			c = int64(l.Rate)
 		}
-		us := l.Period.Microseconds()
-		for _, t := range [...]int64{1, 1000, 1000000} {
-			if us%t != 0 {
-				return nil, ErrInvalidLimit
-			}
-			g := gcd(int64(l.Rate), us/t)
-			unit, refill := us/t/g, int64(l.Rate)/g
-			if c <= (MaxExact-refill)/unit && CeilDiv(c*unit, refill) < MaxExact/t {
-				ps[i] = NewPolicy(nl.Name, c*unit, refill, unit, t)
-				break
-			}
-		}
-		if ps[i].Tick == 0 {
+		if Tick(int64(l.Rate), l.Period.Microseconds(), c) == 0 {
 			return nil, ErrInvalidLimit
 		}
+		ps[i] = PolicyOf(nl.Name, int64(l.Rate), l.Period.Microseconds(), c)
 	}
 	return ps, nil
-}
-
-func gcd(a, b int64) int64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
 }
 
 type MemoryOption func(*tableOptions)
