@@ -98,13 +98,18 @@ const DefaultLease = 15 * time.Second
 // Observer, one log line per interval naming Name).
 //
 // On a RedisStore, an acquire is one script call and a release one
-// command; renewals of every lease kept alive by one Concurrency leave
-// together every Lease/3, in chunks of at most 500 leases, each chunk one
-// call per Redis node (one per key on a Cluster or Ring) bounded by
-// Timeout on its own, not one call per request. A refused acquire adds
-// no lease (it removes the leases past their deadline it finds). Every
-// acquire asks the store: a slot can free at any moment on any instance,
-// so no refusal is kept in this process.
+// command. A key has at most one acquire call in flight per Concurrency:
+// the acquires of a key arriving while its call is in flight leave
+// together in the next, one script call deciding them in order, each as
+// exactly as alone (a flood on one key costs the store one call at a
+// time, and each caller still waits at most Timeout). Renewals of every
+// lease kept alive by one Concurrency leave together every Lease/3, in
+// chunks of at most 500 leases, each chunk one call per Redis node (one
+// per key on a Cluster or Ring) bounded by Timeout on its own, not one
+// call per request. A refused acquire adds no lease (it removes the
+// leases past their deadline it finds). Every acquire asks the store: a
+// slot can free at any moment on any instance, so no refusal is kept in
+// this process.
 //
 // A Concurrency is safe for concurrent use; make one per limit at startup
 // and share it.
@@ -119,6 +124,7 @@ type Concurrency struct {
 	localLimit Limit         // localMax slots per Lease
 	leaseObs   LeaseObserver // the observer, when it is one
 	rate       *Limiter      // ConcurrencyConfig.Rate
+	acquiring  leaseQueues   // acquires waiting for their key's call (RedisStore)
 
 	mu       sync.Mutex
 	kept     map[*Lease]struct{} // leases renewed in the background
@@ -251,6 +257,7 @@ func (c *Concurrency) acquire(ctx context.Context, key, id string) (*Lease, Resu
 		req.policies = c.rate.set.policies
 		req.each = make([]bucket.Outcome, len(req.policies))
 	}
+	req.queues = &c.acquiring
 	if c.mem != nil {
 		a, _ := c.mem.acquire(ctx, time.Time{}, 0, req)
 		return c.granted(ctx, req, a, heldInStore, time.Time{})

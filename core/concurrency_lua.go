@@ -27,13 +27,22 @@ import (
 // (only an allowed call adds): it is answered allowed again, adding
 // nothing, and its tokens answer from their replay record.
 //
+// A call acquires in one set: once acquire finds it full, it stays full
+// until the call ends (only an allowed acquire adds), so acquire answers
+// the call's later ids that do not hold a lease from that first refusal.
+//
 // Scores are integers below 2^53 and are formatted with %.0f, never
 // tostring, which keeps 14 digits.
 const leasesLua = `
 local ceil, format = math.ceil, string.format
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local refused
 local function acquire(key, id, max, lease, decide)
+  if refused and not redis.call('ZSCORE', key, id) then
+    if decide then decide(2) end
+    return {0, refused[1], refused[2], refused[3], 0}
+  end
   local pruned = redis.call('ZREMRANGEBYSCORE', key, '-inf', format('%.0f', now))
   local allowed, full = 1, false
   if redis.call('ZSCORE', key, id) then
@@ -54,37 +63,50 @@ local function acquire(key, id, max, lease, decide)
     reset = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) - now
     if full then retry = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2]) - now end
   end
+  if full then refused = {held, retry, reset} end
   return {allowed, held, retry, reset, pruned}
 end
 `
 
-// acquireLease takes one of a key's slots (leasesLua's acquire). KEYS[1]
-// is the set; ARGV the lease id, Max and the lease in µs.
+// acquireLease takes one of a key's slots for each of a call's lease ids,
+// in turn (leasesLua's acquire): the first find the free slots, the rest
+// are refused, each answered as if alone at its turn. KEYS[1] is the set;
+// ARGV Max, the lease in µs, then the ids. The reply is acquire's for
+// each id, one after the other.
 var acquireLease = redis.NewScript(leasesLua + `
-return acquire(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
+local max, lease, out = tonumber(ARGV[1]), tonumber(ARGV[2]), {}
+for i = 3, #ARGV do
+  local r = acquire(KEYS[1], ARGV[i], max, lease)
+  for j = 1, 5 do out[#out + 1] = r[j] end
+end
+return out
 `)
 
 // acquireWithRate takes a slot and a token of the rate limit of the same
-// subject, all or nothing: leasesLua's acquire with the token bucket
-// (transport.TokenBucketsLua, run as a function, the very arithmetic of every rate
-// decision) as its decide. A refused slot takes no token (the bucket is
-// only peeked at) and refused tokens add no lease.
+// subject, all or nothing, for each of a call's lease ids in turn:
+// leasesLua's acquire with the token bucket (transport.TokenBucketsLua,
+// run as a function, the very arithmetic of every rate decision) as its decide. A
+// refused slot takes no token (the bucket is only peeked at) and refused
+// tokens add no lease; a later id sees what an earlier one took.
 //
-// KEYS[1] is the lease set, then tokenBuckets' keys (the buckets, then
-// the call's replay record); ARGV the lease id, Max and the lease in µs,
-// then tokenBuckets' arguments for one request. The reply is acquire's,
-// then tokenBuckets' reply for the request. A re-sent call is answered
-// once more from the replay record that its first run wrote, taking
-// nothing again.
+// KEYS[1] is the lease set, then the buckets, then a replay record per
+// id (each id's tokens are one tokenBuckets call of their own); ARGV
+// Max, the lease in µs, the number of ids N, the ids, then tokenBuckets'
+// arguments for one request. The reply is, per id, acquire's, then
+// tokenBuckets' reply for the id. A re-sent call is answered once more
+// from the replay records that its first run wrote, taking nothing
+// again.
 var acquireWithRate = redis.NewScript(leasesLua + acquireWithRateMain)
 
 const acquireWithRateMain = `
 local function buckets(KEYS, ARGV)
 ` + transport.MgetLua + transport.TokenBucketsLua + `
 end
+local max, lease, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local p = #KEYS - 1 - n
 local bk, ba = {}, {}
-for i = 2, #KEYS do bk[i - 1] = KEYS[i] end
-for i = 4, #ARGV do ba[i - 3] = ARGV[i] end
+for i = 1, p do bk[i] = KEYS[1 + i] end
+for i = 4 + n, #ARGV do ba[#ba + 1] = ARGV[i] end
 local opAt = 5 + tonumber(ba[3])
 local reply
 local function decide(op)
@@ -92,8 +114,13 @@ local function decide(op)
   reply = buckets(bk, ba)
   return string.sub(reply, 1, 2) == '1,'
 end
-local out = acquire(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), decide)
-out[6] = reply
+local out = {}
+for i = 1, n do
+  bk[p + 1] = KEYS[1 + p + i]
+  local r = acquire(KEYS[1], ARGV[3 + i], max, lease, decide)
+  for j = 1, 5 do out[#out + 1] = r[j] end
+  out[#out + 1] = reply
+end
 return out
 `
 

@@ -3,7 +3,9 @@ package core
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,7 +27,8 @@ func (s *RedisStore) leaseKey(subj, name string) string {
 // as the store keys it), for lease id, held at most max at once and each
 // for lease; with policies (a Concurrency's Rate), one token of them too,
 // all or nothing. The store fills each (every policy's outcome, when not
-// nil) and rate (the binding one).
+// nil) and rate (the binding one). A RedisStore batches the acquires of
+// one set through queues (see leaseQueues), when not nil.
 type leaseRequest struct {
 	name     string
 	subj     string
@@ -37,39 +40,259 @@ type leaseRequest struct {
 	policies []bucket.Policy
 	each     []bucket.Outcome
 	rate     bucket.Outcome
+	queues   *leaseQueues
+}
+
+// leaseQueues are a Concurrency's acquires waiting, per set, for the
+// set's acquire call in flight (see RedisStore.acquire). Every request
+// of a Concurrency has the same name, max, lease and policies, so one
+// call can carry any of them.
+type leaseQueues struct {
+	mu    sync.Mutex
+	m     map[string][]*leaseWaiter // by subject: a call is in flight; these wait for the next
+	calls atomic.Uint64             // ids of failed calls, for the breaker (see transport.CallError)
+}
+
+// join queues w for the next call of its set and reports true when its
+// set has a call in flight; else it marks one in flight, for w's caller
+// to make, and reports false. With no queues, nothing is batched.
+func (qs *leaseQueues) join(w *leaseWaiter) bool {
+	if qs == nil {
+		return false
+	}
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	next, busy := qs.m[w.req.subj]
+	switch {
+	case busy:
+		qs.m[w.req.subj] = append(next, w)
+	case qs.m == nil:
+		qs.m = map[string][]*leaseWaiter{w.req.subj: nil}
+	default:
+		qs.m[w.req.subj] = nil
+	}
+	return busy
+}
+
+// next takes the acquires waiting for subj's next call, those whose
+// callers still wait, at most maxLeaseBatch, and reports them (the call
+// is then in flight); when none, subj has no call in flight any more.
+func (qs *leaseQueues) next(subj string) []*leaseWaiter {
+	if qs == nil {
+		return nil
+	}
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	waiting := qs.m[subj]
+	var ws []*leaseWaiter
+	n := 0
+	for ; n < len(waiting) && len(ws) < maxLeaseBatch; n++ {
+		if waiting[n].state.Load() == waiterWaiting {
+			ws = append(ws, waiting[n])
+		}
+	}
+	clear(waiting[:n]) // the callers taken, or gone, are not kept
+	if len(ws) == 0 {
+		delete(qs.m, subj)
+		return nil
+	}
+	qs.m[subj] = waiting[n:]
+	return ws
+}
+
+// maxLeaseBatch bounds the acquires of one call: the script stays short
+// on the Redis server (a few µs each), and the rest leave in the next.
+const maxLeaseBatch = 256
+
+// leaseWaiter is one acquire waiting for its answer in a call of its set.
+type leaseWaiter struct {
+	ctx      context.Context // values only
+	req      *leaseRequest
+	deadline time.Time // the caller's
+	bound    int64     // MaxInFlight of the caller's guard
+
+	state atomic.Int32  // waiterWaiting, then waiterLeft or waiterAnswered
+	a     leaseAnswer   // set before done is sent
+	err   error         // likewise
+	done  chan struct{} // one value once answered; buffered
+}
+
+// A leaseWaiter's states.
+const (
+	waiterWaiting = iota
+	waiterLeft
+	waiterAnswered
+)
+
+// wait waits for w's answer until w's deadline (then
+// context.DeadlineExceeded: w's caller degrades alone, and an acquire
+// the call grants it later is taken back).
+func (w *leaseWaiter) wait() (leaseAnswer, error) {
+	select {
+	case <-w.done: // answered on this goroutine
+		return w.a, w.err
+	default:
+	}
+	t := time.NewTimer(time.Until(w.deadline))
+	defer t.Stop()
+	select {
+	case <-w.done:
+		return w.a, w.err
+	case <-t.C:
+	}
+	if !w.state.CompareAndSwap(waiterWaiting, waiterLeft) {
+		<-w.done // answered as the deadline came: the answer stands
+		return w.a, w.err
+	}
+	return leaseAnswer{}, context.DeadlineExceeded
 }
 
 // acquire takes a slot for req by deadline, as decisions are bounded (see
-// leaseCall): one acquireLease script call, or acquireWithRate for a req
-// with policies (two round trips the first time, when Redis answers
-// NOSCRIPT). It settles, in this one place, what becomes of an acquire
-// whose caller was not told it was granted: one that failed (its reply
-// may be lost after the script added the lease) or that answered after
-// its caller stopped waiting is taken back by the call itself, best
-// effort within req.timeout, rather than hold a phantom slot for a
-// Lease. Its tokens, if any, stay spent.
+// transport.Store.Do). The acquires of one set batch themselves through
+// req.queues (a Concurrency's): one that finds no call of its set in
+// flight starts one at once, alone; those arriving while it is in flight
+// leave together in the next call when it ends, and so on, each caller
+// waiting until its own deadline. So a set has at most one acquire call
+// in flight per Concurrency, and a flood on one key holds one of the
+// store's MaxInFlight calls, not one per acquire. A call is one
+// acquireLease script call, or acquireWithRate for requests with
+// policies (two round trips the first time, when Redis answers
+// NOSCRIPT), deciding its acquires in order, each as if alone.
+//
+// Each call is counted among the calls running in the store, against
+// bound (ErrOverloaded beyond it). A lone call goes on its caller's
+// goroutine, under its deadline, while calls to its node are fast and the
+// client honours deadlines (see transport.Store.Fast); else calls go on a goroutine of
+// their own (see acquireCalls).
 func (s *RedisStore) acquire(ctx context.Context, deadline time.Time, bound int64, req *leaseRequest) (leaseAnswer, error) {
-	var a leaseAnswer
-	err := s.leaseCall(ctx, deadline, bound, req.subj, func(ctx context.Context) error {
-		if req.policies != nil {
-			var err error
-			a, err = s.acquireWithRate(ctx, req)
+	w := &leaseWaiter{ctx: ctx, req: req, deadline: deadline, bound: bound, done: make(chan struct{}, 1)}
+	if req.queues.join(w) {
+		return w.wait()
+	}
+	ws := []*leaseWaiter{w}
+	switch last := s.t.LastTo(req.subj); {
+	case !s.t.Enter(bound):
+		ws = s.answer(req.queues, ws, nil, ErrOverloaded)
+	case s.t.Fast(last, deadline):
+		ctx := s.t.Context(ctx, deadline)
+		as, err := s.acquireMany(ctx, last, ws, deadline)
+		ctx.Stop()
+		s.t.Leave()
+		ws = s.answer(req.queues, ws, as, err)
+	default:
+		go s.acquireCalls(req.queues, ws, true)
+		return w.wait()
+	}
+	if ws != nil {
+		go s.acquireCalls(req.queues, ws, false)
+	}
+	return w.wait()
+}
+
+// acquireCalls makes the acquire call of ws (of one set, in order;
+// counted among the calls running already when admitted), then the set's
+// next calls while acquires wait for them, on this goroutine. Each runs
+// under the latest deadline of its acquires but at least
+// transport.MinSend (a call cut at Timeout would cost its connection).
+func (s *RedisStore) acquireCalls(qs *leaseQueues, ws []*leaseWaiter, admitted bool) {
+	for ws != nil {
+		if !admitted && !s.t.Enter(ws[0].bound) {
+			ws = s.answer(qs, ws, nil, ErrOverloaded)
+			continue
+		}
+		admitted = false
+		latest := time.Now().Add(transport.MinSend)
+		for _, w := range ws {
+			if w.deadline.After(latest) {
+				latest = w.deadline
+			}
+		}
+		ctx := s.t.Context(ws[0].ctx, latest)
+		as, err := s.acquireMany(ctx, s.t.LastTo(ws[0].req.subj), ws, time.Time{})
+		ctx.Stop()
+		s.t.Leave()
+		ws = s.answer(qs, ws, as, err)
+	}
+}
+
+// answer gives each acquire of ws its answer of the call, as[i], or the
+// call's error, and returns the acquires waiting for the set's next call
+// (nil when none: the set has no call in flight any more). It settles, in
+// this one place, what becomes of an acquire whose caller was not told
+// it was granted: one whose call failed (its reply may be lost after the
+// script added the lease) or that was answered after its caller stopped
+// waiting is taken back, best effort within its request's timeout,
+// rather than hold a phantom slot for a Lease. Its tokens, if any, stay
+// spent. A call never made (ErrOverloaded) has nothing to take back.
+func (s *RedisStore) answer(qs *leaseQueues, ws []*leaseWaiter, as []leaseAnswer, err error) []*leaseWaiter {
+	if err != nil && len(ws) > 1 && qs != nil {
+		err = &transport.CallError{Call: qs.calls.Add(1), Err: err} // the breaker counts one failed call
+	}
+	var back []any
+	for i, w := range ws {
+		told := w.state.CompareAndSwap(waiterWaiting, waiterAnswered)
+		switch {
+		case err == nil && told:
+			w.a = as[i]
+		case err == nil:
+			if as[i].allowed {
+				back = append(back, w.req.id)
+			}
+		case told:
+			w.err = err
+			fallthrough
+		default:
+			if !errors.Is(err, ErrOverloaded) {
+				back = append(back, w.req.id)
+			}
+		}
+		if told {
+			w.done <- struct{}{}
+		}
+	}
+	if len(back) > 0 {
+		req := ws[0].req
+		go func() {
+			_ = s.removeLeases(ws[0].ctx, time.Now().Add(req.timeout), 0, req.name, req.subj, back...)
+		}()
+	}
+	return qs.next(ws[0].req.subj)
+}
+
+// acquireMany runs the acquire call of ws under ctx (see transport.Store.Run
+// for cut) and returns their answers, in order.
+func (s *RedisStore) acquireMany(ctx context.Context, last *transport.LastCall, ws []*leaseWaiter, cut time.Time) ([]leaseAnswer, error) {
+	as := make([]leaseAnswer, len(ws))
+	err := s.t.Run(ctx, last, func(ctx context.Context) error {
+		if ws[0].req.policies != nil {
+			return s.acquireWithRate(ctx, ws, as)
+		}
+		return s.acquireLeases(ctx, ws, as)
+	}, cut)
+	return as, err
+}
+
+// acquireLeases runs the acquireLease script for ws, filling as.
+func (s *RedisStore) acquireLeases(ctx context.Context, ws []*leaseWaiter, as []leaseAnswer) error {
+	req := ws[0].req
+	args := make([]any, 0, 2+len(ws))
+	args = append(args, req.max, req.lease.Microseconds())
+	for _, w := range ws {
+		args = append(args, w.req.id)
+	}
+	v, err := acquireLease.Run(ctx, s.t.Client(), []string{s.leaseKey(req.subj, req.name)}, args...).Slice()
+	if err != nil {
+		return err
+	}
+	if len(v) != 5*len(ws) {
+		return fmt.Errorf("%w: %d values for %d acquires", ErrBadReply, len(v), len(ws))
+	}
+	for i := range as {
+		if as[i], err = s.leaseReply(v[5*i:5*i+5], 5); err != nil {
 			return err
 		}
-		v, err := acquireLease.Run(ctx, s.t.Client(), []string{s.leaseKey(req.subj, req.name)}, req.id, req.max, req.lease.Microseconds()).Slice()
-		if err == nil {
-			a, err = s.leaseReply(v, 5)
-		}
-		return err
-	}, func(err error, left bool) {
-		if err != nil || (left && a.allowed) {
-			go func() { _ = s.release(ctx, time.Now().Add(req.timeout), 0, req.name, req.subj, req.id) }()
-		}
-	})
-	if err != nil {
-		return leaseAnswer{}, err // a may still be written by a call running late
 	}
-	return a, nil
+	return nil
 }
 
 // leaseCall makes the lease call f for subj by deadline, bounded as the
@@ -79,9 +302,7 @@ func (s *RedisStore) acquire(ctx context.Context, deadline time.Time, bound int6
 // and the client honours deadlines, else on a goroutine of its own under
 // at least transport.MinSend (a call cut at Timeout would cost its connection),
 // which the caller waits for until deadline (then context.DeadlineExceeded).
-// done, if not nil, runs on the goroutine that ran f, once f returned,
-// with f's error and whether the caller had stopped waiting by then.
-func (s *RedisStore) leaseCall(ctx context.Context, deadline time.Time, bound int64, subj string, f func(context.Context) error, done func(err error, left bool)) error {
+func (s *RedisStore) leaseCall(ctx context.Context, deadline time.Time, bound int64, subj string, f func(context.Context) error) error {
 	if !s.t.Enter(bound) {
 		return ErrOverloaded
 	}
@@ -91,9 +312,6 @@ func (s *RedisStore) leaseCall(ctx context.Context, deadline time.Time, bound in
 		err := s.t.Run(ctx, last, f, deadline)
 		ctx.Stop()
 		s.t.Leave()
-		if done != nil {
-			done(err, false)
-		}
 		return err
 	}
 	send := time.Now().Add(transport.MinSend)
@@ -101,20 +319,12 @@ func (s *RedisStore) leaseCall(ctx context.Context, deadline time.Time, bound in
 		send = deadline
 	}
 	callCtx := s.t.Context(ctx, send)
-	const waiting, left, answered = 0, 1, 2
-	var state atomic.Int32
 	answer := make(chan error, 1)
 	go func() {
 		err := s.t.Run(callCtx, last, f, time.Time{})
 		callCtx.Stop()
 		s.t.Leave()
-		gone := !state.CompareAndSwap(waiting, answered)
-		if done != nil {
-			done(err, gone)
-		}
-		if !gone {
-			answer <- err
-		}
+		answer <- err
 	}()
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
@@ -123,8 +333,10 @@ func (s *RedisStore) leaseCall(ctx context.Context, deadline time.Time, bound in
 		return err
 	case <-t.C:
 	}
-	if !state.CompareAndSwap(waiting, left) {
-		return <-answer // answered as the deadline came: the answer stands
+	select {
+	case err := <-answer:
+		return err // answered as the deadline came: the answer stands
+	default:
 	}
 	return context.DeadlineExceeded
 }
@@ -153,21 +365,29 @@ func (s *RedisStore) leaseReply(v []any, want int) (leaseAnswer, error) {
 	}, nil
 }
 
-// acquireWithRate runs the acquireWithRate script: a slot of subj and
-// one token under policies (the buckets of subj, as tokenBuckets keys
-// them), all or nothing, in one round trip. It fills each with every
-// policy's outcome and returns the binding one.
-func (s *RedisStore) acquireWithRate(ctx context.Context, req *leaseRequest) (leaseAnswer, error) {
+// acquireWithRate runs the acquireWithRate script for ws: for each in
+// turn, a slot of their subject and one token under their policies (the
+// buckets of the subject, as tokenBuckets keys them), all or nothing, in
+// one round trip. It fills as, and each request's each with every
+// policy's outcome and its rate with the binding one.
+func (s *RedisStore) acquireWithRate(ctx context.Context, ws []*leaseWaiter, as []leaseAnswer) error {
+	req := ws[0].req
 	policies, subj := req.policies, req.subj
-	keys := make([]string, 0, len(policies)+2)
+	keys := make([]string, 0, 1+len(policies)+len(ws))
 	keys = append(keys, s.leaseKey(subj, req.name))
-	args := make([]any, 0, 9+2*len(policies))
-	args = append(args, req.id, req.max, req.lease.Microseconds(), transport.RecordTTL(ctx), 1, len(policies), 0)
+	args := make([]any, 0, 3+len(ws)+8+2*len(policies))
+	args = append(args, req.max, req.lease.Microseconds(), len(ws))
+	for _, w := range ws {
+		args = append(args, w.req.id)
+	}
+	args = append(args, transport.RecordTTL(ctx), 1, len(policies), 0)
 	for i := range policies {
 		keys = append(keys, s.t.Key(subj, policies[i].Name))
 		args = append(args, policies[i].Arg())
 	}
-	keys = append(keys, s.t.RecordKey(subj))
+	for range ws {
+		keys = append(keys, s.t.RecordKey(subj))
+	}
 	args = append(args, bucket.OpTake, 1, len(policies))
 	for i := range policies {
 		args = append(args, i+1)
@@ -175,27 +395,38 @@ func (s *RedisStore) acquireWithRate(ctx context.Context, req *leaseRequest) (le
 	args = append(args, 1) // one request of that shape
 	v, err := acquireWithRate.Run(ctx, s.t.Client(), keys, args...).Slice()
 	if err != nil {
-		return leaseAnswer{}, err
+		return err
 	}
-	a, err := s.leaseReply(v, 6)
-	if err != nil {
-		return leaseAnswer{}, err
+	if len(v) != 6*len(ws) {
+		return fmt.Errorf("%w: %d values for %d acquires", ErrBadReply, len(v), len(ws))
 	}
-	reply, ok := v[5].(string)
-	if !ok {
-		return leaseAnswer{}, fmt.Errorf("%w: tokens' reply %T", ErrBadReply, v[5])
+	for i, w := range ws {
+		if as[i], err = s.leaseReply(v[6*i:6*i+6], 6); err != nil {
+			return err
+		}
+		reply, ok := v[6*i+5].(string)
+		if !ok {
+			return fmt.Errorf("%w: tokens' reply %T", ErrBadReply, v[6*i+5])
+		}
+		if w.req.rate, err = transport.ParseReply(reply, w.req.each); err != nil {
+			return err
+		}
 	}
-	req.rate, err = transport.ParseReply(reply, req.each)
-	return a, err
+	return nil
 }
 
 // release removes lease id from its set, if there, by deadline: one
 // ZREM, which never touches another lease, and deletes the set with its
 // last member.
 func (s *RedisStore) release(ctx context.Context, deadline time.Time, bound int64, name, subj, id string) error {
+	return s.removeLeases(ctx, deadline, bound, name, subj, id)
+}
+
+// removeLeases is release for the leases ids of one set, in one ZREM.
+func (s *RedisStore) removeLeases(ctx context.Context, deadline time.Time, bound int64, name, subj string, ids ...any) error {
 	return s.leaseCall(ctx, deadline, bound, subj, func(ctx context.Context) error {
-		return s.t.Client().ZRem(ctx, s.leaseKey(subj, name), id).Err()
-	}, nil)
+		return s.t.Client().ZRem(ctx, s.leaseKey(subj, name), ids...).Err()
+	})
 }
 
 // renew renews ls (at most maxRenewLeases: one renewal chunk) by
@@ -205,7 +436,7 @@ func (s *RedisStore) renew(ctx context.Context, deadline time.Time, bound int64,
 	err := s.leaseCall(ctx, deadline, bound, ls[0].subj, func(ctx context.Context) (err error) {
 		got, err = s.renewLeases(ctx, name, lease, ls)
 		return err
-	}, nil)
+	})
 	if err != nil {
 		// Unknown (renewUnknown), tried again next round; got may still
 		// be written by a call running late.
