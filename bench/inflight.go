@@ -38,11 +38,10 @@ func (f InFlight) Over() int64 { return max(0, f.Peak-int64(f.Max)) }
 // for an admitted one, acquire alone for a refused one).
 func (f InFlight) TripsPerRequest() float64 { return float64(f.Trips) / float64(f.Requests) }
 
-// TripsPerAdmitted is the round trips of an admitted request: Redis's
-// script calls and releases, less one script call per 429 (exact when
-// no request was degraded: a degraded one may have called or not).
-func (f InFlight) TripsPerAdmitted() float64 {
-	return float64(f.Scripts-(f.Requests-f.Admitted-f.Errors)) / float64(max(1, f.Admitted))
+// ScriptsPerRequest is Redis's script calls and releases per request:
+// an acquire call may carry the acquires of many requests on one key.
+func (f InFlight) ScriptsPerRequest() float64 {
+	return float64(f.Scripts) / float64(max(1, f.Requests))
 }
 
 // InFlight runs n instances of an in-flight limit of max on one key, each

@@ -104,7 +104,7 @@ func inFlightAdmission(ctx context.Context, out io.Writer, c config, r *bench.Ru
 		}
 	}
 	fmt.Fprintf(out, "\nIn-flight limit (core.Concurrency through nethttp.Concurrency), Max %d on one key; each instance its own client, %d goroutines each in a closed loop for %v, the handler holding its slot %v; FailClosed, Timeout %s. ", inFlightMax, c.oaPer, c.oaWindow, hold, timeoutText(c.timeout))
-	fmt.Fprintf(out, "Cell: most requests inside handlers at once (a shared counter) / Max, over by; requests, admitted, errors (503s); client round trips per request; Redis script calls + releases per admitted request (commandstats: evalsha, eval, zrem, less one per 429; exact when errors are 0), Redis commands per request (those inside scripts included). Worst of %d round(s).\n\n", c.oaRounds)
+	fmt.Fprintf(out, "Cell: most requests inside handlers at once (a shared counter) / Max, over by; requests, admitted, errors (503s); client round trips per request; Redis script calls + releases per request (commandstats: evalsha, eval, zrem; one acquire call carries the acquires of an instance's requests on the key that arrived while its last call was in flight), Redis commands per request (those inside scripts included). Worst of %d round(s).\n\n", c.oaRounds)
 	fmt.Fprint(out, "| limit |")
 	for _, n := range c.oaInstance {
 		fmt.Fprintf(out, " %d instance(s) |", n)
@@ -116,8 +116,8 @@ func inFlightAdmission(ctx context.Context, out io.Writer, c config, r *bench.Ru
 	fmt.Fprint(out, "\n| ratelimit in-flight |")
 	for _, n := range c.oaInstance {
 		f := worst[n]
-		fmt.Fprintf(out, " %d / %d, over **%d**; %d requests, %d admitted, errors %d; %.2f trips/request; %.2f per admitted; %.1f commands/request |",
-			f.Peak, f.Max, f.Over(), f.Requests, f.Admitted, f.Errors, f.TripsPerRequest(), f.TripsPerAdmitted(), float64(f.Commands)/float64(max(1, f.Requests)))
+		fmt.Fprintf(out, " %d / %d, over **%d**; %d requests, %d admitted, errors %d; %.2f trips/request; %.2f scripts/request; %.1f commands/request |",
+			f.Peak, f.Max, f.Over(), f.Requests, f.Admitted, f.Errors, f.TripsPerRequest(), f.ScriptsPerRequest(), float64(f.Commands)/float64(max(1, f.Requests)))
 	}
 	fmt.Fprintln(out)
 	return nil
