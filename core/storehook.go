@@ -20,11 +20,11 @@ func init() {
 }
 
 // storeDo asks s to do a (storehook.OpReset included), checked as the
-// guard does not, by ctx's deadline: a RedisStore keys a.Subj by its
-// digest, a MemoryStore as it is.
+// guard does not, by ctx's deadline, with a.Subj keyed as the store keys
+// a limiter's key.
 func storeDo(ctx context.Context, s Store, a bucket.Ask) (bucket.Outcome, error) {
-	if _, ok := s.(*RedisStore); ok {
-		a.Subj = transport.HashSubject(a.Subj)
+	if a.Subj != "" {
+		a.Subj = s.subject(a.Subj)
 	}
 	if a.Op == storehook.OpReset {
 		return bucket.Outcome{}, s.clear(ctx, a.Subj, a.Policies)
