@@ -355,10 +355,11 @@ func (l *Limiter) run(ctx context.Context, op int, key string, n int, set *polic
 		}
 		return resultOf(o, each, set)
 	}
+	q := query{op: op, key: key, n: n, set: set, each: each}
 	if op == bucket.OpTake && l.denials != nil {
-		return l.takeCached(ctx, key, n, set, each)
+		return l.takeCached(ctx, q)
 	}
-	r := l.remote(ctx, op, key, n, set, each, time.Now())
+	r := l.remote(ctx, q, time.Now())
 	if op != bucket.OpTake && op != bucket.OpPeek && l.denials != nil {
 		l.denials.forget(key, l.clock(), int64(l.timeout))
 	}

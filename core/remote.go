@@ -8,15 +8,29 @@ import (
 	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
-// takeCached is a take from a remote store through the denial cache: a
-// key the store denied is denied here to the callers that arrived before
-// its bucket could serve them, and callers on a key found short wait for
-// the next answer rather than each sending their own call (see denyCache).
-func (l *Limiter) takeCached(ctx context.Context, key string, n int, set *policySet, each []bucket.Outcome) Result {
+// query is one decision asked of a Limiter's store: op (a take, peek or
+// refund, or a waiting operation with its argument) for n tokens of key,
+// as the store keys it, under set, filling each when set has several
+// policies.
+type query struct {
+	op   int
+	key  string
+	n    int
+	set  *policySet
+	each []bucket.Outcome
+}
+
+// takeCached is a take (q.op) from a remote store through the denial
+// cache: a key the store denied is denied here to the callers that
+// arrived before its bucket could serve them, and callers on a key found
+// short wait for the next answer rather than each sending their own call
+// (see denyCache).
+func (l *Limiter) takeCached(ctx context.Context, q query) Result {
+	key, n := q.key, q.n
 	// One deadline for the whole decision, whatever it waits on; the
 	// caller's cancellation never shortens it (see Config.Timeout).
 	start := time.Now()
-	lim := set.limits[0]
+	lim := q.set.limits[0]
 	arrival := l.clock()
 	var t *time.Timer
 	for {
@@ -48,7 +62,7 @@ func (l *Limiter) takeCached(ctx context.Context, key string, n int, set *policy
 				t.Stop()
 			case <-t.C:
 				if time.Since(start) >= l.timeout {
-					return l.degrade(ctx, l.breakers.forKey(key), bucket.OpTake, key, n, set, ErrTimeout, start)
+					return l.degrade(ctx, l.breakers.forKey(key), q, ErrTimeout, start)
 				}
 			}
 			continue
@@ -56,7 +70,7 @@ func (l *Limiter) takeCached(ctx context.Context, key string, n int, set *policy
 		if t != nil {
 			t.Stop()
 		}
-		r = l.remote(ctx, bucket.OpTake, key, n, set, each, start)
+		r = l.remote(ctx, q, start)
 		if !r.Degraded {
 			l.denials.record(key, n, lim, now, l.clock(), r, state == cacheProbe)
 		} else if state == cacheProbe {
@@ -74,24 +88,24 @@ func (l *Limiter) observe(ctx context.Context, op int, e DecisionEvent) {
 	}
 }
 
-// remote asks the store to take, peek or refund (op), through the guard,
-// by the decision's deadline: Timeout from start.
-func (l *Limiter) remote(ctx context.Context, op int, key string, n int, set *policySet, each []bucket.Outcome, start time.Time) Result {
-	br, probe, err := l.begin(key)
+// remote asks the store q through the guard, by the decision's
+// deadline: Timeout from start.
+func (l *Limiter) remote(ctx context.Context, q query, start time.Time) Result {
+	br, probe, err := l.begin(q.key)
 	if err != nil {
-		return l.degrade(ctx, br, op, key, n, set, err, time.Time{})
+		return l.degrade(ctx, br, q, err, time.Time{})
 	}
 	// The caller's values, never its cancellation or deadline.
 	deadline := start.Add(l.timeout)
-	o, err := l.store.call(withoutCancel(ctx), bucket.Ask{Op: op, Subj: key, N: n, Policies: set.policies, Each: each, Deadline: deadline, Bound: l.bound})
+	o, err := l.store.call(withoutCancel(ctx), bucket.Ask{Op: q.op, Subj: q.key, N: q.n, Policies: q.set.policies, Each: q.each, Deadline: deadline, Bound: l.bound})
 	if err = l.end(br, probe, err, deadline); err != nil {
 		if errors.Is(err, ErrOverloaded) {
 			start = time.Time{}
 		}
-		return l.degrade(ctx, br, op, key, n, set, err, start)
+		return l.degrade(ctx, br, q, err, start)
 	}
-	r := resultOf(o, each, set)
-	if l.observer != nil && op == bucket.OpTake {
+	r := resultOf(o, q.each, q.set)
+	if l.observer != nil && q.op == bucket.OpTake {
 		l.decided(ctx, DecisionEvent{Allowed: r.Allowed}, start)
 	}
 	return r
@@ -106,13 +120,13 @@ func withoutCancel(ctx context.Context) context.Context {
 	return context.WithoutCancel(ctx)
 }
 
-// degrade decides by FailMode because the store could not, and reports
-// why; start is when the store was asked (zero: it was not).
-func (l *Limiter) degrade(ctx context.Context, br *breaker, op int, key string, n int, set *policySet, cause error, start time.Time) Result {
+// degrade decides q by FailMode because the store could not, and
+// reports why; start is when the store was asked (zero: it was not).
+func (l *Limiter) degrade(ctx context.Context, br *breaker, q query, cause error, start time.Time) Result {
 	now := l.clock()
 	l.report.degradedBy("", cause, now)
-	r := l.fallback.decide(br, now, op, key, n, set)
-	if l.observer != nil && op == bucket.OpTake {
+	r := l.fallback.decide(br, now, q.op, q.key, q.n, q.set)
+	if l.observer != nil && q.op == bucket.OpTake {
 		l.decided(ctx, DecisionEvent{Allowed: r.Allowed, Degraded: true, Err: cause}, start)
 	}
 	return r
