@@ -110,14 +110,22 @@ const (
 	cacheProbe        // this caller is the probe: ask the store, then record or settle
 )
 
-// lookup decides what a caller with cost n under lim, arrived at arrival,
-// does at now. Only a denial for the same cost under the same limit
+// cacheAsk is what the cache is asked about: cost n of subject under lim.
+type cacheAsk struct {
+	subject string
+	n       int
+	lim     Limit
+}
+
+// lookup decides what a caller asking a (cost n under lim), arrived at
+// arrival, does at now. Only a denial for the same cost under the same limit
 // answers it: a bigger limit (a tenant's new plan) may serve what a
 // smaller one refused. A caller told to wait waits for the channel (the
 // next answer) or until the time returned (the probe is probeEvery old),
 // whichever comes first, and looks again with the same arrival. A
 // caller told to probe sends its call at now.
-func (c *denyCache) lookup(subject string, n int, lim Limit, arrival, now int64) (Result, <-chan struct{}, int64, int) {
+func (c *denyCache) lookup(a cacheAsk, arrival, now int64) (Result, <-chan struct{}, int64, int) {
+	subject, n, lim := a.subject, a.n, a.lim
 	sh := c.shard(subject)
 	sh.mu.Lock()
 	d := sh.find(subject, lim)
@@ -226,7 +234,7 @@ func remainingAt(l Limit, remaining int, resetAfter time.Duration) int {
 }
 
 // record learns from the store's answer r, arrived at now, to a request
-// of cost n under lim sent at sent (probe: the caller was told to probe
+// a (cost n under lim) sent at sent (probe: the caller was told to probe
 // at sent), and wakes the callers waiting for an answer. An answer that
 // leaves fewer than n tokens is kept, even when the deadline it gives has
 // already passed (the bucket refills faster than the store answers): it
@@ -235,7 +243,8 @@ func remainingAt(l Limit, remaining int, resetAfter time.Duration) int {
 // could serve n at once releases the callers waiting, and ends the key's
 // entry, once its deadline passed, when it has refilled a good part —
 // unless the entry learnt from a later call.
-func (c *denyCache) record(subject string, n int, lim Limit, sent, now int64, r Result, probe bool) {
+func (c *denyCache) record(a cacheAsk, sent, now int64, r Result, probe bool) {
+	subject, n, lim := a.subject, a.n, a.lim
 	next := int64(nextServe(r, n))
 	until := sent + next
 	if next > 0 && r.Policies != nil {

@@ -31,11 +31,12 @@ func (l *Limiter) takeCached(ctx context.Context, q query) Result {
 	// caller's cancellation never shortens it (see Config.Timeout).
 	start := time.Now()
 	lim := q.set.limits[0]
+	ca := cacheAsk{subject: key, n: n, lim: lim}
 	arrival := l.clock()
 	var t *time.Timer
 	for {
 		now := l.clock()
-		r, wake, at, state := l.denials.lookup(key, n, lim, arrival, now)
+		r, wake, at, state := l.denials.lookup(ca, arrival, now)
 		switch state {
 		case cacheDeny:
 			if t != nil {
@@ -72,7 +73,7 @@ func (l *Limiter) takeCached(ctx context.Context, q query) Result {
 		}
 		r = l.remote(ctx, q, start)
 		if !r.Degraded {
-			l.denials.record(key, n, lim, now, l.clock(), r, state == cacheProbe)
+			l.denials.record(ca, now, l.clock(), r, state == cacheProbe)
 		} else if state == cacheProbe {
 			l.denials.settle(key, lim, now)
 		}
