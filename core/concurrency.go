@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // ConcurrencyConfig configures a Concurrency. Store, Name, Max and
@@ -114,17 +115,17 @@ const DefaultLease = 15 * time.Second
 // A Concurrency is safe for concurrent use; make one per limit at startup
 // and share it.
 type Concurrency struct {
-	guard                    // how it reaches the store (see guard)
-	mem        *MemoryStore  // the store, when it is one
-	name       string        // ConcurrencyConfig.Name
-	max        int           // ConcurrencyConfig.Max
-	localMax   int           // FailLocal's Max / Instances
-	lease      time.Duration // ConcurrencyConfig.Lease
-	limit      Limit         // Max slots per Lease, for Result.Limit and header fields
-	localLimit Limit         // localMax slots per Lease
-	leaseObs   LeaseObserver // the observer, when it is one
-	rate       *Limiter      // ConcurrencyConfig.Rate
-	acquiring  leaseQueues   // acquires waiting for their key's call (RedisStore)
+	guard                            // how it reaches the store (see guard)
+	mem        *MemoryStore          // the store, when it is one
+	name       string                // ConcurrencyConfig.Name
+	max        int                   // ConcurrencyConfig.Max
+	localMax   int                   // FailLocal's Max / Instances
+	lease      time.Duration         // ConcurrencyConfig.Lease
+	limit      Limit                 // Max slots per Lease, for Result.Limit and header fields
+	localLimit Limit                 // localMax slots per Lease
+	leaseObs   LeaseObserver         // the observer, when it is one
+	rate       *Limiter              // ConcurrencyConfig.Rate
+	acquiring  transport.LeaseQueues // acquires waiting for their key's call (RedisStore)
 
 	mu       sync.Mutex
 	kept     map[*Lease]struct{} // leases renewed in the background
@@ -454,14 +455,18 @@ func (l *Lease) KeepAlive() {
 }
 
 // renewal is what became of one lease's renewal.
-type renewal int8
+type renewal = transport.Renewal
 
+// Renewals.
 const (
-	renewUnknown renewal = iota // the call failed: tried again next round
-	renewed
-	renewGone    // released, or pruned already: not renewed, never brought back
-	renewExpired // past its deadline, pruned by this renewal: likewise
+	renewUnknown = transport.RenewUnknown // the call failed: tried again next round
+	renewed      = transport.Renewed
+	renewGone    = transport.RenewGone    // released, or pruned already: not renewed, never brought back
+	renewExpired = transport.RenewExpired // past its deadline, pruned by this renewal: likewise
 )
+
+// maxRenewLeases bounds the leases of one renewal call.
+const maxRenewLeases = transport.MaxRenewLeases
 
 // renewLoop renews the kept leases every Lease/3 and exits when none is
 // left; KeepAlive starts it again.

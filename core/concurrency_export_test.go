@@ -23,7 +23,7 @@ func LeaseID(l *Lease) string { return l.id }
 
 // LeaseKey returns the Redis key of key's leases under name.
 func LeaseKey(s *RedisStore, name, key string) string {
-	return s.leaseKey(transport.HashSubject(key), name)
+	return s.t.LeaseKey(transport.HashSubject(key), name)
 }
 
 // RenewNow runs one renewal round of every kept lease, however recently
@@ -54,7 +54,7 @@ func Crash(c *Concurrency) {
 
 // AcquireWithRateHash is the SHA1 of the script deciding a slot and a
 // rate limit's token together.
-var AcquireWithRateHash = acquireWithRate.Hash()
+var AcquireWithRateHash = transport.AcquireWithRate.Hash()
 
 // AcquireWithRateScript is that script's source.
-const AcquireWithRateScript = leasesLua + acquireWithRateMain
+const AcquireWithRateScript = transport.AcquireWithRateLua

@@ -5,10 +5,31 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
+	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // A MemoryStore's leases are a bucket.Leases on the store's clock; these
 // are the store's lease calls (see storeCalls) over it.
+
+// leaseRequest is one acquire of a slot: of subj's set under name (subj
+// as the store keys it), for lease id, held at most max at once and each
+// for lease; with policies (a Concurrency's Rate), one token of them too,
+// all or nothing. The store fills each (every policy's outcome, when not
+// nil) and rate (the binding one). A RedisStore batches the acquires of
+// one set through queues (see transport.LeaseQueues), when not nil.
+type leaseRequest struct {
+	name     string
+	subj     string
+	id       string
+	max      int
+	localMax int // FailLocal's share of max
+	lease    time.Duration
+	timeout  time.Duration // bounds the call that takes back a lost acquire
+	policies []bucket.Policy
+	each     []bucket.Outcome
+	rate     bucket.Outcome
+	queues   *transport.LeaseQueues
+}
 
 // leaseAnswer is a store's answer to an acquire.
 type leaseAnswer struct {

@@ -134,12 +134,12 @@ func scriptProgram(t *testing.T) string {
 	// Leases: two of Max 2 held, a third refused, in one call; renewed; one with a
 	// token of the rate limit.
 	lease := []string{"p:{erin}:slots"}
-	step("leases", acquireLease, lease, []any{2, 30_000_000, "id0", "id1", "id2"})
+	step("leases", transport.AcquireLease, lease, []any{2, 30_000_000, "id0", "id1", "id2"})
 	fmt.Fprintf(&b, "stub.advance(1000000)\n")
-	step("renew", renewLeases, []string{lease[0], lease[0], lease[0]}, []any{30_000_000, "id0", "id1", "id2"})
+	step("renew", transport.RenewLeases, []string{lease[0], lease[0], lease[0]}, []any{30_000_000, "id0", "id1", "id2"})
 	call++
 	keys, args = s.t.Encode(ctx, call, false, req(bucket.OpTake, "frank", 1, five))
-	step("lease with rate", acquireWithRate, append([]string{"p:{frank}:slots"}, keys...), append([]any{2, 30_000_000, 1, "id9"}, args...))
+	step("lease with rate", transport.AcquireWithRate, append([]string{"p:{frank}:slots"}, keys...), append([]any{2, 30_000_000, 1, "id9"}, args...))
 	path := filepath.Join(t.TempDir(), "scripts.lua")
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)

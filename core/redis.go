@@ -107,7 +107,7 @@ func (s *RedisStore) Key(name, subject string) string {
 // depend on it: a script cache emptied later (restart, failover, SCRIPT
 // FLUSH) is refilled on demand.
 func (s *RedisStore) Preload(ctx context.Context) error {
-	return s.t.Preload(ctx, acquireLease, acquireWithRate, renewLeases)
+	return s.t.Preload(ctx, transport.AcquireLease, transport.AcquireWithRate, transport.RenewLeases)
 }
 
 // call decides a through the transport, by a.Deadline: see

@@ -27,7 +27,7 @@ import (
 // once its queue is empty, so that a lone caller's next decision wakes it
 // rather than starting a goroutine (and growing its stack) again.
 //
-// A call is sent under its batch's latest deadline but at least MinSend,
+// A call is sent under its batch's latest deadline but at least minSend,
 // not under a caller's Timeout alone: go-redis closes a connection whose
 // call outlived its context, so with Redis nearly Timeout away calls under
 // the callers' deadlines would each dial again, and fail, for ever. One
@@ -186,7 +186,7 @@ func (s *Store) lastTo(dest string) *LastCall {
 // under it too), r's caller can never cancel it before its deadline, and
 // the last call to dest succeeded in under a quarter of the time r has.
 // A call that outlives its deadline costs its connection, and sends the
-// next calls to dest by carrier, under MinSend, until one is fast again:
+// next calls to dest by carrier, under minSend, until one is fast again:
 // Redis nearly Timeout away never makes lone calls dial again and again.
 func (s *Store) alone(r *request, dest string) bool {
 	if !s.deadlines || r.Deadline.IsZero() || r.ctx.Done() != nil || s.running.Load() != 1 {
@@ -513,12 +513,12 @@ func (s *Store) fail(batch []*request, call uint64, err error) {
 // batchContext is the context a batch is sent under: the values of its
 // first request, none of its callers' cancellation (one caller leaving
 // must not fail the others), and the latest of their deadlines, but at
-// least MinSend from now: a caller waits only until its own deadline, and
+// least minSend from now: a caller waits only until its own deadline, and
 // a call that outlives it can still learn why Redis fails (a dial error
 // comes after go-redis's dial retries, longer than a typical Timeout) and
 // report it to the next decisions. With a deadline it is s.clock's.
 func (s *Store) batchContext(batch []*request) context.Context {
-	latest := time.Now().Add(MinSend)
+	latest := time.Now().Add(minSend)
 	ctx := batch[0].ctx
 	for _, r := range batch {
 		if r.Deadline.IsZero() {
@@ -534,5 +534,5 @@ func (s *Store) batchContext(batch []*request) context.Context {
 	return s.clock.Context(ctx, latest)
 }
 
-// MinSend is the least time a script call is given.
-const MinSend = time.Second
+// minSend is the least time a script call is given.
+const minSend = time.Second

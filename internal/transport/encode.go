@@ -38,7 +38,7 @@ func (s *Store) encode(ctx context.Context, call uint64, batch []*request) ([]st
 	var again int
 	args, again = repeats(keys, args)
 	keys = append(keys, s.recordKey(batch[0].Subj, call))
-	args[0], args[1], args[2], args[3] = RecordTTL(ctx), len(batch), len(pols), again
+	args[0], args[1], args[2], args[3] = recordTTL(ctx), len(batch), len(pols), again
 	// Requests in a row that share their operation, cost and policies go
 	// as one run: the shape once, then how many.
 	for len(batch) > 0 {
@@ -98,7 +98,7 @@ func (s *Store) encodeShort(ctx context.Context, call uint64, batch []*request) 
 		return s.encode(ctx, call, batch)
 	}
 	p := &r.Policies[0]
-	return []string{s.Key(r.Subj, p.Name), s.recordKey(r.Subj, call)}, []any{RecordTTL(ctx), p.Arg(), r.N}
+	return []string{s.Key(r.Subj, p.Name), s.recordKey(r.Subj, call)}, []any{recordTTL(ctx), p.Arg(), r.N}
 }
 
 // sameShape reports whether b, whose policies' indexes start at bi, asks
@@ -129,9 +129,9 @@ func (s *Store) recordKey(subj string, call uint64) string {
 	return string(strconv.AppendUint(k, call, 36))
 }
 
-// RecordTTL is how long (s) a call's replay record is kept: past any
+// recordTTL is how long (s) a call's replay record is kept: past any
 // re-send of the call, which go-redis makes only before ctx's deadline.
-func RecordTTL(ctx context.Context) int {
+func recordTTL(ctx context.Context) int {
 	if d, ok := ctx.Deadline(); ok {
 		return 2 + int(max(0, time.Until(d)+time.Second-1)/time.Second)
 	}

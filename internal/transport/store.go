@@ -195,18 +195,18 @@ func (s *Store) Preload(ctx context.Context, scripts ...*redis.Script) error {
 	return load(ctx, s.client)
 }
 
-// For core's lease calls (core/concurrency_redis.go), which are bounded,
-// timed and counted as decisions are.
+// For the lease calls (leases.go), which are bounded, timed and counted
+// as decisions are.
 
-// Enter counts one more call running in the store unless bound (> 0)
-// already run (see Admit); Leave ends it.
-func (s *Store) Enter(bound int64) bool { return Admit(&s.running, bound) }
+// enter counts one more call running in the store unless bound (> 0)
+// already run (see Admit); leave ends it.
+func (s *Store) enter(bound int64) bool { return Admit(&s.running, bound) }
 
-// Leave ends a call Enter counted.
-func (s *Store) Leave() { s.running.Add(-1) }
+// leave ends a call enter counted.
+func (s *Store) leave() { s.running.Add(-1) }
 
-// LastTo returns the last call to the node of subj (see lastTo).
-func (s *Store) LastTo(subj string) *LastCall {
+// lastToSubj returns the last call to the node of subj (see lastTo).
+func (s *Store) lastToSubj(subj string) *LastCall {
 	var dest string
 	if s.split {
 		dest = s.Node(subj)
@@ -214,24 +214,21 @@ func (s *Store) LastTo(subj string) *LastCall {
 	return s.lastTo(dest)
 }
 
-// Fast reports a call that may run on its caller's goroutine under its
+// fast reports a call that may run on its caller's goroutine under its
 // caller's deadline, as alone does for a decision: the client honours
 // deadlines, nothing else runs in the store, and the last call to its
 // node succeeded in under a quarter of the time left.
-func (s *Store) Fast(last *LastCall, deadline time.Time) bool {
+func (s *Store) fast(last *LastCall, deadline time.Time) bool {
 	return s.deadlines && s.running.Load() == 1 && !last.failed.Load() && 4*time.Duration(last.took.Load()) < time.Until(deadline)
 }
 
-// Context returns a context with ctx's values and deadline d (see Clock).
-func (s *Store) Context(ctx context.Context, d time.Time) *Ctx { return s.clock.Context(ctx, d) }
-
-// Run runs f under ctx and keeps how it went, as send does for a
+// run runs f under ctx and keeps how it went, as send does for a
 // decision call: in last, and as the store's last error (the evidence a
 // guard's breaker reads). A call cut short by its caller's own deadline
 // (cut, not zero: it ran on the caller's goroutine) was slow, not
 // failing: it is not the store's last error, but sends the next calls to
-// its node by goroutine, under MinSend.
-func (s *Store) Run(ctx context.Context, last *LastCall, f func(context.Context) error, cut time.Time) error {
+// its node by goroutine, under minSend.
+func (s *Store) run(ctx context.Context, last *LastCall, f func(context.Context) error, cut time.Time) error {
 	start := time.Now()
 	err := f(ctx)
 	last.took.Store(int64(time.Since(start)))
@@ -249,13 +246,6 @@ func (s *Store) Run(ctx context.Context, last *LastCall, f func(context.Context)
 	}
 	return err
 }
-
-// Ready records an answer from Redis: a Cluster client has its slot map.
-func (s *Store) Ready() { s.ready.Store(true) }
-
-// RecordKey names the replay record of a new call for subj (see
-// recordKey).
-func (s *Store) RecordKey(subj string) string { return s.recordKey(subj, s.idSeq.Add(1)) }
 
 // Running is how many decisions and calls the store has queued or in a
 // call.

@@ -1,4 +1,4 @@
-package core
+package transport
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/ratelimit/internal/bucket"
 	"github.com/sluicehq/ratelimit/internal/redistest"
-	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // TestLeaseBatchResent: one call carries the acquires of three ids on a
@@ -25,56 +25,46 @@ func TestLeaseBatchResent(t *testing.T) {
 		t.Run(fmt.Sprint("rate=", withRate), func(t *testing.T) {
 			client := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
 			t.Cleanup(func() { client.Close() })
-			s := NewRedisStore(client, WithPrefix(redistest.Prefix(t)))
-			cfg := ConcurrencyConfig{Store: s, Name: "batch", Max: 2, FailMode: FailClosed, Timeout: 5 * time.Second}
-			var rate *Limiter
+			s := New(client, redistest.Prefix(t))
+			var policies []bucket.Policy
 			if withRate {
-				var err error
-				rate, err = New(Config{Store: s, Limit: PerHour(5), Name: "batch-rate", FailMode: FailClosed, DenyCacheSize: -1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				cfg.Rate = rate
-			}
-			c, err := NewConcurrency(cfg)
-			if err != nil {
-				t.Fatal(err)
+				policies = []bucket.Policy{PerHour(5).policy("batch-rate")}
 			}
 			// Loaded: every call is an EVALSHA, which the hook sends twice.
-			if err := s.Preload(context.Background()); err != nil {
+			if err := s.Preload(context.Background(), AcquireLease, AcquireWithRate); err != nil {
 				t.Fatal(err)
 			}
 			h := &resendLeases{}
 			client.AddHook(h)
 			var ws []*leaseWaiter
 			for _, id := range []string{"a", "b", "c"} {
-				req := &leaseRequest{name: c.name, subj: transport.HashSubject("k"), id: id, max: c.max, lease: c.lease, timeout: c.timeout}
-				if rate != nil {
-					req.policies = rate.set.policies
-					req.each = make([]Outcome, len(req.policies))
+				req := &LeaseRequest{Name: "batch", Subj: HashSubject("k"), ID: id, Max: 2, Lease: 30 * time.Second, Timeout: 5 * time.Second}
+				if policies != nil {
+					req.Policies = policies
+					req.Each = make([]bucket.Outcome, len(policies))
 				}
 				ws = append(ws, &leaseWaiter{ctx: context.Background(), req: req, deadline: time.Now().Add(5 * time.Second), done: make(chan struct{}, 1)})
 			}
 			s.acquireCalls(nil, ws, false)
 			for i, w := range ws {
 				a, err := w.wait()
-				if err != nil || a.allowed != (i < 2) {
-					t.Fatalf("id %s: %+v, %v; want allowed %v", w.req.id, a, err, i < 2)
+				if err != nil || a.Allowed != (i < 2) {
+					t.Fatalf("id %s: %+v, %v; want allowed %v", w.req.ID, a, err, i < 2)
 				}
 				// Tokens taken in turn; a refused slot only peeks at them.
-				if rate != nil && (!w.req.rate.Allowed || w.req.rate.Remaining != []int64{4, 3, 3}[i]) {
-					t.Fatalf("id %s: tokens %+v", w.req.id, w.req.rate)
+				if policies != nil && (!w.req.Rate.Allowed || w.req.Rate.Remaining != []int64{4, 3, 3}[i]) {
+					t.Fatalf("id %s: tokens %+v", w.req.ID, w.req.Rate)
 				}
 			}
 			if len(h.replies) != 2 || h.replies[0] != h.replies[1] {
 				t.Fatalf("replies %q; want one call sent twice, answered the same", h.replies)
 			}
-			held, err := client.ZRange(context.Background(), s.leaseKey(transport.HashSubject("k"), "batch"), 0, -1).Result()
+			held, err := client.ZRange(context.Background(), s.LeaseKey(HashSubject("k"), "batch"), 0, -1).Result()
 			if err != nil || strings.Join(held, ",") != "a,b" {
 				t.Fatalf("leases held %v, %v; want a,b", held, err)
 			}
-			if rate != nil {
-				r, err := rate.Peek(context.Background(), "k", 1)
+			if policies != nil {
+				r, err := s.Peek(context.Background(), "k", 1, policies, make([]bucket.Outcome, 1))
 				if err != nil || r.Remaining != 3 {
 					t.Fatalf("tokens left %+v, %v; want 3 of 5 (two taken, once each)", r, err)
 				}
@@ -96,7 +86,7 @@ func (*resendLeases) DialHook(next redis.DialHook) redis.DialHook { return next 
 func (h *resendLeases) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		args := cmd.Args()
-		if len(args) < 2 || !strings.EqualFold(cmd.Name(), "evalsha") || (args[1] != acquireLease.Hash() && args[1] != acquireWithRate.Hash()) {
+		if len(args) < 2 || !strings.EqualFold(cmd.Name(), "evalsha") || (args[1] != AcquireLease.Hash() && args[1] != AcquireWithRate.Hash()) {
 			return next(ctx, cmd)
 		}
 		for range 2 {
@@ -105,7 +95,7 @@ func (h *resendLeases) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			}
 			v, _ := cmd.(*redis.Cmd).Slice()
 			per := 5
-			if args[1] == acquireWithRate.Hash() {
+			if args[1] == AcquireWithRate.Hash() {
 				per = 6
 			}
 			var b strings.Builder
@@ -136,10 +126,10 @@ func (*resendLeases) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func TestLeaseBatchSettles(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
 	t.Cleanup(func() { client.Close() })
-	s := NewRedisStore(client, WithPrefix(redistest.Prefix(t)))
+	s := New(client, redistest.Prefix(t))
 	h := &zremHook{removed: make(chan []any, 1)}
 	client.AddHook(h)
-	granted, refused := leaseAnswer{allowed: true, held: 1}, leaseAnswer{held: 2}
+	granted, refused := LeaseAnswer{Allowed: true, Held: 1}, LeaseAnswer{Held: 2}
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -152,14 +142,14 @@ func TestLeaseBatchSettles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var ws []*leaseWaiter
 			for _, id := range []string{"waiting", "left-granted", "left-refused"} {
-				req := &leaseRequest{name: "settle", subj: "k", id: id, timeout: time.Second}
+				req := &LeaseRequest{Name: "settle", Subj: "k", ID: id, Timeout: time.Second}
 				w := &leaseWaiter{ctx: context.Background(), req: req, deadline: time.Now().Add(time.Minute), done: make(chan struct{}, 1)}
 				if id != "waiting" {
 					w.state.Store(waiterLeft)
 				}
 				ws = append(ws, w)
 			}
-			if next := s.answer(nil, ws, []leaseAnswer{granted, granted, refused}, tc.err); next != nil {
+			if next := s.answer(nil, ws, []LeaseAnswer{granted, granted, refused}, tc.err); next != nil {
 				t.Fatalf("answer with no queues returned %d acquires waiting", len(next))
 			}
 			a, err := ws[0].wait()
@@ -169,7 +159,7 @@ func TestLeaseBatchSettles(t *testing.T) {
 			for _, w := range ws[1:] {
 				select {
 				case <-w.done:
-					t.Fatalf("%s answered after its caller left", w.req.id)
+					t.Fatalf("%s answered after its caller left", w.req.ID)
 				default:
 				}
 			}
@@ -210,8 +200,8 @@ func (*zremHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 // whose callers still wait, at most maxLeaseBatch, in order; once none
 // waits, the key has no call in flight.
 func TestLeaseQueues(t *testing.T) {
-	var qs leaseQueues
-	waiter := func(subj string) *leaseWaiter { return &leaseWaiter{req: &leaseRequest{subj: subj}} }
+	var qs LeaseQueues
+	waiter := func(subj string) *leaseWaiter { return &leaseWaiter{req: &LeaseRequest{Subj: subj}} }
 	first := waiter("k")
 	if qs.join(first) {
 		t.Fatal("the first acquire of k waits for a call")

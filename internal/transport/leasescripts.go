@@ -1,13 +1,9 @@
-package core
+package transport
 
-import (
-	"github.com/redis/go-redis/v9"
+import "github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/ratelimit/internal/transport"
-)
-
-// leasesLua defines acquire, the lease step shared by acquireLease and
-// acquireWithRate: a sorted set per (Name, subject) whose members are
+// leasesLua defines acquire, the lease step shared by AcquireLease and
+// AcquireWithRate: a sorted set per (Name, subject) whose members are
 // lease ids and whose scores are the leases' deadlines in µs on the Redis
 // server's clock (instance clocks never matter). In one atomic step it
 // prunes the leases past their deadline, recognises its own re-sent call,
@@ -68,12 +64,12 @@ local function acquire(key, id, max, lease, decide)
 end
 `
 
-// acquireLease takes one of a key's slots for each of a call's lease ids,
+// AcquireLease takes one of a key's slots for each of a call's lease ids,
 // in turn (leasesLua's acquire): the first find the free slots, the rest
 // are refused, each answered as if alone at its turn. KEYS[1] is the set;
 // ARGV Max, the lease in µs, then the ids. The reply is acquire's for
 // each id, one after the other.
-var acquireLease = redis.NewScript(leasesLua + `
+var AcquireLease = redis.NewScript(leasesLua + `
 local max, lease, out = tonumber(ARGV[1]), tonumber(ARGV[2]), {}
 for i = 3, #ARGV do
   local r = acquire(KEYS[1], ARGV[i], max, lease)
@@ -82,25 +78,28 @@ end
 return out
 `)
 
-// acquireWithRate takes a slot and a token of the rate limit of the same
+// AcquireWithRate takes a slot and a token of the rate limit of the same
 // subject, all or nothing, for each of a call's lease ids in turn:
-// leasesLua's acquire with the token bucket (transport.TokenBucketsLua,
+// leasesLua's acquire with the token bucket (TokenBucketsLua,
 // run as a function, the very arithmetic of every rate decision) as its decide. A
 // refused slot takes no token (the bucket is only peeked at) and refused
 // tokens add no lease; a later id sees what an earlier one took.
 //
 // KEYS[1] is the lease set, then the buckets, then a replay record per
-// id (each id's tokens are one tokenBuckets call of their own); ARGV
-// Max, the lease in µs, the number of ids N, the ids, then tokenBuckets'
+// id (each id's tokens are one TokenBuckets call of their own); ARGV
+// Max, the lease in µs, the number of ids N, the ids, then TokenBuckets'
 // arguments for one request. The reply is, per id, acquire's, then
-// tokenBuckets' reply for the id. A re-sent call is answered once more
+// TokenBuckets' reply for the id. A re-sent call is answered once more
 // from the replay records that its first run wrote, taking nothing
 // again.
-var acquireWithRate = redis.NewScript(leasesLua + acquireWithRateMain)
+var AcquireWithRate = redis.NewScript(AcquireWithRateLua)
+
+// AcquireWithRateLua is AcquireWithRate's source.
+const AcquireWithRateLua = leasesLua + acquireWithRateMain
 
 const acquireWithRateMain = `
 local function buckets(KEYS, ARGV)
-` + transport.MgetLua + transport.TokenBucketsLua + `
+` + MgetLua + TokenBucketsLua + `
 end
 local max, lease, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local p = #KEYS - 1 - n
@@ -124,14 +123,14 @@ end
 return out
 `
 
-// renewLeases extends leases that still exist to a Lease from now, on the
+// RenewLeases extends leases that still exist to a Lease from now, on the
 // server's clock, and never brings one back: a lease already past its
 // deadline is removed, not renewed, even when no acquire has pruned it
 // yet. KEYS are the leases' sets (a set may repeat), ARGV[1] the lease in
 // µs, ARGV[1+i] the id of the lease in KEYS[i]. The reply has, per lease,
 // 1 (renewed), 0 (gone: released, or pruned already) or 2 (expired, and
 // pruned now).
-var renewLeases = redis.NewScript(`
+var RenewLeases = redis.NewScript(`
 local ceil, format = math.ceil, string.format
 local lease = tonumber(ARGV[1])
 local t = redis.call('TIME')
