@@ -101,8 +101,8 @@ for i = 1, nb do KEYS[i] = ARGV[#ARGV - nb - 1 + i] end
 KEYS[nb + 1] = record
 `
 
-// TokenBucketsLua is TokenBuckets' source; acquireWithRate
-// (core/concurrency_lua.go) runs it as a function.
+// TokenBucketsLua is TokenBuckets' source; AcquireWithRate
+// (leasescripts.go) runs it as a function.
 const TokenBucketsLua = `
 local ceil, floor, match, format = math.ceil, math.floor, string.match, string.format
 local KEYS = KEYS
