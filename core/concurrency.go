@@ -286,26 +286,26 @@ func (c *Concurrency) ask(ctx context.Context, req *leaseRequest, start time.Tim
 // granted returns the lease and Result of the store's answer a to req,
 // and tells the observers; start is when the store was asked (zero: in
 // process).
-func (c *Concurrency) granted(ctx context.Context, req *leaseRequest, a leaseAnswer, from int8, start time.Time) (*Lease, Result, error) {
+func (c *Concurrency) granted(ctx context.Context, req *leaseRequest, a bucket.LeaseAnswer, from int8, start time.Time) (*Lease, Result, error) {
 	l := c.grant(a, req.subj, req.id, from)
 	if c.rate != nil {
 		return l, c.settleRate(ctx, a, req, start), nil
 	}
-	c.decided(ctx, DecisionEvent{Allowed: a.allowed}, start)
+	c.decided(ctx, DecisionEvent{Allowed: a.Allowed}, start)
 	return l, c.result(a, c.limit), nil
 }
 
 // grant returns the lease of an allowed answer, or nil, and tells the
 // LeaseObserver of the slot taken and of the leases the store pruned.
-func (c *Concurrency) grant(a leaseAnswer, subj, id string, from int8) *Lease {
+func (c *Concurrency) grant(a bucket.LeaseAnswer, subj, id string, from int8) *Lease {
 	var l *Lease
-	if a.allowed {
+	if a.Allowed {
 		l = &Lease{c: c, subj: subj, id: id, renewed: c.clock()}
 		l.from.Store(int32(from))
 	}
-	if c.leaseObs != nil && from != heldNowhere && (a.allowed || a.pruned > 0) {
-		e := LeaseEvent{Policy: c.name, Expired: a.pruned}
-		if a.allowed {
+	if c.leaseObs != nil && from != heldNowhere && (a.Allowed || a.Pruned > 0) {
+		e := LeaseEvent{Policy: c.name, Expired: a.Pruned}
+		if a.Allowed {
 			e.Held = 1
 		}
 		c.leaseObs.Leases(e)
@@ -313,14 +313,14 @@ func (c *Concurrency) grant(a leaseAnswer, subj, id string, from int8) *Lease {
 	return l
 }
 
-func (c *Concurrency) result(a leaseAnswer, lim Limit) Result {
+func (c *Concurrency) result(a bucket.LeaseAnswer, lim Limit) Result {
 	return Result{
-		Allowed:    a.allowed,
+		Allowed:    a.Allowed,
 		Limit:      lim,
 		Name:       c.name,
-		Remaining:  max(0, lim.Burst-a.held),
-		RetryAfter: a.retryAfter,
-		ResetAfter: a.resetAfter,
+		Remaining:  max(0, lim.Burst-a.Held),
+		RetryAfter: a.RetryAfter,
+		ResetAfter: a.ResetAfter,
 	}
 }
 
@@ -455,14 +455,14 @@ func (l *Lease) KeepAlive() {
 }
 
 // renewal is what became of one lease's renewal.
-type renewal = transport.Renewal
+type renewal = bucket.Renewal
 
 // Renewals.
 const (
-	renewUnknown = transport.RenewUnknown // the call failed: tried again next round
-	renewed      = transport.Renewed
-	renewGone    = transport.RenewGone    // released, or pruned already: not renewed, never brought back
-	renewExpired = transport.RenewExpired // past its deadline, pruned by this renewal: likewise
+	renewUnknown = bucket.RenewUnknown // the call failed: tried again next round
+	renewed      = bucket.Renewed
+	renewGone    = bucket.RenewGone    // released, or pruned already: not renewed, never brought back
+	renewExpired = bucket.RenewExpired // past its deadline, pruned by this renewal: likewise
 )
 
 // maxRenewLeases bounds the leases of one renewal call.
@@ -574,7 +574,7 @@ func (c *Concurrency) renewChunk(ls []*Lease) []renewal {
 func (c *Concurrency) adopt(l *Lease, down bool) (renewal, bool) {
 	req := &leaseRequest{name: c.name, subj: l.subj, id: l.id, max: c.max, lease: c.lease, timeout: c.timeout}
 	err := ErrCircuitOpen
-	var a leaseAnswer
+	var a bucket.LeaseAnswer
 	if !down {
 		var br *breaker
 		var probe bool
@@ -588,7 +588,7 @@ func (c *Concurrency) adopt(l *Lease, down bool) (renewal, bool) {
 		return c.fallback.local.renewLease(c.name, l.subj, l.id, c.lease), true
 	}
 	c.fallback.local.releaseLease(c.name, l.subj, l.id)
-	if !a.allowed {
+	if !a.Allowed {
 		l.from.Store(heldNowhere)
 		if c.leaseObs != nil {
 			c.leaseObs.Leases(LeaseEvent{Policy: c.name, Held: -1})

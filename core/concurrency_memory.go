@@ -31,23 +31,14 @@ type leaseRequest struct {
 	queues   *transport.LeaseQueues
 }
 
-// leaseAnswer is a store's answer to an acquire.
-type leaseAnswer struct {
-	allowed    bool
-	held       int           // leases held after the call
-	pruned     int           // leases the call found past their deadline and removed
-	retryAfter time.Duration // when refused: until the earliest lease ends
-	resetAfter time.Duration // until the latest lease ends
-}
-
 // acquire is acquireLocal: the store is in this process.
-func (s *MemoryStore) acquire(_ context.Context, _ time.Time, _ int64, req *leaseRequest) (leaseAnswer, error) {
+func (s *MemoryStore) acquire(_ context.Context, _ time.Time, _ int64, req *leaseRequest) (bucket.LeaseAnswer, error) {
 	return s.acquireLocal(req), nil
 }
 
 // acquireLocal takes a slot for req, and with req.policies one token of
 // them from this store's buckets of req.subj, all or nothing.
-func (s *MemoryStore) acquireLocal(req *leaseRequest) leaseAnswer {
+func (s *MemoryStore) acquireLocal(req *leaseRequest) bucket.LeaseAnswer {
 	var decide func(op int) bool
 	if req.policies != nil {
 		decide = func(op int) bool {
@@ -55,8 +46,7 @@ func (s *MemoryStore) acquireLocal(req *leaseRequest) leaseAnswer {
 			return req.rate.Allowed
 		}
 	}
-	a := s.leases.Acquire(s.table.Now(), bucket.LeaseAsk{Name: req.name, Subject: req.subj, ID: req.id, Max: req.max, Lease: req.lease}, decide)
-	return leaseAnswer{allowed: a.Allowed, held: a.Held, pruned: a.Pruned, retryAfter: a.RetryAfter, resetAfter: a.ResetAfter}
+	return s.leases.Acquire(s.table.Now(), bucket.LeaseAsk{Name: req.name, Subject: req.subj, ID: req.id, Max: req.max, Lease: req.lease}, decide)
 }
 
 // release is releaseLease: the store is in this process.
@@ -82,11 +72,5 @@ func (s *MemoryStore) releaseLease(name, subject, id string) {
 // renewLease renews lease id for lease from now: renewed, renewExpired
 // (past its deadline: pruned now) or renewGone.
 func (s *MemoryStore) renewLease(name, subject, id string, lease time.Duration) renewal {
-	switch s.leases.Renew(s.table.Now(), name, subject, id, lease) {
-	case bucket.Renewed:
-		return renewed
-	case bucket.RenewExpired:
-		return renewExpired
-	}
-	return renewGone
+	return s.leases.Renew(s.table.Now(), name, subject, id, lease)
 }

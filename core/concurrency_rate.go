@@ -18,22 +18,22 @@ import (
 // bucket was only peeked at), c's about the slots unless the tokens
 // refused (no slot was asked). start is when the store was asked (zero:
 // in process).
-func (c *Concurrency) settleRate(ctx context.Context, a leaseAnswer, req *leaseRequest, start time.Time) Result {
+func (c *Concurrency) settleRate(ctx context.Context, a bucket.LeaseAnswer, req *leaseRequest, start time.Time) Result {
 	lim := c.rate
 	o := req.rate
-	full := !a.allowed && a.held >= c.max
+	full := !a.Allowed && a.Held >= c.max
 	r := resultOf(o, req.each, lim.set)
-	slots := PolicyResult{Name: c.name, Limit: c.limit, Remaining: max(0, c.max-a.held), RetryAfter: a.retryAfter, ResetAfter: a.resetAfter}
+	slots := PolicyResult{Name: c.name, Limit: c.limit, Remaining: max(0, c.max-a.Held), RetryAfter: a.RetryAfter, ResetAfter: a.ResetAfter}
 	r.Policies = append(r.Policies, slots)
-	r.Allowed = a.allowed
+	r.Allowed = a.Allowed
 	if full && (o.Allowed || slots.RetryAfter >= o.RetryAfter) {
 		r.Name, r.Limit, r.Remaining, r.RetryAfter, r.ResetAfter = slots.Name, slots.Limit, slots.Remaining, slots.RetryAfter, slots.ResetAfter
 	}
 	if !full {
 		lim.decided(ctx, DecisionEvent{Allowed: o.Allowed}, start)
 	}
-	if a.allowed || full {
-		c.decided(ctx, DecisionEvent{Allowed: a.allowed}, start)
+	if a.Allowed || full {
+		c.decided(ctx, DecisionEvent{Allowed: a.Allowed}, start)
 	}
 	return r
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/sluicehq/ratelimit/internal/bucket"
 	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
@@ -13,11 +14,11 @@ import (
 // acquire takes a slot for req by deadline, bounded as decisions are;
 // the acquires of one key batch themselves through req.queues (see
 // transport.Store.Acquire).
-func (s *RedisStore) acquire(ctx context.Context, deadline time.Time, bound int64, req *leaseRequest) (leaseAnswer, error) {
+func (s *RedisStore) acquire(ctx context.Context, deadline time.Time, bound int64, req *leaseRequest) (bucket.LeaseAnswer, error) {
 	t := transport.LeaseRequest{Name: req.name, Subj: req.subj, ID: req.id, Max: req.max, Lease: req.lease, Timeout: req.timeout, Policies: req.policies, Each: req.each, Queues: req.queues}
 	a, err := s.t.Acquire(ctx, deadline, bound, &t)
 	req.rate = t.Rate
-	return leaseAnswer{allowed: a.Allowed, held: a.Held, pruned: a.Pruned, retryAfter: a.RetryAfter, resetAfter: a.ResetAfter}, err
+	return a, err
 }
 
 // release removes lease id from its set, if there, by deadline.

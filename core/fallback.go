@@ -69,12 +69,12 @@ func (f *fallback) decide(br *breaker, now int64, op int, key string, n int, set
 // FailOpen admits holding nothing (held heldNowhere), FailClosed refuses,
 // FailLocal takes one of req.max slots in this process (heldLocally);
 // req is the fallback's own (see Concurrency.degrade).
-func (f *fallback) acquire(br *breaker, now int64, req *leaseRequest) (a leaseAnswer, held int8) {
+func (f *fallback) acquire(br *breaker, now int64, req *leaseRequest) (a bucket.LeaseAnswer, held int8) {
 	switch f.mode {
 	case FailOpen:
-		return leaseAnswer{allowed: true}, heldNowhere
+		return bucket.LeaseAnswer{Allowed: true}, heldNowhere
 	case FailClosed:
-		return leaseAnswer{retryAfter: closedRetry(br, now)}, heldNowhere
+		return bucket.LeaseAnswer{RetryAfter: closedRetry(br, now)}, heldNowhere
 	}
 	return f.local.acquireLocal(req), heldLocally
 }

@@ -45,7 +45,7 @@ type storeCalls interface {
 	// call.
 
 	// acquire takes a slot for req (see leaseRequest).
-	acquire(ctx context.Context, deadline time.Time, bound int64, req *leaseRequest) (leaseAnswer, error)
+	acquire(ctx context.Context, deadline time.Time, bound int64, req *leaseRequest) (bucket.LeaseAnswer, error)
 	// release removes lease id of subject's set under name, if held.
 	release(ctx context.Context, deadline time.Time, bound int64, name, subject, id string) error
 	// renew renews the leases ls (at most maxRenewLeases) of one

@@ -99,8 +99,8 @@ func (*hookStore) nodes() func(string) string            { return nil }
 func (*hookStore) policyNames() *nameBook                { return nil }
 func (*hookStore) memory() *MemoryStore                  { return nil }
 
-func (*hookStore) acquire(context.Context, time.Time, int64, *leaseRequest) (leaseAnswer, error) {
-	return leaseAnswer{}, errNoLeases
+func (*hookStore) acquire(context.Context, time.Time, int64, *leaseRequest) (bucket.LeaseAnswer, error) {
+	return bucket.LeaseAnswer{}, errNoLeases
 }
 
 func (*hookStore) release(context.Context, time.Time, int64, string, string, string) error {

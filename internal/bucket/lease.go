@@ -41,7 +41,8 @@ type LeaseAsk struct {
 	Lease             time.Duration
 }
 
-// LeaseAnswer is the answer to an acquire.
+// LeaseAnswer is a store's answer to an acquire (the in-process table's
+// and the Redis transport's).
 type LeaseAnswer struct {
 	Allowed    bool
 	Held       int           // leases held after the call
@@ -50,14 +51,16 @@ type LeaseAnswer struct {
 	ResetAfter time.Duration // until the latest lease ends
 }
 
-// Renewal is what became of one lease renewed (see Leases.Renew).
-type Renewal int
+// Renewal is what became of one lease's renewal (see Leases.Renew, and
+// the Redis transport's).
+type Renewal int8
 
 // The renewals.
 const (
-	Renewed      Renewal = iota + 1 // it now ends a lease from now
-	RenewGone                       // not held: released, or never taken
-	RenewExpired                    // past its deadline: pruned now
+	RenewUnknown Renewal = iota // the call failed: tried again next round
+	Renewed                     // it now ends a lease from now
+	RenewGone                   // not held: released, or never taken, or pruned already
+	RenewExpired                // past its deadline: pruned now
 )
 
 const leaseSweep = int64(time.Minute / time.Microsecond)

@@ -41,28 +41,8 @@ type LeaseRequest struct {
 	Queues   *LeaseQueues
 }
 
-// LeaseAnswer is the store's answer to an acquire.
-type LeaseAnswer struct {
-	Allowed    bool
-	Held       int           // leases held after the call
-	Pruned     int           // leases the call found past their deadline and removed
-	RetryAfter time.Duration // when refused: until the earliest lease ends
-	ResetAfter time.Duration // until the latest lease ends
-}
-
 // LeaseID names one lease: its subject (as the store keys it) and id.
 type LeaseID struct{ Subj, ID string }
-
-// Renewal is what became of one lease's renewal.
-type Renewal int8
-
-// Renewals.
-const (
-	RenewUnknown Renewal = iota // the call failed: tried again next round
-	Renewed
-	RenewGone    // released, or pruned already: not renewed, never brought back
-	RenewExpired // past its deadline, pruned by this renewal: likewise
-)
 
 // LeaseQueues are a Concurrency's acquires waiting, per set, for the
 // set's acquire call in flight (see Store.Acquire). Every request
@@ -132,10 +112,10 @@ type leaseWaiter struct {
 	deadline time.Time // the caller's
 	bound    int64     // MaxInFlight of the caller's guard
 
-	state atomic.Int32  // waiterWaiting, then waiterLeft or waiterAnswered
-	a     LeaseAnswer   // set before done is sent
-	err   error         // likewise
-	done  chan struct{} // one value once answered; buffered
+	state atomic.Int32       // waiterWaiting, then waiterLeft or waiterAnswered
+	a     bucket.LeaseAnswer // set before done is sent
+	err   error              // likewise
+	done  chan struct{}      // one value once answered; buffered
 }
 
 // A leaseWaiter's states.
@@ -148,7 +128,7 @@ const (
 // wait waits for w's answer until w's deadline (then
 // context.DeadlineExceeded: w's caller degrades alone, and an acquire
 // the call grants it later is taken back).
-func (w *leaseWaiter) wait() (LeaseAnswer, error) {
+func (w *leaseWaiter) wait() (bucket.LeaseAnswer, error) {
 	select {
 	case <-w.done: // answered on this goroutine
 		return w.a, w.err
@@ -165,7 +145,7 @@ func (w *leaseWaiter) wait() (LeaseAnswer, error) {
 		<-w.done // answered as the deadline came: the answer stands
 		return w.a, w.err
 	}
-	return LeaseAnswer{}, context.DeadlineExceeded
+	return bucket.LeaseAnswer{}, context.DeadlineExceeded
 }
 
 // Acquire takes a slot for req by deadline, as decisions are bounded (see
@@ -185,7 +165,7 @@ func (w *leaseWaiter) wait() (LeaseAnswer, error) {
 // goroutine, under its deadline, while calls to its node are fast and the
 // client honours deadlines (see Store.fast); else calls go on a goroutine of
 // their own (see acquireCalls).
-func (s *Store) Acquire(ctx context.Context, deadline time.Time, bound int64, req *LeaseRequest) (LeaseAnswer, error) {
+func (s *Store) Acquire(ctx context.Context, deadline time.Time, bound int64, req *LeaseRequest) (bucket.LeaseAnswer, error) {
 	w := &leaseWaiter{ctx: ctx, req: req, deadline: deadline, bound: bound, done: make(chan struct{}, 1)}
 	if req.Queues.join(w) {
 		return w.wait()
@@ -245,7 +225,7 @@ func (s *Store) acquireCalls(qs *LeaseQueues, ws []*leaseWaiter, admitted bool) 
 // waiting is taken back, best effort within its request's timeout,
 // rather than hold a phantom slot for a Lease. Its tokens, if any, stay
 // spent. A call never made (ErrOverloaded) has nothing to take back.
-func (s *Store) answer(qs *LeaseQueues, ws []*leaseWaiter, as []LeaseAnswer, err error) []*leaseWaiter {
+func (s *Store) answer(qs *LeaseQueues, ws []*leaseWaiter, as []bucket.LeaseAnswer, err error) []*leaseWaiter {
 	if err != nil && len(ws) > 1 && qs != nil {
 		err = &CallError{Call: qs.calls.Add(1), Err: err} // the breaker counts one failed call
 	}
@@ -282,8 +262,8 @@ func (s *Store) answer(qs *LeaseQueues, ws []*leaseWaiter, as []LeaseAnswer, err
 
 // acquireMany runs the acquire call of ws under ctx (see Store.run
 // for cut) and returns their answers, in order.
-func (s *Store) acquireMany(ctx context.Context, last *LastCall, ws []*leaseWaiter, cut time.Time) ([]LeaseAnswer, error) {
-	as := make([]LeaseAnswer, len(ws))
+func (s *Store) acquireMany(ctx context.Context, last *LastCall, ws []*leaseWaiter, cut time.Time) ([]bucket.LeaseAnswer, error) {
+	as := make([]bucket.LeaseAnswer, len(ws))
 	err := s.run(ctx, last, func(ctx context.Context) error {
 		if ws[0].req.Policies != nil {
 			return s.acquireWithRate(ctx, ws, as)
@@ -294,7 +274,7 @@ func (s *Store) acquireMany(ctx context.Context, last *LastCall, ws []*leaseWait
 }
 
 // acquireLeases runs the AcquireLease script for ws, filling as.
-func (s *Store) acquireLeases(ctx context.Context, ws []*leaseWaiter, as []LeaseAnswer) error {
+func (s *Store) acquireLeases(ctx context.Context, ws []*leaseWaiter, as []bucket.LeaseAnswer) error {
 	req := ws[0].req
 	args := make([]any, 0, 2+len(ws))
 	args = append(args, req.Max, req.Lease.Microseconds())
@@ -364,20 +344,20 @@ func (s *Store) leaseCall(ctx context.Context, deadline time.Time, bound int64, 
 
 // leaseReply reads the lease part of an acquire's reply v, whose length
 // must be want.
-func (s *Store) leaseReply(v []any, want int) (LeaseAnswer, error) {
+func (s *Store) leaseReply(v []any, want int) (bucket.LeaseAnswer, error) {
 	if len(v) != want {
-		return LeaseAnswer{}, fmt.Errorf("%w: %d values", ErrBadReply, len(v))
+		return bucket.LeaseAnswer{}, fmt.Errorf("%w: %d values", ErrBadReply, len(v))
 	}
 	var n [5]int64
 	for i := range n {
 		x, ok := v[i].(int64)
 		if !ok {
-			return LeaseAnswer{}, fmt.Errorf("%w: %T", ErrBadReply, v[i])
+			return bucket.LeaseAnswer{}, fmt.Errorf("%w: %T", ErrBadReply, v[i])
 		}
 		n[i] = x
 	}
 	s.ready.Store(true)
-	return LeaseAnswer{
+	return bucket.LeaseAnswer{
 		Allowed:    n[0] == 1,
 		Held:       int(n[1]),
 		RetryAfter: time.Duration(max(n[2], 0)) * time.Microsecond,
@@ -391,7 +371,7 @@ func (s *Store) leaseReply(v []any, want int) (LeaseAnswer, error) {
 // buckets of the subject, as TokenBuckets keys them), all or nothing, in
 // one round trip. It fills as, and each request's each with every
 // policy's outcome and its rate with the binding one.
-func (s *Store) acquireWithRate(ctx context.Context, ws []*leaseWaiter, as []LeaseAnswer) error {
+func (s *Store) acquireWithRate(ctx context.Context, ws []*leaseWaiter, as []bucket.LeaseAnswer) error {
 	req := ws[0].req
 	policies, subj := req.Policies, req.Subj
 	keys := make([]string, 0, 1+len(policies)+len(ws))
@@ -447,16 +427,16 @@ func (s *Store) Release(ctx context.Context, deadline time.Time, bound int64, na
 
 // Renew renews ls (at most MaxRenewLeases: one renewal chunk) by
 // deadline, in one bounded call (see renewLeases).
-func (s *Store) Renew(ctx context.Context, deadline time.Time, bound int64, name string, lease time.Duration, ls []LeaseID) ([]Renewal, error) {
-	var got []Renewal
+func (s *Store) Renew(ctx context.Context, deadline time.Time, bound int64, name string, lease time.Duration, ls []LeaseID) ([]bucket.Renewal, error) {
+	var got []bucket.Renewal
 	err := s.leaseCall(ctx, deadline, bound, ls[0].Subj, func(ctx context.Context) (err error) {
 		got, err = s.renewLeases(ctx, name, lease, ls)
 		return err
 	})
 	if err != nil {
-		// Unknown (RenewUnknown), tried again next round; got may still
+		// Unknown (bucket.RenewUnknown), tried again next round; got may still
 		// be written by a call running late.
-		return make([]Renewal, len(ls)), err
+		return make([]bucket.Renewal, len(ls)), err
 	}
 	return got, nil
 }
@@ -472,8 +452,8 @@ const MaxRenewLeases = 500
 // one script call for up to MaxRenewLeases leases; a Cluster or Ring one
 // pipeline, with a call per subject (a script's keys must share a slot),
 // which go-redis sends as one batch per node.
-func (s *Store) renewLeases(ctx context.Context, name string, lease time.Duration, ls []LeaseID) ([]Renewal, error) {
-	out := make([]Renewal, len(ls))
+func (s *Store) renewLeases(ctx context.Context, name string, lease time.Duration, ls []LeaseID) ([]bucket.Renewal, error) {
+	out := make([]bucket.Renewal, len(ls))
 	groups := s.renewGroups(name, lease, ls)
 	cmds := make([]*redis.Cmd, len(groups))
 	if len(groups) == 1 {
@@ -500,18 +480,18 @@ func (s *Store) renewLeases(ctx context.Context, name string, lease time.Duratio
 		if err != nil {
 			firstErr = cmp.Or(firstErr, err)
 			for _, at := range g.at {
-				out[at] = RenewUnknown
+				out[at] = bucket.RenewUnknown
 			}
 			continue
 		}
 		for j, at := range g.at {
 			switch n, _ := v[j].(int64); n {
 			case 1:
-				out[at] = Renewed
+				out[at] = bucket.Renewed
 			case 2:
-				out[at] = RenewExpired
+				out[at] = bucket.RenewExpired
 			default:
-				out[at] = RenewGone
+				out[at] = bucket.RenewGone
 			}
 		}
 	}

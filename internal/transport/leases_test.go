@@ -129,7 +129,7 @@ func TestLeaseBatchSettles(t *testing.T) {
 	s := New(client, redistest.Prefix(t))
 	h := &zremHook{removed: make(chan []any, 1)}
 	client.AddHook(h)
-	granted, refused := LeaseAnswer{Allowed: true, Held: 1}, LeaseAnswer{Held: 2}
+	granted, refused := bucket.LeaseAnswer{Allowed: true, Held: 1}, bucket.LeaseAnswer{Held: 2}
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -149,7 +149,7 @@ func TestLeaseBatchSettles(t *testing.T) {
 				}
 				ws = append(ws, w)
 			}
-			if next := s.answer(nil, ws, []LeaseAnswer{granted, granted, refused}, tc.err); next != nil {
+			if next := s.answer(nil, ws, []bucket.LeaseAnswer{granted, granted, refused}, tc.err); next != nil {
 				t.Fatalf("answer with no queues returned %d acquires waiting", len(next))
 			}
 			a, err := ws[0].wait()
