@@ -73,7 +73,21 @@ func (l Limit) Window() time.Duration {
 // maxHeaderInt is the largest integer an RFC 9651 structured field holds.
 const maxHeaderInt = 999_999_999_999_999
 
-// validate reports why l cannot be computed exactly, or nil.
+// Validate reports whether New accepts l as Config.Limit (and AllowLimit
+// and With as a per-request limit): nil, or an error matching
+// ErrInvalidLimit that says what is wrong. It contacts no store.
+func (l Limit) Validate() error {
+	if err := l.validate(); err != nil {
+		return err
+	}
+	if c := l.Capacity(); c > maxHeaderInt {
+		return fmt.Errorf("%w: a burst of %d does not fit the RateLimit header fields (RFC 9651 integers have at most 15 digits)", ErrInvalidLimit, c)
+	}
+	return nil
+}
+
+// validate reports why l cannot be computed exactly, or nil; Validate
+// adds the bound of the header fields.
 func (l Limit) validate() error {
 	switch {
 	case l.Rate <= 0:

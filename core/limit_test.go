@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +53,22 @@ func TestPerDayOnRedis(t *testing.T) {
 	backdate(t, c, prefix, r.RetryAfter+time.Millisecond) // the bucket, a token's time older
 	if r, _ := l.Allow(ctx, "k"); !r.Allowed {
 		t.Fatalf("a token later: %+v; want allowed", r)
+	}
+}
+
+// TestLimitValidate: Validate says exactly what New says of a limit, with
+// no limiter built.
+func TestLimitValidate(t *testing.T) {
+	t.Parallel()
+	for _, l := range []core.Limit{
+		core.PerSecond(1e9), core.PerDay(123457), core.PerMinute(3).WithBurst(5),
+		{}, {Rate: 1}, {Rate: -1, Period: time.Second}, {Rate: 1, Period: time.Nanosecond},
+		core.PerSecond(1).WithBurst(-1), core.PerSecond(1).WithBurst(1e16), core.PerSecond(1e9).WithBurst(1 << 62),
+	} {
+		_, newErr := core.New(core.Config{Store: core.NewMemoryStore(), Limit: l, FailMode: core.FailOpen})
+		err := l.Validate()
+		if (err == nil) != (newErr == nil) || err != nil && !errors.Is(err, core.ErrInvalidLimit) {
+			t.Errorf("%+v: Validate %v; New %v", l, err, newErr)
+		}
 	}
 }

@@ -30,10 +30,10 @@ func newPolicySet(named []NamedLimit, instances int) (*policySet, error) {
 	}
 	s := &policySet{policies: ps, minCap: int(^uint(0) >> 1)}
 	for _, nl := range named {
-		c := nl.Limit.Capacity()
-		if c > maxHeaderInt {
-			return nil, fmt.Errorf("%w: a burst of %d does not fit the RateLimit header fields (RFC 9651 integers have at most 15 digits)", ErrInvalidLimit, c)
+		if err := nl.Limit.Validate(); err != nil {
+			return nil, err
 		}
+		c := nl.Limit.Capacity()
 		s.limits = append(s.limits, nl.Limit)
 		s.minCap = min(s.minCap, c)
 	}
