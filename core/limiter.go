@@ -269,8 +269,10 @@ func (l *Limiter) Peek(ctx context.Context, key string, n int) (Result, error) {
 // Refund gives n tokens back to key's bucket under every limit, each
 // capped at its burst, in one atomic store call: for a request that should
 // not count after all (see nethttp's WithCountIf), or one that used less
-// than it took. The Result is the bucket's state after the refund. The
-// error is non-nil only for a caller's mistake, as for AllowN; a refund
+// than it took. n above the smallest burst gives back that burst (a
+// bucket never holds more). The Result is the bucket's state after the
+// refund. The error is non-nil only for a caller's mistake (an empty key,
+// n < 1); a refund
 // the store could not make is Result.Degraded, reported like any degraded
 // decision (with FailLocal, the in-process bucket gets it). Refunding what
 // was never taken only fills the bucket up to its burst: the limit never
@@ -293,7 +295,8 @@ func (l *Limiter) PeekLimit(ctx context.Context, key string, n int, lim Limit) (
 }
 
 // RefundLimit is Refund under lim instead of Config.Limit: it gives back
-// what AllowLimit(ctx, key, n, lim) took, capped at lim's burst. It is
+// what AllowLimit(ctx, key, n, lim) took, capped at lim's burst (n above
+// it gives back the burst). It is
 // shorthand for With(lim) then Refund, the way to prefer.
 func (l *Limiter) RefundLimit(ctx context.Context, key string, n int, lim Limit) (Result, error) {
 	set, err := l.base.setFor(lim)
@@ -324,8 +327,12 @@ func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (
 	return r, nil
 }
 
-// decide takes, peeks or refunds (op) n tokens of key under set.
+// decide takes, peeks or refunds (op) n tokens of key under set; a
+// refund above the smallest burst gives back that burst.
 func (l *Limiter) decide(ctx context.Context, op int, key string, n int, set *policySet) (Result, error) {
+	if op == bucket.OpRefund {
+		n = min(n, set.minCap)
+	}
 	if key == "" || n < 1 || n > set.minCap {
 		return Result{}, checkCall(key, n, set)
 	}

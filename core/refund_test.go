@@ -55,6 +55,10 @@ func TestPeekAndRefund(t *testing.T) {
 			check("refund 3", r, err, true, 3, 5)
 			r, err = l.Refund(ctx, "k", 3)
 			check("refund above the burst is capped", r, err, true, 3, 5)
+			r, err = l.AllowN(ctx, "k", 3)
+			check("take 3 again", r, err, true, 0, 2)
+			r, err = l.Refund(ctx, "k", 100)
+			check("refund of 100, above every burst: gives back the smallest burst", r, err, true, 3, 5)
 		})
 	}
 }
