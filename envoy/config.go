@@ -35,9 +35,9 @@ type ConfigOptions struct {
 	MergeDomains bool
 }
 
-// Rule is one rate limit of the configuration: what a matching descriptor
+// rule is one rate limit of the configuration: what a matching descriptor
 // is decided by.
-type Rule struct {
+type rule struct {
 	// Name is the core policy name the rule's buckets live under (see the
 	// package doc, "Buckets"): its FullKey when that is a valid core name,
 	// else "envoy-" and a digest of it.
@@ -49,7 +49,7 @@ type Rule struct {
 	// (UnitMultiplier at least 1). The bucket holds RequestsPerUnit tokens
 	// and refills them every Unit × UnitMultiplier.
 	RequestsPerUnit uint32
-	Unit            Unit
+	Unit            unit
 	UnitMultiplier  uint32
 	// Unlimited allows every request without touching the store.
 	Unlimited bool
@@ -73,58 +73,58 @@ type Rule struct {
 // Limit returns the rule's token bucket; ok is false for a rule that
 // refuses everything (requests_per_unit 0) or allows everything
 // (unlimited), which never reach the store.
-func (r *Rule) Limit() (core.Limit, bool) {
+func (r *rule) Limit() (core.Limit, bool) {
 	if r.Unlimited || r.RequestsPerUnit == 0 {
 		return core.Limit{}, false
 	}
 	return unitLimit(r.RequestsPerUnit, r.Unit, r.UnitMultiplier), true
 }
 
-func unitLimit(rpu uint32, u Unit, mult uint32) core.Limit {
+func unitLimit(rpu uint32, u unit, mult uint32) core.Limit {
 	if mult == 0 {
 		mult = 1
 	}
 	return core.Limit{Rate: int(rpu), Period: u.Duration() * time.Duration(mult), Burst: int(rpu)}
 }
 
-// Unit is a rate limit's unit, numbered as the RLS API's
+// unit is a rate limit's unit, numbered as the RLS API's
 // RateLimitResponse.RateLimit.Unit.
-type Unit int32
+type unit int32
 
 // The units of the RLS API.
 const (
-	UnitUnknown Unit = 0
-	UnitSecond  Unit = 1
-	UnitMinute  Unit = 2
-	UnitHour    Unit = 3
-	UnitDay     Unit = 4
-	UnitMonth   Unit = 5
-	UnitYear    Unit = 6
-	UnitWeek    Unit = 7
+	unitUnknown unit = 0
+	unitSecond  unit = 1
+	unitMinute  unit = 2
+	unitHour    unit = 3
+	unitDay     unit = 4
+	unitMonth   unit = 5
+	unitYear    unit = 6
+	unitWeek    unit = 7
 )
 
-var unitNames = map[string]Unit{
-	"second": UnitSecond, "minute": UnitMinute, "hour": UnitHour, "day": UnitDay,
-	"week": UnitWeek, "month": UnitMonth, "year": UnitYear,
+var unitNames = map[string]unit{
+	"second": unitSecond, "minute": unitMinute, "hour": unitHour, "day": unitDay,
+	"week": unitWeek, "month": unitMonth, "year": unitYear,
 }
 
 // Duration is the unit's length, as the reference counts it: a month is
 // 30 days, a year 365.
-func (u Unit) Duration() time.Duration {
+func (u unit) Duration() time.Duration {
 	switch u {
-	case UnitSecond:
+	case unitSecond:
 		return time.Second
-	case UnitMinute:
+	case unitMinute:
 		return time.Minute
-	case UnitHour:
+	case unitHour:
 		return time.Hour
-	case UnitDay:
+	case unitDay:
 		return 24 * time.Hour
-	case UnitWeek:
+	case unitWeek:
 		return 7 * 24 * time.Hour
-	case UnitMonth:
+	case unitMonth:
 		return 30 * 24 * time.Hour
-	case UnitYear:
+	case unitYear:
 		return 365 * 24 * time.Hour
 	}
 	return 0
@@ -134,7 +134,7 @@ func (u Unit) Duration() time.Duration {
 type node struct {
 	children  map[string]*node // by "key" or "key_value"
 	wildcards []wildcard       // children whose value holds '*', in file order
-	rule      *Rule
+	rule      *rule
 
 	shareThreshold bool   // wildcard values share one bucket
 	pattern        string // the wildcard value, for shareThreshold
@@ -189,7 +189,7 @@ type yamlRateLimit struct {
 
 // ParseConfig loads files into one Config, all or nothing: the first
 // mistake in any file refuses the whole set, with an error naming the
-// file (errors.Is ErrConfig). An empty set is a valid config with no
+// file. An empty set is a valid config with no
 // domains.
 func ParseConfig(files []File, opts ConfigOptions) (*Config, error) {
 	c := &Config{domains: make(map[string]*node)}
@@ -197,7 +197,7 @@ func ParseConfig(files []File, opts ConfigOptions) (*Config, error) {
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	for _, f := range sorted {
 		if err := c.load(f, opts); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, f.Name, err)
+			return nil, fmt.Errorf("%w: %s: %w", errConfig, f.Name, err)
 		}
 	}
 	return c, nil
@@ -323,7 +323,7 @@ func (n *node) load(parent string, ds []yamlDescriptor, opts ConfigOptions) erro
 	return nil
 }
 
-func newRule(full string, d yamlDescriptor) (*Rule, error) {
+func newRule(full string, d yamlDescriptor) (*rule, error) {
 	y := d.RateLimit
 	unit, validUnit := unitNames[strings.ToLower(y.Unit)]
 	switch {
@@ -332,7 +332,7 @@ func newRule(full string, d yamlDescriptor) (*Rule, error) {
 	case !y.Unlimited && !validUnit:
 		return nil, fmt.Errorf("invalid rate limit unit '%s'", y.Unit)
 	}
-	r := &Rule{
+	r := &rule{
 		FullKey:         full,
 		Name:            policyName(full),
 		RequestsPerUnit: y.RequestsPerUnit,

@@ -76,23 +76,23 @@ func TestMatch(t *testing.T) {
 	c := mustParse(t, File{"api.yaml", []byte(exampleYAML)})
 	tests := []struct {
 		name        string
-		entries     []Entry
+		entries     []entry
 		wantName    string
 		wantSubject string
 		wantLimit   core.Limit
 	}{
-		{"key only", []Entry{{"remote_address", "203.0.113.7"}}, "api.remote_address", "203.0.113.7", core.PerMinute(10)},
-		{"key and value", []Entry{{"generic_key", "login"}}, "api.generic_key_login", "login", core.PerSecond(2)},
-		{"nested with multiplier", []Entry{{"header_match", "free"}, {"user", "u1"}}, "api.header_match_free.user", "free|u1",
+		{"key only", []entry{{"remote_address", "203.0.113.7"}}, "api.remote_address", "203.0.113.7", core.PerMinute(10)},
+		{"key and value", []entry{{"generic_key", "login"}}, "api.generic_key_login", "login", core.PerSecond(2)},
+		{"nested with multiplier", []entry{{"header_match", "free"}, {"user", "u1"}}, "api.header_match_free.user", "free|u1",
 			core.Limit{Rate: 100, Period: 6 * time.Hour, Burst: 100}},
-		{"shared wildcard", []Entry{{"path", "/files/a.txt"}}, "api.path_/files/*", "/files/*", core.PerMinute(5)},
-		{"middle wildcard", []Entry{{"path", "/api/v1/items"}}, "api.path_/api/*/items", "/api/v1/items", core.PerMinute(7)},
-		{"escaped values", []Entry{{"header_match", "free"}, {"user", `a|b\c`}}, "api.header_match_free.user", `free|a\|b\\c`,
+		{"shared wildcard", []entry{{"path", "/files/a.txt"}}, "api.path_/files/*", "/files/*", core.PerMinute(5)},
+		{"middle wildcard", []entry{{"path", "/api/v1/items"}}, "api.path_/api/*/items", "/api/v1/items", core.PerMinute(7)},
+		{"escaped values", []entry{{"header_match", "free"}, {"user", `a|b\c`}}, "api.header_match_free.user", `free|a\|b\\c`,
 			core.Limit{Rate: 100, Period: 6 * time.Hour, Burst: 100}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, subject := c.Match("api", tt.entries)
+			r, subject := c.match("api", tt.entries)
 			if r == nil {
 				t.Fatal("no rule matched")
 			}
@@ -102,29 +102,29 @@ func TestMatch(t *testing.T) {
 			}
 		})
 	}
-	for _, miss := range [][]Entry{
+	for _, miss := range [][]entry{
 		{{"header_match", "free"}},                 // no rule at that depth
 		{{"remote_address", "x"}, {"user", "u"}},   // deeper than the rule
 		{{"path", "/other"}},                       // no wildcard matches
 		{{"unknown", "x"}},                         // no such key
 		{{"header_match", "paid"}, {"user", "u1"}}, // value differs
 	} {
-		if r, _ := c.Match("api", miss); r != nil {
+		if r, _ := c.match("api", miss); r != nil {
 			t.Errorf("Match(%v) = %s, want no rule", miss, r.FullKey)
 		}
 	}
-	if r, _ := c.Match("other", []Entry{{"remote_address", "x"}}); r != nil {
+	if r, _ := c.match("other", []entry{{"remote_address", "x"}}); r != nil {
 		t.Error("an unknown domain matched")
 	}
-	if r, _ := c.Match("api", []Entry{{"blocked", "x"}}); r == nil || r.RequestsPerUnit != 0 {
+	if r, _ := c.match("api", []entry{{"blocked", "x"}}); r == nil || r.RequestsPerUnit != 0 {
 		t.Error("requests_per_unit: 0 did not load")
 	} else if _, ok := r.Limit(); ok {
 		t.Error("requests_per_unit: 0 has a limit")
 	}
-	if r, _ := c.Match("api", []Entry{{"internal", "x"}}); r == nil || !r.Unlimited {
+	if r, _ := c.match("api", []entry{{"internal", "x"}}); r == nil || !r.Unlimited {
 		t.Error("unlimited did not load")
 	}
-	if r, _ := c.Match("api", []Entry{{"tenant", "t"}}); r == nil || len(r.Replaces) != 1 || r.Replaces[0] != "login" || !r.DetailedMetric {
+	if r, _ := c.match("api", []entry{{"tenant", "t"}}); r == nil || len(r.Replaces) != 1 || r.Replaces[0] != "login" || !r.DetailedMetric {
 		t.Errorf("replaces/detailed_metric did not load: %+v", r)
 	}
 }
@@ -141,8 +141,8 @@ func TestSubject(t *testing.T) {
 		{[]string{"a", "b|c"}, `a|b\|c`},
 		{[]string{`\`}, `\\`},
 	} {
-		if got := Subject(tt.in); got != tt.want {
-			t.Errorf("Subject(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := subjectOf(tt.in); got != tt.want {
+			t.Errorf("subjectOf(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
@@ -178,8 +178,8 @@ func TestConfigRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseConfig([]File{{"f.yaml", []byte(tt.yaml)}}, ConfigOptions{})
-			if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "f.yaml") {
-				t.Errorf("err = %v, want ErrConfig naming f.yaml and %q", err, tt.want)
+			if err == nil || !errors.Is(err, errConfig) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "f.yaml") {
+				t.Errorf("err = %v, want errConfig naming f.yaml and %q", err, tt.want)
 			}
 		})
 	}
@@ -199,7 +199,7 @@ func TestDuplicateDomain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := c.Match("d", []Entry{{"y", "1"}}); r == nil {
+	if r, _ := c.match("d", []entry{{"y", "1"}}); r == nil {
 		t.Error("merged domain lacks b.yaml's descriptor")
 	}
 }

@@ -2,5 +2,5 @@ package envoy
 
 import "errors"
 
-// ErrConfig wraps every reason a configuration is refused, for errors.Is.
-var ErrConfig = errors.New("envoy: invalid rate limit config")
+// errConfig wraps every reason a configuration is refused, for errors.Is.
+var errConfig = errors.New("envoy: invalid rate limit config")

@@ -37,14 +37,10 @@ descriptors:
 		}
 		fmt.Println(resp.OverallCode, resp.Statuses[0].LimitRemaining)
 	}
-	// The bucket an app's middleware shares: core.Config{Name: rule.Name}, key subject.
-	rule, subject := cfg.Match("api", []envoy.Entry{{Key: "user", Value: "alice"}})
-	fmt.Println(rule.Name, subject)
 	// Output:
 	// OK 1
 	// OK 0
 	// OVER_LIMIT 0
-	// api.user alice
 }
 
 // A usage limit, as an AI gateway uses it: a check (hits_addend 0) as a

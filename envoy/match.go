@@ -6,19 +6,19 @@ import (
 	"strings"
 )
 
-// Entry is one entry of a rate limit descriptor: what Envoy's actions
+// entry is one entry of a rate limit descriptor: what Envoy's actions
 // produced for a request (remote_address=203.0.113.7, generic_key=api, …).
-type Entry struct {
+type entry struct {
 	Key, Value string
 }
 
-// Match finds the rule that decides a descriptor of domain, as the
+// match finds the rule that decides a descriptor of domain, as the
 // reference's loader does: each entry is looked up by "key_value", then by
 // a wildcard value in file order, then by "key" alone, one level per entry,
 // and the rule applies only when it sits at the level of the last entry.
 // It returns the rule and the subject of the descriptor's bucket (see the
-// package doc, "Buckets"); rule is nil when nothing matches.
-func (c *Config) Match(domain string, entries []Entry) (rule *Rule, subject string) {
+// package doc, "Buckets"); r is nil when nothing matches.
+func (c *Config) match(domain string, entries []entry) (r *rule, subject string) {
 	dom := c.domains[domain]
 	if dom == nil || len(entries) == 0 {
 		return nil, ""
@@ -50,7 +50,7 @@ func (c *Config) Match(domain string, entries []Entry) (rule *Rule, subject stri
 			if next.rule == nil {
 				return nil, ""
 			}
-			return next.rule, Subject(values)
+			return next.rule, subjectOf(values)
 		}
 		n = next
 	}
@@ -60,7 +60,7 @@ func (c *Config) Match(domain string, entries []Entry) (rule *Rule, subject stri
 // overrideName is the policy name of a descriptor that carries its own
 // limit but matches no rule: the domain and the entries' keys, as a rule
 // of key-only entries would be named.
-func overrideName(domain string, entries []Entry) string {
+func overrideName(domain string, entries []entry) string {
 	var b strings.Builder
 	b.WriteString(domain)
 	for _, e := range entries {
@@ -70,11 +70,11 @@ func overrideName(domain string, entries []Entry) string {
 	return policyName(b.String())
 }
 
-// Subject joins a descriptor's values into the subject of its bucket: the
+// subjectOf joins a descriptor's values into the subject of its bucket: the
 // values in order, separated by '|', each '\' and '|' inside a value
 // escaped with '\'. A single value is its own subject ("203.0.113.7");
 // an empty subject is written "|".
-func Subject(values []string) string {
+func subjectOf(values []string) string {
 	if len(values) == 1 && values[0] != "" && !strings.ContainsAny(values[0], `\|`) {
 		return values[0]
 	}

@@ -28,9 +28,6 @@ type Headers struct {
 	Limit, Remaining, Reset string
 }
 
-// DefaultHeaders are the reference's default header names.
-var DefaultHeaders = Headers{Limit: "RateLimit-Limit", Remaining: "RateLimit-Remaining", Reset: "RateLimit-Reset"}
-
 // DescriptorEvent describes one decided descriptor to
 // ServiceConfig.OnDescriptor, for the reference's per-rule statistics.
 type DescriptorEvent struct {
@@ -160,7 +157,7 @@ var limitCheck, _ = core.New(core.Config{Store: core.NewMemoryStore(), Limit: co
 
 // plan is one descriptor's part of a request.
 type plan struct {
-	rule    *Rule // nil: no rule matched and no limit of its own
+	rule    *rule // nil: no rule matched and no limit of its own
 	name    string
 	subject string
 	metric  string
@@ -341,11 +338,11 @@ func (s *Service) plan(cfg *Config, req *rlspb.RateLimitRequest) ([]plan, error)
 // its own. p.rule stays nil when nothing limits d.
 func (s *Service) planDescriptor(p *plan, cfg *Config, req *rlspb.RateLimitRequest, d *rlpb.RateLimitDescriptor, known bool) error {
 	p.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
-	entries := make([]Entry, len(d.GetEntries()))
+	entries := make([]entry, len(d.GetEntries()))
 	for j, e := range d.GetEntries() {
-		entries[j] = Entry{Key: e.GetKey(), Value: e.GetValue()}
+		entries[j] = entry{Key: e.GetKey(), Value: e.GetValue()}
 	}
-	rule, subject := cfg.Match(req.Domain, entries)
+	rule, subject := cfg.match(req.Domain, entries)
 	p.hits = descriptorHits(req, d)
 	p.check = p.hits == 0
 	p.give = d.GetIsNegativeHits() && !p.check
@@ -386,17 +383,17 @@ func descriptorHits(req *rlspb.RateLimitRequest, d *rlpb.RateLimitDescriptor) ui
 // ownRule is the rule of a descriptor whose own limit matched no rule:
 // named after its entries, so each such descriptor has its own bucket,
 // with all its values as the subject.
-func ownRule(domain string, entries []Entry) (*Rule, string) {
+func ownRule(domain string, entries []entry) (*rule, string) {
 	values := make([]string, len(entries))
 	for j, e := range entries {
 		values[j] = e.Value
 	}
-	return &Rule{Name: overrideName(domain, entries), FullKey: descriptorKey(domain, entries)}, Subject(values)
+	return &rule{Name: overrideName(domain, entries), FullKey: descriptorKey(domain, entries)}, subjectOf(values)
 }
 
 // ruleLimit makes rule's own limit decide p, as override does for a
 // descriptor's limit.
-func (p *plan) ruleLimit(rule *Rule) {
+func (p *plan) ruleLimit(rule *rule) {
 	p.current = &rlspb.RateLimitResponse_RateLimit{
 		Name: rule.LimitName, RequestsPerUnit: rule.RequestsPerUnit,
 		Unit: rlspb.RateLimitResponse_RateLimit_Unit(rule.Unit),
@@ -432,8 +429,8 @@ func (s *Service) settle(p *plan, replaced map[string]bool) error {
 
 // override makes a descriptor's own limit decide it, in the bucket of the
 // rule it matched.
-func (s *Service) override(p *plan, rule *Rule, o *rlpb.RateLimitDescriptor_RateLimitOverride) error {
-	u := Unit(o.GetUnit())
+func (s *Service) override(p *plan, rule *rule, o *rlpb.RateLimitDescriptor_RateLimitOverride) error {
+	u := unit(o.GetUnit())
 	if u.Duration() == 0 {
 		return status.Errorf(codes.InvalidArgument, "descriptor limit: unknown unit %v", o.GetUnit())
 	}
@@ -458,7 +455,7 @@ func (s *Service) override(p *plan, rule *Rule, o *rlpb.RateLimitDescriptor_Rate
 	return nil
 }
 
-func descriptorKey(domain string, entries []Entry) string {
+func descriptorKey(domain string, entries []entry) string {
 	k := domain
 	for _, e := range entries {
 		k += "." + e.Key

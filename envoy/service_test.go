@@ -250,7 +250,7 @@ func TestReplacesShadowUnlimitedBlocked(t *testing.T) {
 }
 
 func TestGlobalShadowMode(t *testing.T) {
-	s := newTestService(t, ServiceConfig{ShadowMode: true, Headers: &DefaultHeaders}, serviceYAML)
+	s := newTestService(t, ServiceConfig{ShadowMode: true, Headers: &Headers{Limit: "RateLimit-Limit", Remaining: "RateLimit-Remaining", Reset: "RateLimit-Reset"}}, serviceYAML)
 	ask(t, s, req(d("tight", "x")))
 	a := ask(t, s, req(d("user", "x"), d("tight", "x")))
 	if a.code != ok || a.codes[1] != over {
