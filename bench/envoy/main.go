@@ -4,7 +4,11 @@
 // same config, driven by go-control-plane's RLS client:
 //
 //   - ShouldRateLimit per second and latency percentiles, -conc callers
-//     over -keys keys, each side for -duration;
+//     over -keys keys, -descriptors descriptors per request (1 to 3:
+//     the client's address, its tenant, its route), each side for
+//     -duration; Redis CPU and commands per request from INFO over the
+//     run, and round trips per request (Redis read events) from one
+//     caller sending 500 requests one after the other;
 //   - the window edge: 5 per second on one key, -edge requests just before
 //     a second boundary and as many just after; admitted against C + R·Δ;
 //   - Redis stalled (SIGSTOP): -stalled concurrent requests, the time and
@@ -20,6 +24,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -46,6 +51,10 @@ domain: bench
 descriptors:
   - key: remote_address
     rate_limit: {unit: second, requests_per_unit: 1000000}
+  - key: tenant
+    rate_limit: {unit: second, requests_per_unit: 1000000}
+  - key: route
+    rate_limit: {unit: second, requests_per_unit: 1000000}
   - key: edge
     rate_limit: {unit: second, requests_per_unit: 5}
 `
@@ -55,6 +64,7 @@ var (
 	rounds   = flag.Int("rounds", 3, "interleaved throughput rounds")
 	conc     = flag.Int("conc", 32, "concurrent callers")
 	keys     = flag.Int("keys", 10000, "distinct keys in the throughput run")
+	descs    = flag.Int("descriptors", 1, "descriptors per request in the throughput run (1 to 3)")
 	edge     = flag.Int("edge", 10, "requests on each side of the second boundary")
 	stalled  = flag.Int("stalled", 8, "concurrent requests while Redis is stalled")
 	deadline = flag.Duration("deadline", 15*time.Second, "the callers' deadline while Redis is stalled")
@@ -74,6 +84,9 @@ func main() {
 }
 
 func run() error {
+	if *descs < 1 || *descs > 3 {
+		return fmt.Errorf("-descriptors %d: want 1 to 3", *descs)
+	}
 	tmp, err := os.MkdirTemp("", "bench-envoy")
 	if err != nil {
 		return err
@@ -112,6 +125,9 @@ func run() error {
 		t    time.Duration
 		errs int64
 		lat  []time.Duration
+		cpu  float64 // Redis CPU seconds over the throughput rounds
+		cmds int64   // Redis commands over the throughput rounds
+		trip float64 // Redis read events per request, one caller
 	}
 	var all []*running
 	defer func() {
@@ -135,31 +151,84 @@ func run() error {
 	// Throughput in interleaved rounds, so both see the same machine.
 	for round := 0; round < *rounds; round++ {
 		for _, x := range all {
+			before, err := x.r.info()
+			if err != nil {
+				return err
+			}
 			n, d, errs, lat := throughput(x.p)
+			after, err := x.r.info()
+			if err != nil {
+				return err
+			}
 			x.n, x.t, x.errs = x.n+n, x.t+d, x.errs+errs
 			x.lat = append(x.lat, lat...)
+			x.cpu += after.cpu - before.cpu
+			x.cmds += after.commands - before.commands
+		}
+	}
+	for _, x := range all {
+		var err error
+		if x.trip, err = roundTrips(x.p, x.r); err != nil {
+			return err
 		}
 	}
 	fmt.Printf("## Envoy rate limit service: ratelimit-envoy vs envoyproxy/ratelimit\n\n")
 	fmt.Printf("Each on a redis-server of its own on loopback; %d callers on %d gRPC connections, %d keys, "+
-		"%d interleaved rounds of %v each.\n\n", *conc, *conc, *keys, *rounds, *duration)
-	fmt.Printf("| service | ShouldRateLimit/s | p50 | p99 | errors | window edge: admitted (C + R·Δ) | Redis stalled: answers (slowest) |\n|---|---|---|---|---|---|---|\n")
+		"%d descriptors per request, %d interleaved rounds of %v each.\n\n", *conc, *conc, *keys, *descs, *rounds, *duration)
+	fmt.Printf("| service | ShouldRateLimit/s | p50 | p99 | errors | Redis CPU µs / request | Redis commands / request | round trips / request (one caller) | window edge: admitted (C + R·Δ) | Redis stalled: answers (slowest) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range all {
 		slices.Sort(x.lat)
 		admitted, bound, delta := windowEdge(x.p)
 		kinds, slowest := stall(x.p, x.r)
-		fmt.Printf("| %s | %.0f | %v | %v | %d | %d in %v (%d) | %s (%v) |\n",
+		fmt.Printf("| %s | %.0f | %v | %v | %d | %.1f | %.2f | %.2f | %d in %v (%d) | %s (%v) |\n",
 			x.name, float64(x.n)/x.t.Seconds(), x.lat[len(x.lat)/2].Round(time.Microsecond),
 			x.lat[len(x.lat)*99/100].Round(time.Microsecond), x.errs,
+			x.cpu*1e6/float64(x.n), float64(x.cmds)/float64(x.n), x.trip,
 			admitted, delta.Round(time.Millisecond), bound, kinds, slowest.Round(time.Millisecond))
 	}
 	return nil
 }
 
+// request is one request with a descriptor of one entry per key, value
+// pair.
 func request(kv ...string) *rlspb.RateLimitRequest {
-	return &rlspb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{{
-		Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: kv[0], Value: kv[1]}},
-	}}}
+	r := &rlspb.RateLimitRequest{Domain: "bench"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		r.Descriptors = append(r.Descriptors, &rlpb.RateLimitDescriptor{
+			Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: kv[i], Value: kv[i+1]}},
+		})
+	}
+	return r
+}
+
+// benchRequest is a throughput request on client key i: *descs
+// descriptors, the address i, its tenant i/10 and its route i%10.
+func benchRequest(i int) *rlspb.RateLimitRequest {
+	kv := []string{"remote_address", strconv.Itoa(i), "tenant", strconv.Itoa(i / 10), "route", strconv.Itoa(i % 10)}
+	return request(kv[:2**descs]...)
+}
+
+// roundTrips sends 500 requests one after the other and returns Redis's
+// read events per request: one per round trip when nothing else calls.
+func roundTrips(p *proc, r *redisServer) (float64, error) {
+	const n = 500
+	before, err := r.info()
+	if err != nil {
+		return 0, err
+	}
+	for i := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		_, err := p.clients[0].ShouldRateLimit(ctx, benchRequest(i))
+		cancel()
+		if err != nil {
+			return 0, err
+		}
+	}
+	after, err := r.info()
+	if err != nil {
+		return 0, err
+	}
+	return float64(after.reads-before.reads) / n, nil
 }
 
 // throughput runs *conc callers for *duration on random keys.
@@ -177,7 +246,7 @@ func throughput(p *proc) (n int64, elapsed time.Duration, errs int64, lat []time
 			for time.Now().Before(stop) {
 				t0 := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-				_, err := c.ShouldRateLimit(ctx, request("remote_address", strconv.Itoa(rng.IntN(*keys))))
+				_, err := c.ShouldRateLimit(ctx, benchRequest(rng.IntN(*keys)))
 				cancel()
 				mine = append(mine, time.Since(t0))
 				if err != nil {
@@ -380,4 +449,50 @@ func (r *redisServer) stop() {
 	r.cmd.Process.Signal(syscall.SIGCONT)
 	r.cmd.Process.Kill()
 	r.cmd.Wait()
+}
+
+type redisInfo struct {
+	cpu             float64 // used_cpu_user + used_cpu_sys, seconds
+	commands, reads int64   // total_commands_processed, total_reads_processed
+}
+
+// info reads the server's INFO over a connection of its own (1 command, 1
+// read event of its own: negligible beside the runs it brackets).
+func (r *redisServer) info() (redisInfo, error) {
+	var ri redisInfo
+	c, err := net.DialTimeout("tcp", r.addr, 5*time.Second)
+	if err != nil {
+		return ri, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("INFO\r\n")); err != nil {
+		return ri, err
+	}
+	br := bufio.NewReader(c)
+	head, err := br.ReadString('\n')
+	if err != nil {
+		return ri, err
+	}
+	size, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
+	if err != nil {
+		return ri, fmt.Errorf("INFO: %q", head)
+	}
+	body := make([]byte, size)
+	if _, err := io.ReadFull(br, body); err != nil {
+		return ri, err
+	}
+	for _, line := range strings.Split(string(body), "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		switch k {
+		case "used_cpu_user", "used_cpu_sys":
+			f, _ := strconv.ParseFloat(v, 64)
+			ri.cpu += f
+		case "total_commands_processed":
+			ri.commands, _ = strconv.ParseInt(v, 10, 64)
+		case "total_reads_processed":
+			ri.reads, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return ri, nil
 }
