@@ -7,6 +7,12 @@ import "time"
 // every policy's outcome; by Deadline (zero: none), and admitted only
 // while fewer than Bound decisions run in the store (0: no bound). A
 // value, so asking allocates nothing.
+//
+// With Across, an Ask is one decision across subjects, all or nothing
+// (core.AllowAll): policy i's bucket is Across[i].Subj's, and costs
+// Across[i].N; Op is OpTake or OpRefund, Subj is Across[0].Subj (it names
+// the node and the replay record's slot) and N is not read. No bucket may
+// appear twice (the caller merges them), and Each is required.
 type Ask struct {
 	Op       int // OpTake, OpPeek, OpRefund, or a waiting operation with its argument (WithArg)
 	Subj     string
@@ -15,6 +21,18 @@ type Ask struct {
 	Each     []Outcome
 	Deadline time.Time
 	Bound    int64
+	Across   []Part // nil, or index-aligned with Policies
+}
+
+// Part is one bucket's subject and cost in a decision across subjects
+// (Ask.Across). A take's part costs N tokens, taken only when every part
+// holds its own; N 0 takes nothing and asks for one token (a look), and
+// N one above the burst can never pass (the whole is refused, and every
+// other part says whether it would have passed). A refund's part gives
+// back N ≥ 1, capped at the burst.
+type Part struct {
+	Subj string // as the store keys it
+	N    int
 }
 
 // The operations of a decision. The waiting ones (DESIGN §11) take one
@@ -68,6 +86,25 @@ func Check(subject string, n int, policies []Policy) error {
 		}
 		if int64(n) > p.Capacity/p.Unit {
 			return ErrCostTooHigh
+		}
+	}
+	return nil
+}
+
+// CheckAcross is Check for a decision across subjects (see Ask.Across
+// and Part): as many parts as policies, each with a subject and a cost
+// its part allows.
+func CheckAcross(op int, parts []Part, policies []Policy, each []Outcome) error {
+	if (op != OpTake && op != OpRefund) || len(parts) == 0 || len(parts) != len(policies) || len(each) != len(parts) {
+		return ErrInvalidConfig
+	}
+	for i := range parts {
+		if err := Check(parts[i].Subj, 1, policies[i:i+1]); err != nil {
+			return err
+		}
+		p := &policies[i]
+		if n := int64(parts[i].N); n < 0 || n > p.Capacity/p.Unit+1 || op == OpRefund && (n < 1 || n > p.Capacity/p.Unit) {
+			return ErrInvalidCost
 		}
 	}
 	return nil

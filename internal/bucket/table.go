@@ -100,9 +100,13 @@ func (s *Table) injectedNow() int64 { return memEpoch + s.clock().Sub(s.base).Mi
 func keyHash(hs uint64, k *memKey) uint64 { return (hs ^ k.hash) | 1 }
 
 // Apply runs a (its deadline and bound are not read) with the scripts'
-// arithmetic, under a.Subj's shard lock: every policy at once, all or
-// nothing. a is checked (see CheckOp).
+// arithmetic, under a.Subj's shard lock (every shard of a decision across
+// subjects): every policy at once, all or nothing. a is checked (see
+// CheckOp, CheckAcross).
 func (s *Table) Apply(a *Ask) Outcome {
+	if a.Across != nil {
+		return s.applyAcross(a)
+	}
 	if a.Op == OpTake && len(a.Policies) == 1 {
 		o := s.Take1(a.Subj, a.N, &a.Policies[0]).Outcome(0)
 		if a.Each != nil {

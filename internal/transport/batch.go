@@ -343,7 +343,7 @@ func (s *Store) send(ctx context.Context, dest string, batch []*request) {
 			last.failed.Store(failed)
 		}
 	}()
-	if !s.split || len(batch) == 1 {
+	if !s.split || len(batch) == 1 && !s.spans(batch[0]) {
 		keys, args := s.encodeShort(ctx, call, batch)
 		reply, err := TokenBuckets.Run(ctx, s.client, keys, args...).Text()
 		s.settle(ctx, batch, call, reply, err)
@@ -354,6 +354,20 @@ func (s *Store) send(ctx context.Context, dest string, batch []*request) {
 		return
 	}
 	s.sendEach(ctx, node, call, batch)
+}
+
+// spans reports a request across subjects of more than one Cluster slot:
+// one call of TokenBucketsAcross on its node, never of TokenBuckets.
+func (s *Store) spans(r *request) bool {
+	if _, ok := s.client.(*redis.ClusterClient); !ok {
+		return false
+	}
+	for _, p := range r.Across {
+		if p.Subj != r.Subj {
+			return true
+		}
+	}
+	return false
 }
 
 // sendNode decides batch in one script call on node, the Redis server of
@@ -393,6 +407,19 @@ func (s *Store) sendNode(ctx context.Context, node *redis.Client, call uint64, b
 // (nil: not known yet), then through the Cluster or Ring client alone for
 // the calls the node did not run.
 func (s *Store) sendEach(ctx context.Context, node *redis.Client, call uint64, batch []*request) {
+	kept := batch[:0:0]
+	for _, r := range batch {
+		if s.spans(r) {
+			// Never split: FailMode decides it while the slot moves.
+			r.err = &CallError{Call: call, Err: ErrSlotsSplit}
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) == 0 {
+		return
+	}
+	batch = kept
 	groups := bySubject(batch)
 	keys, args := make([][]string, len(groups)), make([][]any, len(groups))
 	cmds := make([]*redis.Cmd, len(groups))

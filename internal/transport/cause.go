@@ -119,7 +119,7 @@ func FailureCause(err error, timedOut bool, dialErr, last error) error {
 // (TRYAGAIN while its keys are split between two nodes, or a redirection
 // go-redis did not follow), not about the node's health.
 func SlotMoving(err error) bool {
-	return redis.HasErrorPrefix(err, "TRYAGAIN") || redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
+	return errors.Is(err, ErrSlotsSplit) || redis.HasErrorPrefix(err, "TRYAGAIN") || redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
 }
 
 // NotRun reports a Redis answer that the script was not run: the node

@@ -22,8 +22,11 @@ func (s *Store) encode(ctx context.Context, call uint64, batch []*request) ([]st
 	args := make([]any, 4, 9+2*len(batch[0].Policies))
 	for _, r := range batch {
 		for i := range r.Policies {
-			p := &r.Policies[i]
-			keys = append(keys, s.Key(r.Subj, p.Name))
+			p, subj := &r.Policies[i], r.Subj
+			if r.Across != nil {
+				subj = r.Across[i].Subj
+			}
+			keys = append(keys, s.Key(subj, p.Name))
 			d, j := p.Desc(), 0
 			for j < len(pols) && pols[j] != p && pols[j].Desc() != d {
 				j++
@@ -48,12 +51,20 @@ func (s *Store) encode(ctx context.Context, call uint64, batch []*request) ([]st
 			run++
 		}
 		op, x := bucket.SplitOp(r.Op)
+		if r.Across != nil {
+			op += acrossOp
+		}
 		args = append(args, op, r.N, m)
 		for _, j := range idx[:m] {
 			args = append(args, j)
 		}
 		args = append(args, run)
-		if op > bucket.OpRefund {
+		switch {
+		case r.Across != nil:
+			for _, p := range r.Across {
+				args = append(args, p.N)
+			}
+		case op > bucket.OpRefund:
 			args = append(args, x)
 		}
 		// Requests in a run have m policies each.
@@ -94,7 +105,7 @@ func repeats(keys []string, args []any) ([]any, int) {
 // policy has arguments of its own: the record's expiry, the policy, n.
 func (s *Store) encodeShort(ctx context.Context, call uint64, batch []*request) ([]string, []any) {
 	r := batch[0]
-	if len(batch) > 1 || len(r.Policies) > 1 || r.Op != bucket.OpTake {
+	if len(batch) > 1 || len(r.Policies) > 1 || r.Op != bucket.OpTake || r.Across != nil {
 		return s.encode(ctx, call, batch)
 	}
 	p := &r.Policies[0]
@@ -105,7 +116,7 @@ func (s *Store) encodeShort(ctx context.Context, call uint64, batch []*request) 
 // what a, with indexes ai, asks (of other buckets). bi holds at least
 // b's indexes.
 func sameShape(a, b *request, ai, bi []int) bool {
-	if b.Op != a.Op || b.N != a.N || len(b.Policies) != len(a.Policies) {
+	if b.Op != a.Op || b.N != a.N || len(b.Policies) != len(a.Policies) || a.Across != nil || b.Across != nil {
 		return false
 	}
 	for i, j := range ai {
@@ -115,6 +126,10 @@ func sameShape(a, b *request, ai, bi []int) bool {
 	}
 	return true
 }
+
+// acrossOp is added to a take's or refund's operation across subjects
+// (see TokenBuckets).
+const acrossOp = 7
 
 // recordKey names the replay record of call, in subj's slot. The space
 // after the hash tag keeps it apart from every bucket (a policy name has

@@ -21,7 +21,11 @@ import "github.com/redis/go-redis/v9"
 // takes n tokens, all or nothing over the request's policies; 2 peeks (whether n would be taken, taking nothing); 3 refunds
 // n tokens to every policy, each capped at its capacity; 4 to 7 wait or
 // owe (DESIGN §11: reserve, charge, cancel, pause; see waiting), and
-// their run carries one more argument after its count. The reply is one
+// their run carries one more argument after its count; 8 and 10 are 1
+// and 3 for a request across subjects (core.AllowAll: its buckets are
+// of several subjects, all or nothing), whose run carries after its
+// count each bucket's own cost (a take's 0 takes nothing and asks for one
+// token). The reply is one
 // string of integers separated by ",": per request, allowed (1 or 0; a
 // refund is always 1), then per policy whole tokens left (0 while the
 // bucket owes), µs until n tokens exist (0 unless not allowed; a
@@ -289,9 +293,15 @@ while d < D do
   for i = 1, m do rp[i] = pols[int(ARGV[a+2+i])] end
   local count = int(ARGV[a+3+m])
   a, d = a + 4 + m, d + count
-  -- Operations 4 to 7 take one more argument (see waiting).
-  local x = 0
-  if op > 3 then x, a = ARGV[a] + 0, a + 1 end
+  -- Operations 4 to 7 take one more argument (see waiting); 8 and 10
+  -- are 1 and 3 across subjects, each bucket with its own cost, given
+  -- after the count (a take's 0 takes nothing and asks for one token).
+  local x, cs = 0, false
+  if op > 7 then
+    cs, op = {}, op - 7
+    for i = 1, m do cs[i] = int(ARGV[a + i - 1]) end
+    a = a + m
+  elseif op > 3 then x, a = ARGV[a] + 0, a + 1 end
   for _ = 1, count do
     local allowed = 1
     for i = 1, m do
@@ -337,7 +347,9 @@ while d < D do
         end
       end
       toks[i], aheads[i], owns[i], kept[i] = tok, ahead, own, q
-      if tok < n * p[3] then allowed = 0 end
+      local c = n
+      if cs then c = cs[i]; if c == 0 then c = 1 end end
+      if tok < c * p[3] then allowed = 0 end
     end
     local write, extra = 0, 0
     if op == 1 then
@@ -365,22 +377,26 @@ while d < D do
     for i = 1, m do
       local p, b = rp[i], k + i
       local cap, rate, unit, tick, phase = p[1], p[2], p[3], p[4], p[7]
-      local need = n * unit
+      local need, wr = n * unit, write
+      if cs then
+        need = cs[i] * unit
+        if need == 0 then need, wr = unit, 0 end
+      end
       local left = toks[i]
       local retry, reset = 0, 0
-      if write == -1 then
+      if wr == -1 then
         left = left - need
-      elseif write == 1 then
+      elseif wr == 1 then
         left = left + need
         if left > cap then left = cap end
-      elseif write == 2 then
+      elseif wr == 2 then
         left, retry, extra = waiting(op, x, p, n, need, left, extra)
       elseif allowed == 0 and left < need then
         retry = ceil((need - left) / rate) * tick - phase
       end
       if left < cap then reset = ceil((cap - left) / rate) * tick - phase end
       local q = kept[i]
-      if q and q ~= p and write == 0 and not (op == 1 and aheads[i]) then
+      if q and q ~= p and wr == 0 and not (op == 1 and aheads[i]) then
         -- Nothing is written: the bucket stays in its own policy q, and
         -- either reading may reach n tokens (or full) first: the one
         -- refilling in q, up to the units that p reads as n tokens, or
@@ -412,7 +428,7 @@ while d < D do
         vals[b] = format(i == 1 and '0,%d,%d,%d' or '%d,%d,%d', rem, retry, reset)
       end
       local again = later and later[b]
-      if write ~= 0 or (op == 1 and aheads[i]) then
+      if wr ~= 0 or (op == 1 and aheads[i]) then
         local ex = ceil(reset / 1000000) + 1
         if again then U[b], T[b], Q[b], W[b] = left, p[5], p, ex else put(KEYS[b], ex, left, p) end
       elseif from and not again then

@@ -19,6 +19,10 @@ import (
 var (
 	ErrOverloaded = errors.New("core: too many store decisions in flight")
 	ErrBadReply   = errors.New("core: unexpected reply from store")
+	// ErrSlotsSplit is a decision across subjects that its Cluster node
+	// could not run in one call: a slot on the move, or Redis before 7
+	// (whose decisions across subjects go one subject a call: see Unit).
+	ErrSlotsSplit = errors.New("core: a decision across subjects met a Cluster slot on the move")
 )
 
 // Store carries core.RedisStore's calls to one client (see its doc for
@@ -97,12 +101,20 @@ func (s *Store) Split() bool { return s.split }
 
 // Do decides a (its subject as the store keys it: HashSubject's): it
 // queues its request and waits for its answer, at most until a.Deadline
-// (zero: none) or until ctx is cancelled.
+// (zero: none) or until ctx is cancelled. A decision across subjects
+// (a.Across) is one script call, atomic: every subject must be of the
+// node of a.Subj (see Unit).
 // With a.Bound > 0, it refuses (ErrOverloaded) a request that would make
 // more than bound decisions running in the store: queued, or in a call,
 // including calls that outlive their callers' deadlines.
 func (s *Store) Do(ctx context.Context, a bucket.Ask) (bucket.Outcome, error) {
-	if err := bucket.CheckOp(a.Op, a.Subj, a.N, a.Policies); err != nil {
+	var err error
+	if a.Across != nil {
+		err = bucket.CheckAcross(a.Op, a.Across, a.Policies, a.Each)
+	} else {
+		err = bucket.CheckOp(a.Op, a.Subj, a.N, a.Policies)
+	}
+	if err != nil {
 		return bucket.Outcome{}, err
 	}
 	if !Admit(&s.running, a.Bound) {
@@ -153,6 +165,22 @@ func (s *Store) Node(subj string) string {
 		return c.Options().Addr
 	}
 	return ""
+}
+
+// Unit names what one decision across subjects (bucket.Ask.Across) may
+// span, atomically, in one script call: every subject of a standalone
+// Redis or Sentinel (""), a Ring shard's or a Cluster node's (Redis 7 and
+// later: see TokenBucketsAcross); one subject alone on a Cluster before
+// Redis 7, and before the store knows its nodes (see Node).
+func (s *Store) Unit(subj string) string {
+	if !s.split {
+		return ""
+	}
+	node := s.Node(subj)
+	if _, ok := s.client.(*redis.ClusterClient); node == "" || ok && s.noAcross.Load() {
+		return node + " " + subj
+	}
+	return node
 }
 
 // Clear deletes subj's buckets (subj as the store keys it).
