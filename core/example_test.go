@@ -166,3 +166,27 @@ func ExampleLimiter_Reset() {
 	// before: false
 	// after: true 2
 }
+
+// Two limits on one request, decided together: a client's own and its
+// tenant's. The client's third request is refused, and charges the
+// tenant nothing.
+func ExampleAllowAll() {
+	store := core.NewMemoryStore()
+	perClient, _ := core.New(core.Config{Store: store, Name: "client", Limit: core.PerMinute(2), FailMode: core.FailOpen})
+	perTenant, _ := core.New(core.Config{Store: store, Name: "tenant", Limit: core.PerMinute(100), FailMode: core.FailOpen})
+	ctx := context.Background()
+	for range 3 {
+		res, each, err := core.AllowAll(ctx,
+			core.Check{Limiter: perClient, Key: "10.0.0.1", N: 1},
+			core.Check{Limiter: perTenant, Key: "acme", N: 1},
+		)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(res.Allowed, res.Name, "tenant left:", each[1].Remaining)
+	}
+	// Output:
+	// true client tenant left: 99
+	// true client tenant left: 98
+	// false client tenant left: 98
+}

@@ -131,6 +131,8 @@ func (s *RedisStore) why() (dialErr, last error, told bool) {
 	return dialErr, last, true
 }
 
+func (s *RedisStore) unit(subj string) string { return s.t.Unit(subj) }
+
 func (s *RedisStore) nodes() func(string) string {
 	if s.t.Split() {
 		return s.t.Node

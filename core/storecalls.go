@@ -34,6 +34,9 @@ type storeCalls interface {
 	// nodes returns what names the node deciding a subject, nil for a
 	// store of one node (the Limiter keeps a breaker per node).
 	nodes() func(subject string) string
+	// unit names what one decision across subjects (bucket.Ask.Across)
+	// may span in one call: the subjects of one unit go together.
+	unit(subject string) string
 	// policyNames returns the book of the store's limiters' policy names,
 	// nil when the store keeps none.
 	policyNames() *nameBook

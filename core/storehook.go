@@ -96,6 +96,7 @@ func (*hookStore) remote() bool                          { return true }
 func (*hookStore) subject(key string) string             { return transport.HashSubject(key) }
 func (*hookStore) why() (dialErr, last error, told bool) { return nil, nil, false }
 func (*hookStore) nodes() func(string) string            { return nil }
+func (*hookStore) unit(string) string                    { return "" }
 func (*hookStore) policyNames() *nameBook                { return nil }
 func (*hookStore) memory() *MemoryStore                  { return nil }
 

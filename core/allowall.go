@@ -1,0 +1,427 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
+)
+
+// A decision across keys (AllowAll) starts here. Its checks' buckets
+// become the parts of one bucket.Ask per store node (Ask.Across): the
+// memory store decides them under every shard lock at once
+// (internal/bucket/across.go); a RedisStore sends each node's in one call
+// of the batch script, queued as any decision (internal/transport), which
+// takes them all or nothing. Across nodes, a node that took when another
+// refused gets its parts back (giveBack), and a node that failed leaves
+// its checks to their limiters' FailModes.
+
+// Check is one part of a decision across keys (AllowAll): N tokens of
+// Key under Limiter's limits (Config.Limit and Config.Extra, or a With
+// view's), with its name, denial cache and FailMode.
+type Check struct {
+	Limiter *Limiter
+	Key     string
+	N       int // tokens to take; 0 looks without taking (whether one would pass)
+}
+
+// AllowAll decides checks together, all or nothing: allowed when every
+// check is, each then taking its N; refused, nothing is taken anywhere.
+// It returns the binding Result first — the refusing check with the
+// longest RetryAfter, else the check with the fewest Remaining for its
+// burst — then one Result per check, in order. In a refused call a check
+// within its limit says Allowed, with its Remaining untouched.
+//
+// Every limiter must use the same store. The checks of one store node
+// (every check on a standalone Redis, Sentinel or memory store, one Ring
+// shard's, one Cluster node's) are one atomic store call; on a Cluster,
+// one call per node, and when a node refuses, the nodes that took get it
+// back, exactly once (docs/redis.md, "Decisions across keys"). Checks of
+// one bucket (the same key under the same Name) add up their costs.
+//
+// A check whose N exceeds its burst can never pass: it is refused (the
+// whole with it) with RetryAfter past its ResetAfter, not an error. A
+// node that cannot decide leaves its checks to their limiters' FailModes
+// (Result.Degraded); the whole is allowed only if every check is. The
+// wait is bounded by the smallest Timeout of the limiters. The error is
+// non-nil only for a caller's mistake, naming the check by its index:
+// none given, a nil Limiter, an empty Key, N < 0, limiters on different
+// stores, or one bucket under two different limits; nothing is then
+// taken.
+func AllowAll(ctx context.Context, checks ...Check) (Result, []Result, error) {
+	var d across
+	if err := d.init(checks); err != nil {
+		return Result{}, nil, err
+	}
+	if d.store.remote() {
+		d.remote(ctx)
+	} else {
+		o, _ := d.store.call(ctx, d.ask(bucket.OpTake, 0, len(d.parts)))
+		d.allowed = o.Allowed
+	}
+	return d.results(ctx)
+}
+
+// checkError is a caller's mistake in one check of AllowAll.
+type checkError struct {
+	i   int
+	err error
+}
+
+func (e *checkError) Error() string {
+	return fmt.Sprintf("core: check %d: %s", e.i, strings.TrimPrefix(e.err.Error(), "core: "))
+}
+
+func (e *checkError) Unwrap() error { return e.err }
+
+// across is one AllowAll: its checks, and their buckets as the parts of
+// one decision, grouped by store node.
+type across struct {
+	checks []Check
+	subj   []string     // per check: its key as the store keys it
+	sets   []*policySet // per check: its limits
+	at     []int        // per check and policy, in order: the part of its bucket
+	first  []int        // per check: its policies' start in at
+	store  storeCalls
+
+	parts []bucket.Part // per bucket: its subject and cost
+	pols  []bucket.Policy
+	each  []bucket.Outcome
+	units []int // the start of each node's parts, then len(parts)
+
+	allowed bool
+	failed  []error // per node, when remote: why it could not decide
+	took    []bool  // per node, when remote: its parts were taken
+	backs   []bool  // per node: its parts were given back (each holds the state after)
+	local   []bool  // per check: FailLocal's bucket decided it (failed)
+	res     []Result
+}
+
+// init checks the checks and lays out their parts; the error names the
+// check at fault.
+func (d *across) init(checks []Check) error {
+	if len(checks) == 0 {
+		return fmt.Errorf("%w: AllowAll needs at least one check", ErrInvalidConfig)
+	}
+	d.checks = checks
+	d.subj = make([]string, len(checks))
+	d.sets = make([]*policySet, len(checks))
+	d.first = make([]int, len(checks)+1)
+	type bucketKey struct{ subj, name string }
+	var seen map[bucketKey]int
+	for i, c := range checks {
+		switch {
+		case c.Limiter == nil:
+			return &checkError{i, fmt.Errorf("%w: nil Limiter", ErrInvalidConfig)}
+		case c.Key == "":
+			return &checkError{i, ErrEmptyKey}
+		case c.N < 0:
+			return &checkError{i, fmt.Errorf("%w (got %d; 0 looks without taking)", ErrInvalidCost, c.N)}
+		}
+		l := c.Limiter.base
+		if i == 0 {
+			d.store = l.store
+		} else if l.store != d.store {
+			return &checkError{i, fmt.Errorf("%w: its limiter uses another store than check 0's", ErrInvalidConfig)}
+		}
+		d.sets[i] = c.Limiter.set
+		d.subj[i] = l.store.subject(c.Key)
+		d.first[i] = len(d.at)
+		for j := range d.sets[i].policies {
+			p := &d.sets[i].policies[j]
+			n := min(c.N, int(p.Capacity/p.Unit)+1) // above the burst: never passes
+			k := bucketKey{d.subj[i], p.Name}
+			if seen == nil {
+				seen = make(map[bucketKey]int)
+			}
+			if at, ok := seen[k]; ok {
+				if d.pols[at].Desc() != p.Desc() {
+					return &checkError{i, fmt.Errorf("%w: key %q under policy %q is also in an earlier check, under another limit", ErrInvalidConfig, c.Key, p.Name)}
+				}
+				d.parts[at].N = min(d.parts[at].N+n, int(p.Capacity/p.Unit)+1)
+				d.at = append(d.at, at)
+				continue
+			}
+			seen[k] = len(d.parts)
+			d.at = append(d.at, len(d.parts))
+			d.parts = append(d.parts, bucket.Part{Subj: d.subj[i], N: n})
+			d.pols = append(d.pols, *p)
+		}
+	}
+	d.first[len(checks)] = len(d.at)
+	d.each = make([]bucket.Outcome, len(d.parts))
+	d.units = []int{0, len(d.parts)}
+	return nil
+}
+
+// ask is the Ask of parts [from, to), one node's.
+func (d *across) ask(op, from, to int) bucket.Ask {
+	parts := d.parts[from:to]
+	return bucket.Ask{Op: op, Subj: parts[0].Subj, Policies: d.pols[from:to], Each: d.each[from:to], Across: parts}
+}
+
+// group orders the parts by the store node deciding them (see
+// transport.Store.Unit), each node's together, and sets units.
+func (d *across) group(unit func(string) string) {
+	names := make([]string, len(d.parts))
+	for i := range d.parts {
+		names[i] = unit(d.parts[i].Subj)
+	}
+	order := make([]int, len(d.parts)) // new position → old
+	for i := range order {
+		order[i] = i
+	}
+	rank := func(s string) int { return slices.Index(names, s) }
+	slices.SortStableFunc(order, func(a, b int) int { return rank(names[a]) - rank(names[b]) })
+	moved := make([]int, len(order)) // old → new
+	parts, pols := make([]bucket.Part, len(order)), make([]bucket.Policy, len(order))
+	d.units = d.units[:0]
+	for i, o := range order {
+		moved[o] = i
+		parts[i], pols[i] = d.parts[o], d.pols[o]
+		if i == 0 || names[o] != names[order[i-1]] {
+			d.units = append(d.units, i)
+		}
+	}
+	d.units = append(d.units, len(order))
+	d.parts, d.pols = parts, pols
+	for i, at := range d.at {
+		d.at[i] = moved[at]
+	}
+}
+
+// remote decides d on a store outside the process: one guarded call per
+// node, all at once; then, if the whole is refused, the nodes that took
+// give it back.
+func (d *across) remote(ctx context.Context) {
+	if nodes := d.store.nodes(); nodes != nil {
+		d.group(d.store.unit)
+	}
+	nu := len(d.units) - 1
+	d.failed, d.took, d.backs = make([]error, nu), make([]bool, nu), make([]bool, nu)
+	start := time.Now()
+	timeout := d.checks[0].Limiter.base.timeout
+	for _, c := range d.checks[1:] {
+		timeout = min(timeout, c.Limiter.base.timeout)
+	}
+	deadline := start.Add(timeout)
+	ctx = withoutCancel(ctx)
+	var wg sync.WaitGroup
+	for u := 1; u < nu; u++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.decideNode(ctx, u, deadline)
+		}()
+	}
+	d.decideNode(ctx, 0, deadline)
+	wg.Wait()
+	d.allowed = true
+	for u := range nu {
+		d.allowed = d.allowed && d.failed[u] == nil && d.each[d.units[u]].Allowed
+	}
+	d.local = make([]bool, len(d.checks))
+	if slices.ContainsFunc(d.failed, func(err error) bool { return err != nil }) {
+		d.allowed = d.degrade(ctx, start)
+	}
+	if d.allowed {
+		return
+	}
+	for u := range nu {
+		if d.took[u] {
+			d.giveBack(ctx, u)
+		}
+	}
+}
+
+// decideNode asks node u's parts through the guard of the first check on
+// it, by deadline.
+func (d *across) decideNode(ctx context.Context, u int, deadline time.Time) {
+	from, to := d.units[u], d.units[u+1]
+	g := &d.ownerOf(from).base.guard
+	br, probe, err := g.begin(d.parts[from].Subj)
+	if err == nil {
+		a := d.ask(bucket.OpTake, from, to)
+		a.Deadline, a.Bound = deadline, g.bound
+		var o bucket.Outcome
+		o, err = d.store.call(ctx, a)
+		err = g.end(br, probe, err, deadline)
+		d.took[u] = err == nil && o.Allowed
+	}
+	d.failed[u] = err
+}
+
+// ownerOf returns the limiter of the first check with a part at i.
+func (d *across) ownerOf(i int) *Limiter {
+	for c := range d.checks {
+		if slices.Contains(d.at[d.first[c]:d.first[c+1]], i) {
+			return d.checks[c].Limiter
+		}
+	}
+	return d.checks[0].Limiter
+}
+
+// nodeOf returns the node of check c's parts (a check's buckets share
+// its subject, so its node).
+func (d *across) nodeOf(c int) int {
+	i := d.at[d.first[c]]
+	u := 0
+	for u+1 < len(d.units)-1 && d.units[u+1] <= i {
+		u++
+	}
+	return u
+}
+
+// degrade decides by their FailModes the checks of the nodes that failed,
+// and reports whether the whole is then allowed.
+func (d *across) degrade(ctx context.Context, start time.Time) bool {
+	d.res = make([]Result, len(d.checks))
+	allowed := true
+	for c := range d.checks {
+		u := d.nodeOf(c)
+		if d.failed[u] == nil {
+			allowed = allowed && d.each[d.units[u]].Allowed
+			continue
+		}
+		l, n := d.checks[c].Limiter.base, d.checks[c].N
+		set := d.sets[c]
+		now := l.clock()
+		l.report.degradedBy("", d.failed[u], now)
+		var r Result
+		if n > set.minCap {
+			r = Result{Limit: set.limits[0], Name: set.policies[0].Name, RetryAfter: set.limits[0].Window(), Degraded: true}
+		} else {
+			op := bucket.OpTake
+			if n == 0 {
+				op, n = bucket.OpPeek, 1
+			}
+			r = l.fallback.decide(l.breakers.forKey(d.subj[c]), now, op, d.subj[c], n, set)
+			d.local[c] = r.Fallback && op == bucket.OpTake && r.Allowed
+		}
+		if l.observer != nil {
+			l.decided(ctx, DecisionEvent{Allowed: r.Allowed, Degraded: true, Err: d.failed[u]}, start)
+		}
+		d.res[c] = r
+		allowed = allowed && r.Allowed
+	}
+	if !allowed {
+		for c, took := range d.local {
+			if took {
+				l := d.checks[c].Limiter.base
+				l.fallback.decide(l.breakers.forKey(d.subj[c]), l.clock(), bucket.OpRefund, d.subj[c], d.checks[c].N, d.sets[c])
+			}
+		}
+	}
+	return allowed
+}
+
+// giveBack returns what node u took, in one guarded call: exactly once,
+// as every call (the script's replay record answers a re-sent call). A
+// give-back that fails leaves the tokens taken: the limit under-admits
+// for a while, never over.
+func (d *across) giveBack(ctx context.Context, u int) {
+	from, to := d.units[u], d.units[u+1]
+	var parts []bucket.Part
+	var pols []bucket.Policy
+	var at []int
+	for i := from; i < to; i++ {
+		if d.parts[i].N > 0 {
+			parts, pols, at = append(parts, d.parts[i]), append(pols, d.pols[i]), append(at, i)
+		}
+	}
+	if len(parts) == 0 {
+		return
+	}
+	l := d.ownerOf(from).base
+	each := make([]bucket.Outcome, len(parts))
+	br, probe, err := l.begin(parts[0].Subj)
+	if err != nil {
+		return
+	}
+	deadline := time.Now().Add(l.timeout)
+	_, err = l.store.call(ctx, bucket.Ask{Op: bucket.OpRefund, Subj: parts[0].Subj, Policies: pols, Each: each, Across: parts, Deadline: deadline, Bound: l.bound})
+	if l.end(br, probe, err, deadline) != nil {
+		return
+	}
+	for k, i := range at {
+		d.each[i] = each[k]
+	}
+	d.backs[u] = true
+}
+
+// results builds the Results: the binding one, then one per check.
+func (d *across) results(ctx context.Context) (Result, []Result, error) {
+	res := d.res
+	if res == nil {
+		res = make([]Result, len(d.checks))
+	}
+	bind := -1
+	for c := range d.checks {
+		if d.failed != nil && d.failed[d.nodeOf(c)] != nil {
+			// Decided by FailMode (degrade).
+		} else {
+			res[c] = d.result(c)
+			if l := d.checks[c].Limiter.base; l.observer != nil {
+				l.observe(ctx, bucket.OpTake, DecisionEvent{Allowed: d.allowed})
+			}
+		}
+		if !d.allowed && res[c].Allowed {
+			continue
+		}
+		if bind < 0 || binds(res[c], res[bind]) {
+			bind = c
+		}
+	}
+	if bind < 0 { // refused, yet every check within its limit: a failed give-back's
+		bind = 0
+	}
+	return res[bind], res, nil
+}
+
+// binds reports whether r binds rather than best: refused, the longer
+// RetryAfter; allowed, the fewer Remaining for its burst.
+func binds(r, best Result) bool {
+	if r.Allowed != best.Allowed {
+		return !r.Allowed
+	}
+	if !r.Allowed {
+		return r.RetryAfter > best.RetryAfter
+	}
+	return float64(r.Remaining)/float64(r.Limit.Capacity()) < float64(best.Remaining)/float64(best.Limit.Capacity())
+}
+
+// result is check c's Result from the store's outcomes: in a refused
+// whole, within its limit unless a policy says how long to wait.
+func (d *across) result(c int) Result {
+	set, at := d.sets[c], d.at[d.first[c]:d.first[c+1]]
+	u := d.nodeOf(c)
+	allowed := d.allowed
+	if !allowed {
+		allowed = !slices.ContainsFunc(at, func(i int) bool { return d.each[i].RetryAfter > 0 })
+	}
+	var each []bucket.Outcome
+	if len(at) > 1 {
+		each = make([]bucket.Outcome, len(at))
+	}
+	var best bucket.Outcome
+	for j, i := range at {
+		o := d.each[i]
+		o.Policy, o.Allowed = j, allowed
+		if !d.allowed && d.took != nil && d.took[u] && !d.backs[u] {
+			// Taken, and not given back (the give-back failed): what it
+			// held before.
+			o.Remaining = min(o.Remaining+int64(d.parts[i].N), d.pols[i].Capacity/d.pols[i].Unit)
+		}
+		if each != nil {
+			each[j] = o
+		}
+		if j == 0 || bucket.Binds(o, best) {
+			best = o
+		}
+	}
+	return resultOf(best, each, set)
+}
