@@ -25,6 +25,7 @@ type File struct {
 // request sees one config from its start to its answer.
 type Config struct {
 	domains map[string]*node
+	files   map[string]string // the file that brought each domain
 }
 
 // ConfigOptions change how ParseConfig reads files.
@@ -187,12 +188,17 @@ type yamlRateLimit struct {
 	} `yaml:"replaces"`
 }
 
+// maxNodes bounds the YAML nodes of one file once its aliases are
+// expanded, so that a few KB of nested aliases (an alias bomb) are refused
+// rather than expanded into billions of nodes.
+const maxNodes = 1 << 20
+
 // ParseConfig loads files into one Config, all or nothing: the first
 // mistake in any file refuses the whole set, with an error naming the
-// file. An empty set is a valid config with no
-// domains.
+// file. An empty set is a valid config with no domains. A file whose
+// aliases expand it beyond 2^20 YAML nodes is refused.
 func ParseConfig(files []File, opts ConfigOptions) (*Config, error) {
-	c := &Config{domains: make(map[string]*node)}
+	c := &Config{domains: make(map[string]*node), files: make(map[string]string)}
 	sorted := append([]File(nil), files...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	for _, f := range sorted {
@@ -213,6 +219,68 @@ func (c *Config) Domains() []string {
 	return ds
 }
 
+// String lists the rules, one a line in the reference's /rlconfig format
+// ("domain.key_value: unit=MINUTE requests_per_unit=10, shadow_mode:
+// false, quota_mode: false"), domains and keys sorted; unlimited rules
+// say unlimited=true.
+func (c *Config) String() string {
+	var b strings.Builder
+	for _, d := range c.Domains() {
+		c.domains[d].dump(&b)
+	}
+	return b.String()
+}
+
+func (n *node) dump(b *strings.Builder) {
+	if r := n.rule; r != nil {
+		unit := "UNKNOWN"
+		for name, u := range unitNames {
+			if u == r.Unit {
+				unit = strings.ToUpper(name)
+			}
+		}
+		fmt.Fprintf(b, "%s: unit=%s requests_per_unit=%d, shadow_mode: %t, quota_mode: false", r.FullKey, unit, r.RequestsPerUnit, r.ShadowMode)
+		if r.Unlimited {
+			b.WriteString(", unlimited=true")
+		}
+		if r.UnitMultiplier > 1 {
+			fmt.Fprintf(b, ", unit_multiplier=%d", r.UnitMultiplier)
+		}
+		if r.Usage {
+			b.WriteString(", usage=true")
+		}
+		b.WriteByte('\n')
+	}
+	keys := make([]string, 0, len(n.children))
+	for k := range n.children {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		n.children[k].dump(b)
+	}
+}
+
+// ruleCounts returns the number of rules of each domain.
+func (c *Config) ruleCounts() map[string]int {
+	counts := make(map[string]int, len(c.domains))
+	for d, n := range c.domains {
+		counts[d] = n.rules()
+	}
+	return counts
+}
+
+func (n *node) rules() int {
+	c := 0
+	if n.rule != nil {
+		c = 1
+	}
+	for _, ch := range n.children {
+		c += ch.rules()
+	}
+	return c
+}
+
 func (c *Config) load(f File, opts ConfigOptions) error {
 	dec := yaml.NewDecoder(bytes.NewReader(f.Data))
 	var doc yaml.Node
@@ -221,6 +289,9 @@ func (c *Config) load(f File, opts ConfigOptions) error {
 			return errors.New("config file cannot have empty domain")
 		}
 		return fmt.Errorf("error loading config file: %w", err)
+	}
+	if n := expanded(&doc, make(map[*yaml.Node]int)); n > maxNodes {
+		return fmt.Errorf("its aliases expand it beyond %d YAML nodes", maxNodes)
 	}
 	if err := checkKeys(&doc); err != nil {
 		return err
@@ -234,13 +305,39 @@ func (c *Config) load(f File, opts ConfigOptions) error {
 	}
 	dom, present := c.domains[root.Domain]
 	if present && !opts.MergeDomains {
-		return fmt.Errorf("duplicate domain '%s' in config file", root.Domain)
+		return fmt.Errorf("duplicate domain '%s' in config file (first in %s)", root.Domain, c.files[root.Domain])
 	}
 	if !present {
 		dom = &node{children: make(map[string]*node)}
 		c.domains[root.Domain] = dom
+		c.files[root.Domain] = f.Name
 	}
 	return dom.load(root.Domain+".", root.Descriptors, opts)
+}
+
+// expanded counts the nodes under n with its aliases expanded, up to a
+// little over maxNodes; memo holds the counts of the nodes seen, so the
+// count costs one visit per node however the aliases nest.
+func expanded(n *yaml.Node, memo map[*yaml.Node]int) int {
+	if n == nil {
+		return 0
+	}
+	if c, ok := memo[n]; ok {
+		return c
+	}
+	memo[n] = maxNodes + 1 // an alias to its own ancestor: refused
+	c := 1
+	if n.Kind == yaml.AliasNode {
+		c += expanded(n.Alias, memo)
+	}
+	for _, k := range n.Content {
+		if c += expanded(k, memo); c > maxNodes {
+			break
+		}
+	}
+	c = min(c, maxNodes+1)
+	memo[n] = c
+	return c
 }
 
 // checkKeys refuses keys outside validKeys, anywhere but under metadata

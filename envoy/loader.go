@@ -1,21 +1,41 @@
 package envoy
 
 import (
-	"context"
+	"bytes"
 	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 )
+
+// The bounds of a load, so that no set of files can keep a Loader busy:
+// a file is at most maxFileBytes, all of them at most maxTotalBytes (a
+// Kubernetes ConfigMap holds at most 1 MiB), and a file's YAML aliases may
+// expand it to at most maxNodes nodes (see ParseConfig).
+const (
+	maxFileBytes  = 4 << 20
+	maxTotalBytes = 32 << 20
+	maxReads      = 5
+)
+
+// errUnstable is a set of files that never read the same twice in a row.
+var errUnstable = errors.New("the config files changed while being read; retried at the next interval")
 
 // Loader reads the configuration files under a directory, as the reference
 // reads RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config: every regular file below
 // Dir (symbolic links to files followed, to directories not), in name
 // order. A Loader is not safe for concurrent use.
+//
+// A load is bounded (4 MiB a file, 32 MiB in all, and the alias bound of
+// ParseConfig) and never serves a file half-written: the files are read
+// until two reads in a row agree, and a set that removes rules from a
+// domain (as the prefix of a file being rewritten in place does) is loaded
+// only when the next Load reads it again unchanged.
 type Loader struct {
 	// Dir is the directory holding the files.
 	Dir string
@@ -25,80 +45,88 @@ type Loader struct {
 	// Options are passed to ParseConfig.
 	Options ConfigOptions
 
-	sum     [sha256.Size]byte
+	sum     [sha256.Size]byte // of the files last loaded
+	rules   map[string]int    // their rules by domain
 	hasLoad bool
+	pending [sha256.Size]byte // of a shrinking set the last Load read
+	badSum  [sha256.Size]byte // of the set last refused, with badErr
+	badErr  error
 }
 
 // Load reads and parses the files. changed is false, and cfg nil, when the
-// files are byte for byte those of the last successful Load. A set of files
-// that does not parse is an error and leaves the last successful load as
+// files are byte for byte those of the last successful Load, or when they
+// remove rules from a domain and were not read unchanged by the previous
+// Load. A set of files that does not parse is an error (parsed once: the
+// same files give the same error) and leaves the last successful load as
 // the reference for the next call's changed.
 func (l *Loader) Load() (cfg *Config, changed bool, err error) {
-	files, err := l.read()
+	files, sum, err := l.stableRead()
 	if err != nil {
 		return nil, false, err
 	}
-	h := sha256.New()
-	for _, f := range files {
-		h.Write([]byte(f.Name))
-		h.Write([]byte{0})
-		h.Write(f.Data)
-		h.Write([]byte{0})
-	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	// pending is kept only while Loads in a row read the same set.
+	pending := l.pending
+	l.pending = [sha256.Size]byte{}
 	if l.hasLoad && sum == l.sum {
 		return nil, false, nil
 	}
+	if l.badErr != nil && sum == l.badSum {
+		return nil, false, l.badErr
+	}
 	cfg, err = ParseConfig(files, l.Options)
 	if err != nil {
+		l.badSum, l.badErr = sum, err
 		return nil, false, err
 	}
-	l.sum, l.hasLoad = sum, true
+	l.badErr = nil
+	rules := cfg.ruleCounts()
+	if l.hasLoad && shrinks(l.rules, rules) && sum != pending {
+		l.pending = sum
+		return nil, false, nil
+	}
+	l.sum, l.rules, l.hasLoad = sum, rules, true
 	return cfg, true, nil
 }
 
-// Watch calls Load every interval until ctx ends and passes each changed
-// config to apply. A set of files that does not load is logged once per
-// distinct error and passed to refused (if not nil), and the config last
-// applied keeps serving.
-func (l *Loader) Watch(ctx context.Context, interval time.Duration, logger *slog.Logger, apply func(*Config), refused func(error)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	lastErr := ""
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		cfg, changed, err := l.Load()
-		if err != nil {
-			if msg := err.Error(); msg != lastErr {
-				logger.Error("config reload refused; the last good config keeps serving", "dir", l.Dir, "err", err)
-				lastErr = msg
-				if refused != nil {
-					refused(err)
-				}
-			}
-			continue
-		}
-		lastErr = ""
-		if changed {
-			apply(cfg)
-			logger.Info("config reloaded", "dir", l.Dir, "domains", cfg.Domains())
+// shrinks reports whether a domain of old has fewer rules in next.
+func shrinks(old, next map[string]int) bool {
+	for d, n := range old {
+		if next[d] < n {
+			return true
 		}
 	}
+	return false
 }
 
-func (l *Loader) read() ([]File, error) {
+// stableRead reads the files until two reads in a row agree.
+func (l *Loader) stableRead() ([]File, [sha256.Size]byte, error) {
+	files, sum, err := l.read()
+	for i := 1; err == nil && i < maxReads; i++ {
+		again, againSum, err2 := l.read()
+		if err2 != nil {
+			return nil, sum, err2
+		}
+		if againSum == sum {
+			return files, sum, nil
+		}
+		files, sum = again, againSum
+	}
+	if err != nil {
+		return nil, sum, err
+	}
+	return nil, sum, fmt.Errorf("%w: %s", errConfig, errUnstable)
+}
+
+func (l *Loader) read() ([]File, [sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
 	// Resolved at each read: a root that is a symbolic link swapped to a
 	// new directory (RUNTIME_ROOT's usual "current") is followed.
 	dir, err := filepath.EvalSymlinks(l.Dir)
 	if err != nil {
-		return nil, err
+		return nil, sum, err
 	}
 	var files []File
+	total := 0
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -120,14 +148,42 @@ func (l *Loader) read() ([]File, error) {
 		} else if !d.Type().IsRegular() {
 			return nil
 		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
 		rel, _ := filepath.Rel(dir, path)
+		data, err := readFile(path)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", errConfig, rel, err)
+		}
+		if total += len(data); total > maxTotalBytes {
+			return fmt.Errorf("%w: the files hold more than %d MiB", errConfig, maxTotalBytes>>20)
+		}
 		files = append(files, File{Name: rel, Data: data})
 		return nil
 	})
 	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
-	return files, err
+	h := sha256.New()
+	for _, f := range files {
+		h.Write([]byte(f.Name))
+		h.Write([]byte{0})
+		h.Write(f.Data)
+		h.Write([]byte{0})
+	}
+	h.Sum(sum[:0])
+	return files, sum, err
+}
+
+// readFile reads at most maxFileBytes of a file, and refuses a larger one.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(io.LimitReader(f, maxFileBytes+1)); err != nil {
+		return nil, err
+	}
+	if b.Len() > maxFileBytes {
+		return nil, fmt.Errorf("larger than %d MiB", maxFileBytes>>20)
+	}
+	return b.Bytes(), nil
 }
