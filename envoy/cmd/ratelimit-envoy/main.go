@@ -23,7 +23,6 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,11 +34,10 @@ import (
 	"github.com/sluicehq/ratelimit/envoy"
 	"github.com/sluicehq/ratelimit/metrics"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -62,13 +60,8 @@ func run(lookup func(string) (string, bool), logOut io.Writer) error {
 	if set := unsupportedSet(lookup); len(set) > 0 {
 		log.Warn("these envoyproxy/ratelimit variables are not supported and are ignored: " + strings.Join(set, ", "))
 	}
-	if s.UseStatsd || s.UseDogStatsd {
-		log.Warn("statsd is not supported: USE_STATSD (true by default, as in the reference) and USE_DOG_STATSD are ignored; " +
-			"set USE_PROMETHEUS=true for the reference's series (ratelimit_service_rate_limit_*) and ours (ratelimit_decisions_total, …), " +
-			"or USE_STATSD=false to silence this line")
-	}
-	if !strings.EqualFold(s.ConfigType, "FILE") {
-		return fmt.Errorf("CONFIG_TYPE=%s is not supported: only FILE (configuration over xDS, as Envoy Gateway sends it, is not yet)", s.ConfigType)
+	if s.UseDogStatsd {
+		log.Warn("USE_DOG_STATSD is not supported and is ignored; USE_STATSD sends the reference's statsd lines")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -81,7 +74,7 @@ func run(lookup func(string) (string, bool), logOut io.Writer) error {
 	defer closeStore()
 
 	reg := prometheus.NewRegistry()
-	var ref *refMetrics
+	var report reporters
 	cfg := envoy.ServiceConfig{
 		Store: store, Timeout: s.DecisionTimeout, ShadowMode: s.ShadowMode, Instances: s.Instances, Logger: log,
 	}
@@ -99,36 +92,54 @@ func run(lookup func(string) (string, bool), logOut io.Writer) error {
 	if s.UsePrometheus {
 		ours := metrics.New()
 		reg.MustRegister(ours, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		ref = newRefMetrics(reg, s.NearLimitRatio)
+		report = append(report, newRefMetrics(reg, s.NearLimitRatio))
 		cfg.Observer = ours
-		cfg.OnDescriptor = ref.descriptor
+	}
+	switch {
+	case s.DisableStats || !s.UseStatsd:
+	case s.UsePrometheus && !s.StatsdSet:
+		log.Info("USE_PROMETHEUS=true: statsd is off unless USE_STATSD=true is set too")
+	default:
+		report = append(report, newStatsd(ctx, s, log))
+		log.Info("statsd lines sent", "to", net.JoinHostPort(s.StatsdHost, strconv.Itoa(s.StatsdPort)), "protocol", s.StatsdProtocol, "every", s.StatsFlush.String())
+	}
+	if len(report) > 0 {
+		cfg.OnDescriptor = report.descriptor
 	}
 	svc, err := envoy.NewService(cfg)
 	if err != nil {
 		return err
 	}
 
-	loader := &envoy.Loader{Dir: s.configDir(), IgnoreDotFiles: s.RuntimeIgnoreDots, Options: envoy.ConfigOptions{MergeDomains: s.MergeDomains}}
-	if c, _, err := loader.Load(); err != nil {
-		log.Error("config not loaded; serving with no rules (every descriptor OK) until a good one loads", "dir", loader.Dir, "err", err)
-		ref.configLoaded(false)
-	} else {
-		svc.SetConfig(c)
-		log.Info("config loaded", "dir", loader.Dir, "domains", c.Domains())
-		ref.configLoaded(true)
-	}
-	go loader.Watch(ctx, s.ReloadInterval, log, func(c *envoy.Config) { svc.SetConfig(c); ref.configLoaded(true) },
-		func(error) { ref.configLoaded(false) })
-
-	gs := grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: s.GRPCMaxConnAge, MaxConnectionAgeGrace: s.GRPCMaxConnGrace}),
-		grpc.UnaryInterceptor(ref.countErrors),
-	)
+	}
+	if s.GRPCUseTLS {
+		c, err := serverTLS(s)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(c)))
+	}
+	st := &state{svc: svc, log: log, report: report, health: health.NewServer(), force: s.ForceStart, needDomain: s.HealthyWithConfig}
+	st.setHealth()
+	opts = append(opts, grpc.ChainUnaryInterceptor(report.countErrors, st.needConfig))
+	gs := grpc.NewServer(opts...)
 	rlspb.RegisterRateLimitServiceServer(gs, svc)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(gs, hs)
-	var healthy atomic.Bool
-	healthy.Store(true)
+	healthpb.RegisterHealthServer(gs, st.health)
+
+	// The config loads in its own goroutine: a slow or hostile load never
+	// holds up the listeners or the shutdown.
+	if strings.EqualFold(s.ConfigType, "GRPC_XDS_SOTW") {
+		x, err := newXDSSource(s, st, log)
+		if err != nil {
+			return err
+		}
+		go x.run(ctx)
+	} else {
+		loader := &envoy.Loader{Dir: s.configDir(), IgnoreDotFiles: s.RuntimeIgnoreDots, Options: envoy.ConfigOptions{MergeDomains: s.MergeDomains}}
+		go watchFiles(ctx, loader, s.ReloadInterval, st)
+	}
 
 	glis, err := net.Listen("tcp", net.JoinHostPort(s.GRPCHost, strconv.Itoa(s.GRPCPort)))
 	if err != nil {
@@ -136,7 +147,7 @@ func run(lookup func(string) (string, bool), logOut io.Writer) error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthcheck", func(w http.ResponseWriter, r *http.Request) {
-		if !healthy.Load() {
+		if !st.isReady() {
 			w.WriteHeader(http.StatusInternalServerError)
 			return
 		}
@@ -149,7 +160,7 @@ func run(lookup func(string) (string, bool), logOut io.Writer) error {
 		return err
 	}
 	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	servers := []*http.Server{hsrv}
+	servers := []*http.Server{hsrv, debugServer(s.DebugHost, s.DebugPort, st, log)}
 	go hsrv.Serve(hlis)
 	if s.UsePrometheus {
 		msrv := &http.Server{Addr: s.PrometheusAddr, Handler: promMux(s.PrometheusPath, reg), ReadHeaderTimeout: 10 * time.Second}
@@ -161,11 +172,10 @@ func run(lookup func(string) (string, bool), logOut io.Writer) error {
 		}()
 	}
 	go gs.Serve(glis)
-	log.Warn("ratelimit-envoy serving", "grpc", glis.Addr().String(), "http", hlis.Addr().String(), "service", svc.String())
+	log.Warn("ratelimit-envoy serving", "grpc", glis.Addr().String(), "http", hlis.Addr().String(), "config", s.ConfigType, "service", svc.String())
 
 	<-ctx.Done()
-	healthy.Store(false)
-	hs.Shutdown()
+	st.stop()
 	log.Warn("shutting down")
 	done := make(chan struct{})
 	go func() { gs.GracefulStop(); close(done) }()
@@ -269,31 +279,5 @@ func jsonHandler(svc *envoy.Service, log *slog.Logger) http.HandlerFunc {
 			w.WriteHeader(http.StatusTooManyRequests)
 		}
 		w.Write(out)
-	}
-}
-
-// countErrors counts ShouldRateLimit errors as the reference's
-// should_rate_limit_error: redis_error for a store that could not decide,
-// service_error otherwise. A nil *refMetrics counts nothing.
-func (m *refMetrics) countErrors(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	resp, err := h(ctx, req)
-	if err != nil && m != nil {
-		kind := "service_error"
-		if status.Code(err) == codes.Unavailable {
-			kind = "redis_error"
-		}
-		m.errors.WithLabelValues(kind).Inc()
-	}
-	return resp, err
-}
-
-func (m *refMetrics) configLoaded(ok bool) {
-	if m == nil {
-		return
-	}
-	if ok {
-		m.configLoadSuccess.Inc()
-	} else {
-		m.configLoadError.Inc()
 	}
 }

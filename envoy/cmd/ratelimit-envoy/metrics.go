@@ -53,17 +53,20 @@ func (m *refMetrics) descriptor(e envoy.DescriptorEvent) {
 		key2 = key2[:i]
 	}
 	l := prometheus.Labels{"domain": e.Domain, "key1": key1, "key2": key2}
+	c := countHits(e, m.nearRatio)
 	m.totalHits.With(l).Add(float64(e.Hits))
-	switch {
-	case e.Shadow:
-		m.shadowMode.With(l).Add(float64(e.Hits))
-		m.overLimit.With(l).Add(float64(e.Hits))
-	case e.Over:
-		m.overLimit.With(l).Add(float64(e.Hits))
-	default:
-		m.withinLimit.With(l).Add(float64(e.Hits))
-		if used := e.Limit - min(e.Remaining, e.Limit); float64(used) > float64(e.Limit)*m.nearRatio {
-			m.nearLimit.With(l).Add(float64(e.Hits))
-		}
+	m.overLimit.With(l).Add(float64(c.over))
+	m.nearLimit.With(l).Add(float64(c.near))
+	m.withinLimit.With(l).Add(float64(c.within))
+	m.shadowMode.With(l).Add(float64(c.shadow))
+}
+
+func (m *refMetrics) configLoaded(ok bool) {
+	if ok {
+		m.configLoadSuccess.Inc()
+	} else {
+		m.configLoadError.Inc()
 	}
 }
+
+func (m *refMetrics) callError(kind string) { m.errors.WithLabelValues(kind).Inc() }

@@ -52,7 +52,41 @@ type settings struct {
 	PrometheusAddr string
 	PrometheusPath string
 	UseStatsd      bool
+	StatsdSet      bool // USE_STATSD was set (else USE_PROMETHEUS=true turns statsd off)
 	UseDogStatsd   bool
+	StatsdHost     string
+	StatsdPort     int
+	StatsdProtocol string
+	ExtraTags      map[string]string
+	StatsFlush     time.Duration
+	DisableStats   bool
+
+	DebugHost string
+	DebugPort int
+
+	ForceStart        bool
+	HealthyWithConfig bool
+
+	GRPCUseTLS    bool
+	GRPCTLSCert   string
+	GRPCTLSKey    string
+	GRPCClientCA  string
+	GRPCClientSAN string
+
+	XDSServerURL      string
+	XDSNodeID         string
+	XDSNodeMetadata   string
+	XDSHeaders        map[string]string
+	XDSUseTLS         bool
+	XDSClientCert     string
+	XDSClientKey      string
+	XDSServerCA       string
+	XDSServerSAN      string
+	XDSBackoffInitial time.Duration
+	XDSBackoffMax     time.Duration
+	XDSBackoffFactor  float64
+	XDSBackoffJitter  bool
+	XDSMaxMsgSize     int
 
 	// Ours.
 	DecisionTimeout time.Duration
@@ -65,18 +99,10 @@ type settings struct {
 // each one set is named in one log line at start. Variables not listed
 // here nor read by loadSettings are not the reference's.
 var unsupported = []string{
-	"DEBUG_HOST", "DEBUG_PORT", "GRPC_UDS",
-	"GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN",
-	"CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA", "CONFIG_GRPC_XDS_SERVER_URL",
-	"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
-	"CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
-	"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
-	"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "XDS_CLIENT_BACKOFF_MAX_INTERVAL", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
-	"XDS_CLIENT_BACKOFF_JITTER", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
-	"USE_DOG_STATSD_MOGRIFIERS", "STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL", "DISABLE_STATS",
+	"GRPC_UDS", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
+	"USE_DOG_STATSD_MOGRIFIERS",
 	"PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
 	"EXPIRATION_JITTER_MAX_SECONDS", "LOCAL_CACHE_SIZE_IN_BYTES", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
-	"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
 	"REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT", "REDIS_CLUSTER_PIPELINE_PARALLELISM",
 	"REDIS_PERSECOND", "REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL",
 	"REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "REDIS_PERSECOND_SENTINEL_AUTH",
@@ -140,6 +166,23 @@ func (e *env) duration(name string, def time.Duration) time.Duration {
 	return d
 }
 
+// tags reads the reference's map format, "k1:v1,k2:v2".
+func (e *env) tags(name string) map[string]string {
+	v, _ := e.lookup(name)
+	m := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		if kv == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(kv, ":")
+		if !ok && e.err == nil {
+			e.err = fmt.Errorf("%s=%q: want key:value,key:value", name, v)
+		}
+		m[k] = val
+	}
+	return m
+}
+
 func (e *env) float(name string, def float64) float64 {
 	v, ok := e.lookup(name)
 	if !ok || v == "" {
@@ -197,14 +240,59 @@ func loadSettings(lookup func(string) (string, bool)) (settings, error) {
 		PrometheusPath: e.str("PROMETHEUS_PATH", "/metrics"),
 		UseStatsd:      e.boolean("USE_STATSD", true),
 		UseDogStatsd:   e.boolean("USE_DOG_STATSD", false),
+		StatsdHost:     e.str("STATSD_HOST", "localhost"),
+		StatsdPort:     e.integer("STATSD_PORT", 8125),
+		StatsdProtocol: e.str("STATSD_PROTOCOL", "tcp"),
+		ExtraTags:      e.tags("EXTRA_TAGS"),
+		StatsFlush:     e.duration("STATS_FLUSH_INTERVAL", 10*time.Second),
+		DisableStats:   e.boolean("DISABLE_STATS", false),
+
+		DebugHost: e.str("DEBUG_HOST", "0.0.0.0"),
+		DebugPort: e.integer("DEBUG_PORT", 6070),
+
+		ForceStart:        e.boolean("FORCE_START_WITHOUT_INITIAL_CONFIG", false),
+		HealthyWithConfig: e.boolean("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false),
+
+		GRPCUseTLS:    e.boolean("GRPC_SERVER_USE_TLS", false),
+		GRPCTLSCert:   e.str("GRPC_SERVER_TLS_CERT", ""),
+		GRPCTLSKey:    e.str("GRPC_SERVER_TLS_KEY", ""),
+		GRPCClientCA:  e.str("GRPC_CLIENT_TLS_CACERT", ""),
+		GRPCClientSAN: e.str("GRPC_CLIENT_TLS_SAN", ""),
+
+		XDSServerURL:      e.str("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000"),
+		XDSNodeID:         e.str("CONFIG_GRPC_XDS_NODE_ID", "default"),
+		XDSNodeMetadata:   e.str("CONFIG_GRPC_XDS_NODE_METADATA", ""),
+		XDSHeaders:        e.tags("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"),
+		XDSUseTLS:         e.boolean("CONFIG_GRPC_XDS_SERVER_USE_TLS", false),
+		XDSClientCert:     e.str("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", ""),
+		XDSClientKey:      e.str("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", ""),
+		XDSServerCA:       e.str("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", ""),
+		XDSServerSAN:      e.str("CONFIG_GRPC_XDS_SERVER_TLS_SAN", ""),
+		XDSBackoffInitial: e.duration("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", 10*time.Second),
+		XDSBackoffMax:     e.duration("XDS_CLIENT_BACKOFF_MAX_INTERVAL", 60*time.Second),
+		XDSBackoffFactor:  e.float("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", 0.5),
+		XDSBackoffJitter:  e.boolean("XDS_CLIENT_BACKOFF_JITTER", true),
+		XDSMaxMsgSize:     e.integer("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", 0),
 
 		DecisionTimeout: e.duration("SLUICE_DECISION_TIMEOUT", 50*time.Millisecond),
 		FailMode:        strings.ToLower(e.str("SLUICE_FAIL_MODE", "error")),
 		Instances:       e.integer("SLUICE_INSTANCES", 0),
 		ReloadInterval:  e.duration("SLUICE_RELOAD_INTERVAL", time.Second),
 	}
+	_, s.StatsdSet = lookup("USE_STATSD")
+	// gostats reads these itself, and panics on a malformed one.
+	e.integer("GOSTATS_FLUSH_INTERVAL_SECONDS", 0)
+	e.boolean("GOSTATS_LOGGING_SINK_DISABLED", false)
 	if e.err != nil {
 		return s, e.err
+	}
+	switch strings.ToUpper(s.ConfigType) {
+	case "FILE", "GRPC_XDS_SOTW":
+	default:
+		return s, fmt.Errorf("CONFIG_TYPE=%s: want FILE or GRPC_XDS_SOTW", s.ConfigType)
+	}
+	if s.StatsFlush <= 0 || s.XDSBackoffInitial <= 0 || s.XDSBackoffMax < s.XDSBackoffInitial {
+		return s, fmt.Errorf("STATS_FLUSH_INTERVAL and XDS_CLIENT_BACKOFF_INITIAL_INTERVAL must be positive, XDS_CLIENT_BACKOFF_MAX_INTERVAL at least the initial")
 	}
 	switch s.FailMode {
 	case "error", "open", "closed":
