@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -29,7 +30,20 @@ func storeDo(ctx context.Context, s Store, a bucket.Ask) (bucket.Outcome, error)
 	if a.Op == storehook.OpReset {
 		return bucket.Outcome{}, s.clear(ctx, a.Subj, a.Policies)
 	}
-	if err := bucket.CheckOp(a.Op, a.Subj, a.N, a.Policies); err != nil {
+	var err error
+	if a.Across != nil {
+		a.Across = slices.Clone(a.Across)
+		for i := range a.Across {
+			a.Across[i].Subj = s.subject(a.Across[i].Subj)
+		}
+		if len(a.Across) > 0 {
+			a.Subj = a.Across[0].Subj
+		}
+		err = bucket.CheckAcross(a.Op, a.Across, a.Policies, a.Each)
+	} else {
+		err = bucket.CheckOp(a.Op, a.Subj, a.N, a.Policies)
+	}
+	if err != nil {
 		return bucket.Outcome{}, err
 	}
 	a.Deadline, _ = ctx.Deadline()

@@ -34,6 +34,7 @@ type Call struct {
 	N        int
 	Policies []bucket.Policy
 	Each     []bucket.Outcome
+	Across   []bucket.Part // a decision across subjects (core.AllowAll): see bucket.Ask
 }
 
 // Func answers a call.
@@ -42,7 +43,7 @@ type Func func(ctx context.Context, c Call) (bucket.Outcome, error)
 // New returns a store whose calls f answers.
 func New(f Func) core.Store {
 	return storehook.New(func(ctx context.Context, a bucket.Ask) (bucket.Outcome, error) {
-		return f(ctx, Call{Op: Op(a.Op), Subject: a.Subj, N: a.N, Policies: a.Policies, Each: a.Each})
+		return f(ctx, Call{Op: Op(a.Op), Subject: a.Subj, N: a.N, Policies: a.Policies, Each: a.Each, Across: a.Across})
 	}).(core.Store)
 }
 
@@ -58,6 +59,6 @@ func Over(inner core.Store, f func(ctx context.Context, c Call) error) core.Stor
 				return bucket.Outcome{}, err
 			}
 		}
-		return storehook.Do(ctx, inner, bucket.Ask{Op: int(c.Op), Subj: c.Subject, N: c.N, Policies: c.Policies, Each: c.Each})
+		return storehook.Do(ctx, inner, bucket.Ask{Op: int(c.Op), Subj: c.Subject, N: c.N, Policies: c.Policies, Each: c.Each, Across: c.Across})
 	})
 }
