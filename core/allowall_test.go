@@ -142,3 +142,54 @@ func TestAllowAllMistakes(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowAllFailModes: a store that cannot decide leaves each check to
+// its limiter's FailMode, in one store call for the node; the whole is
+// allowed only if every check is, and a refused whole gives FailLocal's
+// in-process bucket back what it took.
+func TestAllowAllFailModes(t *testing.T) {
+	t.Parallel()
+	down := limitertest.NewDownStore()
+	mk := func(name string, mode core.FailMode) *core.Limiter {
+		return limitertest.New(t, core.Config{Store: down, Name: name, Limit: core.PerMinute(4), FailMode: mode,
+			Instances: 2, BreakerFailures: 1000})
+	}
+	open, closed, local := mk("open", core.FailOpen), mk("closed", core.FailClosed), mk("local", core.FailLocal)
+	ctx := context.Background()
+	all := func(checks ...core.Check) (core.Result, []core.Result) {
+		t.Helper()
+		first, rs, err := core.AllowAll(ctx, checks...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range rs {
+			if !r.Degraded {
+				t.Fatalf("check %d not degraded: %+v", i, r)
+			}
+		}
+		return first, rs
+	}
+	calls := down.Calls()
+	first, rs := all(core.Check{open, "k", 1}, core.Check{closed, "k", 1}, core.Check{local, "k", 1})
+	if got := down.Calls() - calls; got != 1 {
+		t.Errorf("%d store calls for 3 checks on one node; want 1", got)
+	}
+	if first.Allowed || first.Name != "closed" || first.RetryAfter <= 0 || !rs[0].Allowed || rs[1].Allowed || !rs[2].Allowed || !rs[2].Fallback {
+		t.Fatalf("open, closed, local: %+v %+v", first, rs)
+	}
+	// The refused wholes gave FailLocal's bucket (4 / 2 instances = 2)
+	// back what they took: it still serves two.
+	for range 3 {
+		all(core.Check{closed, "k", 1}, core.Check{local, "k", 1})
+	}
+	for i, want := range []bool{true, true, false} {
+		first, rs = all(core.Check{open, "k", 1}, core.Check{local, "k", 1})
+		if first.Allowed != want || !rs[0].Allowed || rs[1].Allowed != want {
+			t.Fatalf("open and local, %d: %+v %+v; want allowed %v", i, first, rs, want)
+		}
+	}
+	// A look (N 0) under FailClosed refuses, as a take would.
+	if first, _ = all(core.Check{closed, "k", 0}); first.Allowed {
+		t.Fatalf("closed look: %+v", first)
+	}
+}
