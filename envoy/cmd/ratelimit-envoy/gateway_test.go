@@ -391,6 +391,8 @@ func TestStatsd(t *testing.T) {
 		"ratelimit.service.rate_limit.edge.user.near_limit":   1,
 		"ratelimit.service.rate_limit.edge.user.over_limit":   1,
 		"ratelimit.service.config_load_success":               1,
+		"ratelimit_server.ShouldRateLimit.total_requests":     4,
+		"ratelimit_server.ShouldRateLimit.response_time":      4,
 	}
 	got := map[string]uint64{}
 	var capture []string
@@ -408,6 +410,9 @@ func TestStatsd(t *testing.T) {
 			v, kind, _ := strings.Cut(rest, "|")
 			if n, err := strconv.ParseUint(v, 10, 64); err == nil && kind == "c" {
 				got[name] += n
+			}
+			if kind == "ms" {
+				got[name]++
 			}
 		}
 	}

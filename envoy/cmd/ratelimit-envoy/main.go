@@ -75,6 +75,7 @@ func run(lookup func(string) (string, bool), logOut io.Writer) error {
 
 	reg := prometheus.NewRegistry()
 	var report reporters
+	var interceptors []grpc.UnaryServerInterceptor
 	cfg := envoy.ServiceConfig{
 		Store: store, Timeout: s.DecisionTimeout, ShadowMode: s.ShadowMode, Instances: s.Instances, Logger: log,
 	}
@@ -100,7 +101,9 @@ func run(lookup func(string) (string, bool), logOut io.Writer) error {
 	case s.UsePrometheus && !s.StatsdSet:
 		log.Info("USE_PROMETHEUS=true: statsd is off unless USE_STATSD=true is set too")
 	default:
-		report = append(report, newStatsd(ctx, s, log))
+		sd := newStatsd(ctx, s, log)
+		report = append(report, sd)
+		interceptors = append(interceptors, sd.serverCalls)
 		log.Info("statsd lines sent", "to", net.JoinHostPort(s.StatsdHost, strconv.Itoa(s.StatsdPort)), "protocol", s.StatsdProtocol, "every", s.StatsFlush.String())
 	}
 	if len(report) > 0 {
@@ -123,7 +126,8 @@ func run(lookup func(string) (string, bool), logOut io.Writer) error {
 	}
 	st := &state{svc: svc, log: log, report: report, health: health.NewServer(), force: s.ForceStart, needDomain: s.HealthyWithConfig}
 	st.setHealth()
-	opts = append(opts, grpc.ChainUnaryInterceptor(report.countErrors, st.needConfig))
+	interceptors = append(interceptors, report.countErrors, st.needConfig)
+	opts = append(opts, grpc.ChainUnaryInterceptor(interceptors...))
 	gs := grpc.NewServer(opts...)
 	rlspb.RegisterRateLimitServiceServer(gs, svc)
 	healthpb.RegisterHealthServer(gs, st.health)

@@ -11,6 +11,7 @@ import (
 
 	gostats "github.com/lyft/gostats"
 	"github.com/sluicehq/ratelimit/envoy"
+	"google.golang.org/grpc"
 )
 
 // statsdStats are the reference's statsd counters (its src/stats), sent
@@ -20,6 +21,7 @@ import (
 //	ratelimit.service.rate_limit.<key>.{total_hits,over_limit,near_limit,within_limit,shadow_mode}
 //	ratelimit.service.config_load_success, ratelimit.service.config_load_error
 //	ratelimit.service.call.should_rate_limit.{redis_error,service_error}
+//	ratelimit_server.<method>.total_requests, ratelimit_server.<method>.response_time (ms)
 //
 // <key> is the rule's key, or with detailed_metric the request's values,
 // as there; beyond maxStatKeys keys, new ones are counted under
@@ -28,6 +30,7 @@ import (
 type statsdStats struct {
 	nearRatio            float64
 	rules                gostats.Scope
+	server               gostats.Scope
 	loadOK, loadErr      gostats.Counter
 	redisErr, serviceErr gostats.Counter
 
@@ -50,6 +53,7 @@ func newStatsd(ctx context.Context, s settings, log *slog.Logger) *statsdStats {
 	return &statsdStats{
 		nearRatio: s.NearLimitRatio,
 		rules:     svc.Scope("rate_limit"),
+		server:    store.ScopeWithTags("ratelimit_server", s.ExtraTags),
 		loadOK:    svc.NewCounter("config_load_success"), loadErr: svc.NewCounter("config_load_error"),
 		redisErr: calls.NewCounter("redis_error"), serviceErr: calls.NewCounter("service_error"),
 		keys: make(map[string]*keyStats),
@@ -102,6 +106,18 @@ func (m *statsdStats) callError(kind string) {
 	} else {
 		m.serviceErr.Inc()
 	}
+}
+
+// serverCalls counts every gRPC call and its time, as the reference's
+// server reporter (its statsd-exporter mapping turns them into
+// ratelimit_service_total_requests and ratelimit_service_response_time_seconds).
+func (m *statsdStats) serverCalls(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
+	m.server.NewCounter(method + ".total_requests").Inc()
+	resp, err := h(ctx, req)
+	m.server.NewTimer(method + ".response_time").AddValue(float64(time.Since(start).Milliseconds()))
+	return resp, err
 }
 
 // hitCounts are one descriptor's hits as the reference counts them.
