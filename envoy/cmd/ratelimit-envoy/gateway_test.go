@@ -432,3 +432,49 @@ func statsReached(got, want map[string]uint64) bool {
 	}
 	return true
 }
+
+// A file rewritten in place is read, for a moment, as its prefix. The
+// prefix here lacks the spent rule "tight": served, it would admit every
+// request. The service waits for the next poll to agree before it drops
+// a rule, so tight stays spent through every rewrite.
+func TestFileRewrittenInPlace(t *testing.T) {
+	t.Parallel()
+	full := "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 3}\n" +
+		"  - key: tight\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"
+	prefix := full[:strings.Index(full, "  - key: tight")]
+	root := runtimeDir(t, map[string]string{"edge.yaml": full})
+	p := start(t, root, "BACKEND_TYPE=memory", "SLUICE_RELOAD_INTERVAL=200ms")
+	wantCodes(t, p, desc("tight", "x"), ok, over)
+	path := filepath.Join(root, "ratelimit", "config", "edge.yaml")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 10; i++ {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			f.WriteString(prefix)
+			time.Sleep(30 * time.Millisecond) // the writer is slow: one poll at most sees the prefix
+			f.WriteString(full[len(prefix):])
+			f.Close()
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	admitted := 0
+	for asked := 0; ; asked++ {
+		select {
+		case <-done:
+			t.Logf("tight asked %d times during 10 rewrites in place, admitted %d", asked, admitted)
+			if admitted > 0 {
+				t.Errorf("a spent rule admitted %d requests while its file was rewritten", admitted)
+			}
+			return
+		default:
+		}
+		if p.code(t, desc("tight", "x")) == ok {
+			admitted++
+		}
+	}
+}
