@@ -81,6 +81,14 @@ func TestNotReadyWithoutConfig(t *testing.T) {
 			if _, err := p.ask(t, desc("user", "a")); status.Code(err) != codes.Unavailable {
 				t.Errorf("a decision without config: %v, want Unavailable", err)
 			}
+			r, err := http.Post("http://"+p.http+"/json", "application/json", strings.NewReader(`{"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"a"}]}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Body.Close()
+			if r.StatusCode != http.StatusServiceUnavailable {
+				t.Errorf("/json without config: %d, want 503", r.StatusCode)
+			}
 			if strings.Contains(p.logged(), "last good config") {
 				t.Errorf("a last good config is claimed where there never was one:\n%s", p.logged())
 			}

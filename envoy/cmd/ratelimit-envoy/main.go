@@ -157,7 +157,7 @@ func run(lookup func(string) (string, bool), logOut io.Writer) error {
 		}
 		w.Write([]byte("OK"))
 	})
-	mux.HandleFunc("/json", jsonHandler(svc, log))
+	mux.HandleFunc("/json", jsonHandler(svc, st, log))
 	hlis, err := net.Listen("tcp", net.JoinHostPort(s.Host, strconv.Itoa(s.Port)))
 	if err != nil {
 		glis.Close()
@@ -256,9 +256,13 @@ func newLogger(s settings, out io.Writer) (*slog.Logger, error) {
 
 // jsonHandler serves the reference's /json: a RateLimitRequest in protobuf
 // JSON, answered with the RateLimitResponse; 429 when OVER_LIMIT, 400 for a
-// request it cannot read or an error.
-func jsonHandler(svc *envoy.Service, log *slog.Logger) http.HandlerFunc {
+// request it cannot read or an error, 503 before the first config.
+func jsonHandler(svc *envoy.Service, st *state, log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if st.current() == nil {
+			http.Error(w, errNoConfig.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 		var req rlspb.RateLimitRequest
 		if err == nil {
