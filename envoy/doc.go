@@ -9,15 +9,18 @@
 //
 // Each rule is a token bucket holding requests_per_unit tokens, refilled
 // over unit × unit_multiplier (not a fixed window). A request's descriptors
-// are decided in order, all or nothing: when one is refused, what the
-// earlier ones took is given back, so a refused request charges nothing.
+// are decided all or nothing, in one core.AllowAll: a refused request
+// charges nothing. A request has at most 256 descriptors (more is
+// InvalidArgument), and one whose caller has gone is not decided.
 // hits_addend (per request, or per descriptor, which wins) is the cost; a
 // descriptor's hits_addend of 0 is a check that takes nothing and is
-// OVER_LIMIT when not one hit would pass; is_negative_hits gives hits back.
-// Hits given back are accounted after the fact, whatever the answer; usage
-// (below) only in an admitted request. A descriptor's own limit decides it in the same bucket as the
-// rule it matches (what was spent carries over). requests_per_unit: 0 refuses and
-// unlimited: true allows, without asking the store.
+// OVER_LIMIT when not one hit would pass (a request's 0 is unset: 1). A cost
+// above the burst is OVER_LIMIT. is_negative_hits gives hits back, at most
+// the burst, beside the decision and whatever the answer; usage (below) is
+// charged after an admitted decision. A descriptor's own limit decides it
+// in the same bucket as the rule it matches (what was spent carries over).
+// requests_per_unit: 0 refuses and unlimited: true allows, without asking
+// the store.
 //
 // Statuses come in descriptor order. limit_remaining is the whole tokens
 // left; duration_until_reset is, as RateLimit-Reset, the time until the
@@ -25,7 +28,8 @@
 // pass. In a refused request a descriptor within its limit says OK and keeps
 // its remaining. Shadow mode (SHADOW_MODE, or shadow_mode on a rule) decides
 // exactly as usual and reports the statuses, but never refuses a request
-// for it.
+// for it (a request refused only by such rules is decided again without
+// them).
 //
 // # Usage limits (our extension)
 //
@@ -61,17 +65,17 @@
 // So a Go service's middleware on the same store shares the mesh's bucket
 // with core.Config{Name: "api.user", Limit: core.Limit{Rate: 100, Period:
 // time.Minute}} and a key function returning the user's value. A
-// descriptor with its own limit and no matching rule uses Name D + "." +
-// its keys joined by ".".
+// descriptor with its own limit and no matching rule uses Name
+// "envoy-descriptor-limit" and key D + "." + its keys joined by ".", then
+// "|" and its values as above, so that a request creates no policy names.
 //
 // # Failures
 //
-// Every store decision is bounded by ServiceConfig.Timeout (default 50ms)
-// through core's bound and breakers, and the first decision of a request
-// that the store cannot make decides the rest by the FailMode without
-// asking again (FailLocal asks, for its in-process buckets), so a stalled
-// store costs an answer one Timeout. Usage and hits given back in such a
-// request are not accounted. When the store cannot decide, ShouldRateLimit
-// returns a gRPC Unavailable error (Envoy's failure_mode_deny then decides,
-// as with the reference) unless ServiceConfig.FailMode chose an answer.
+// A request's decision is one store call (one per Cluster node, at once),
+// bounded by ServiceConfig.Timeout (default 50ms) through core's bound and
+// breakers, so a stalled store costs an answer one Timeout whatever the
+// FailMode. Usage in such a request is not charged. When the store cannot
+// decide, ShouldRateLimit returns a gRPC Unavailable error (Envoy's
+// failure_mode_deny then decides, as with the reference) unless
+// ServiceConfig.FailMode chose an answer.
 package envoy

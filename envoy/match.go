@@ -57,17 +57,17 @@ func (c *Config) match(domain string, entries []entry) (r *rule, subject string)
 	return nil, ""
 }
 
-// overrideName is the policy name of a descriptor that carries its own
-// limit but matches no rule: the domain and the entries' keys, as a rule
-// of key-only entries would be named.
-func overrideName(domain string, entries []entry) string {
+// ownKey is the first part of the key of a descriptor that carries its
+// own limit but matches no rule: the domain and the entries' keys, as a
+// rule of key-only entries would be named.
+func ownKey(domain string, entries []entry) string {
 	var b strings.Builder
 	b.WriteString(domain)
 	for _, e := range entries {
 		b.WriteByte('.')
 		b.WriteString(e.Key)
 	}
-	return policyName(b.String())
+	return b.String()
 }
 
 // subjectOf joins a descriptor's values into the subject of its bucket: the

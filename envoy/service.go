@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -45,11 +46,9 @@ type DescriptorEvent struct {
 // has the default its comment gives for its zero value.
 type ServiceConfig struct {
 	// Store keeps the buckets: core.NewRedisStore to share them with
-	// other replicas and apps, core.NewMemoryStore for one process. A
-	// Store of another package cannot charge usage limits: such a charge
-	// answers an Internal error.
+	// other replicas and apps, core.NewMemoryStore for one process.
 	Store core.Store
-	// Timeout bounds each store decision, through core's bound and
+	// Timeout bounds a request's store decision, through core's bound and
 	// breakers. Default core.DefaultTimeout (50ms).
 	Timeout time.Duration
 	// FailMode is the answer when the store cannot decide. The zero value
@@ -69,7 +68,8 @@ type ServiceConfig struct {
 	// duration_until_reset in whole seconds, rounded up.
 	Headers *Headers
 	// Observer sees every core decision (a metrics.Collector counts them by
-	// policy, the rule's Name).
+	// policy, the rule's Name; "envoy-descriptor-limit" for descriptors'
+	// own limits without a rule).
 	Observer core.Observer
 	// OnDescriptor, if set, is called for every descriptor a rule decided.
 	// It must be fast and safe for concurrent use.
@@ -87,13 +87,23 @@ type Service struct {
 	config atomic.Pointer[Config]
 
 	mu       sync.RWMutex
-	limiters map[string]*core.Limiter // by policy name
+	limiters map[string]*core.Limiter // by a configured rule's Name
+	own      *core.Limiter            // descriptors' own limits without a rule
 }
 
-// maxLimiters bounds the limiters a Service keeps, one per policy name
-// (rules, and descriptors' own limits without a rule). Beyond it, a
-// limiter is made for each decision.
-const maxLimiters = 1 << 14
+const (
+	// maxDescriptors bounds the descriptors of one request; more are
+	// refused (InvalidArgument) before anything is decided.
+	maxDescriptors = 256
+	// maxLimiters bounds the limiters kept, one per configured rule name
+	// (never a name a request chose); past it they are made afresh.
+	maxLimiters = 1 << 14
+	// ownName is the policy Name of descriptors' own limits without a
+	// rule: their buckets' keys carry the domain and entry keys (see the
+	// package doc, "Buckets"), so a request cannot create limiters,
+	// policy names or metric series.
+	ownName = "envoy-descriptor-limit"
+)
 
 // NewService checks cfg and returns a Service with an empty config (every
 // descriptor unmatched: OK); SetConfig gives it rules.
@@ -111,6 +121,11 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Service{cfg: cfg, limiters: make(map[string]*core.Limiter)}
+	own, err := s.newLimiter(ownName, core.PerSecond(1))
+	if err != nil {
+		return nil, fmt.Errorf("envoy: %w", err)
+	}
+	s.own = own
 	s.config.Store(&Config{domains: map[string]*node{}})
 	return s, nil
 }
@@ -119,9 +134,20 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 // Buckets carry over: a rule whose limit changed keeps what was spent.
 func (s *Service) SetConfig(c *Config) { s.config.Store(c) }
 
-// limiter returns the limiter of policy name, made with lim if it is new;
-// decisions pass their own limit (AllowLimit, PeekLimit, RefundLimit,
-// With), so whichever limit made it does not matter.
+func (s *Service) newLimiter(name string, lim core.Limit) (*core.Limiter, error) {
+	fm := s.cfg.FailMode
+	if fm == 0 {
+		fm = core.FailOpen // Degraded results become gRPC errors
+	}
+	return core.New(core.Config{
+		Store: s.cfg.Store, Limit: lim, Name: name, FailMode: fm, Instances: s.cfg.Instances,
+		Timeout: s.cfg.Timeout, Observer: s.cfg.Observer, Logger: s.cfg.Logger,
+	})
+}
+
+// limiter returns the limiter of a configured rule's policy name, made
+// with lim if it is new; decisions use views of their own limit (With),
+// so whichever limit made it does not matter.
 func (s *Service) limiter(name string, lim core.Limit) (*core.Limiter, error) {
 	s.mu.RLock()
 	l := s.limiters[name]
@@ -134,31 +160,20 @@ func (s *Service) limiter(name string, lim core.Limit) (*core.Limiter, error) {
 	if l := s.limiters[name]; l != nil {
 		return l, nil
 	}
-	fm := s.cfg.FailMode
-	if fm == 0 {
-		fm = core.FailOpen // Degraded results become gRPC errors
-	}
-	l, err := core.New(core.Config{
-		Store: s.cfg.Store, Limit: lim, Name: name, FailMode: fm, Instances: s.cfg.Instances,
-		Timeout: s.cfg.Timeout, Observer: s.cfg.Observer, Logger: s.cfg.Logger,
-	})
+	l, err := s.newLimiter(name, lim)
 	if err != nil {
 		return nil, err
 	}
-	if len(s.limiters) < maxLimiters {
-		s.limiters[name] = l
+	if len(s.limiters) >= maxLimiters {
+		clear(s.limiters)
 	}
+	s.limiters[name] = l
 	return l, nil
 }
-
-// limitCheck validates a descriptor's own limit: With refuses a limit
-// that no limiter could decide, and keeps the few in use (bounded).
-var limitCheck, _ = core.New(core.Config{Store: core.NewMemoryStore(), Limit: core.PerSecond(1), Name: "envoy-limit-check", FailMode: core.FailOpen})
 
 // plan is one descriptor's part of a request.
 type plan struct {
 	rule    *rule // nil: no rule matched and no limit of its own
-	name    string
 	subject string
 	metric  string
 	lim     core.Limit
@@ -170,119 +185,190 @@ type plan struct {
 	usage   bool
 	shadow  bool
 
-	l      *core.Limiter
-	taken  bool
-	over   bool // the rule refused it (enforced or, in shadow mode, not)
+	l      *core.Limiter // deciding under lim; nil when the store is not asked
+	at     int           // its check in the request's AllowAll; -1 none
+	over   bool          // the rule refused it (enforced or, in shadow mode, not)
 	status *rlspb.RateLimitResponse_DescriptorStatus
 }
 
 var errStore = status.Error(codes.Unavailable, "rate limit store unavailable")
 
-// ShouldRateLimit decides a request's descriptors all or nothing (see the
-// package doc). Its error is InvalidArgument for a request without a domain
-// or descriptors, and Unavailable when the store could not decide and
-// ServiceConfig.FailMode is not set.
+// ShouldRateLimit decides a request's descriptors all or nothing, in one
+// core.AllowAll (see the package doc). Its error is InvalidArgument for a
+// request without a domain or descriptors, with more than 256 descriptors
+// or a descriptor's limit that cannot be decided; Unavailable when the
+// store could not decide and ServiceConfig.FailMode is not set; Canceled
+// or DeadlineExceeded when the caller left before the decision.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
-	if req.GetDomain() == "" {
+	switch n := len(req.GetDescriptors()); {
+	case req.GetDomain() == "":
 		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
-	}
-	if len(req.GetDescriptors()) == 0 {
+	case n == 0:
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	case n > maxDescriptors:
+		return nil, status.Errorf(codes.InvalidArgument, "%d rate limit descriptors: at most %d per request", n, maxDescriptors)
 	}
 	plans, err := s.plan(s.config.Load(), req)
 	if err != nil {
 		return nil, err
 	}
-	refused, degraded, err := s.decideAll(ctx, plans)
+	if err := ctx.Err(); err != nil {
+		return nil, status.FromContextError(err).Err() // gone: decide nothing
+	}
+	// Hits given back are accounted whatever the answer: beside the decision,
+	// so a stalled store delays the answer once.
+	var wg sync.WaitGroup
+	for i := range plans {
+		if p := &plans[i]; p.give && p.l != nil {
+			wg.Go(func() { s.giveBack(ctx, p) })
+		}
+	}
+	refused, degraded, err := s.decide(ctx, plans)
+	wg.Wait()
 	if err != nil {
 		return nil, err
 	}
-	if refused >= 0 {
-		s.undoRefused(ctx, plans, refused, degraded)
-	}
-	if err := s.account(ctx, plans, refused >= 0, degraded); err != nil {
-		return nil, err
+	if !degraded {
+		s.account(ctx, plans, refused)
 	}
 	return s.response(req.Domain, plans, refused), nil
 }
 
-// decideAll decides the descriptors in order until one is refused, whose
-// index it returns (-1: none). Accounting after the fact is left to
-// account, as it is never refused. degraded says a decision found the store
-// failing; the store is then not asked again for this request where the
-// FailMode answers without it, so a stall costs an answer one Timeout, not
-// one per descriptor. On an error what was taken is already given back.
-func (s *Service) decideAll(ctx context.Context, plans []plan) (refused int, degraded bool, err error) {
+// decide decides the request's descriptors in one AllowAll and sets their
+// statuses. refused says the request is refused (by a rule not in shadow
+// mode); degraded that the store could not decide. A descriptor that
+// always refuses (requests_per_unit 0) makes every check a look, so the
+// others report their state and nothing is taken. When only rules in
+// shadow mode refused, the request is decided again without them (a second
+// call): they never refuse a request, yet the others take their hits.
+func (s *Service) decide(ctx context.Context, plans []plan) (refused, degraded bool, err error) {
+	var checks []core.Check
+	var shadowed []bool // per check: a rule in shadow mode
 	for i := range plans {
 		p := &plans[i]
-		if p.rule == nil || p.afterTheFact() {
-			continue
-		}
-		if degraded && !p.refuse && s.cfg.FailMode == core.FailOpen {
-			p.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, CurrentLimit: p.current}
-			continue
-		}
-		over, deg, err := s.decide(ctx, p)
-		if err != nil {
-			s.giveBack(ctx, plans, true)
-			return -1, degraded, err
-		}
-		degraded = degraded || deg
-		if over && !p.shadow {
-			return i, degraded, nil
-		}
-	}
-	return -1, degraded, nil
-}
-
-// undoRefused makes a refused request take nothing: it gives back what the
-// descriptors before the refused one took, then reports the statuses of
-// the descriptors after it, and of usage a refused request does not charge,
-// by looking only, all at once: a slow node delays the answer once, not
-// once each. Nothing is looked at while the store fails.
-func (s *Service) undoRefused(ctx context.Context, plans []plan, refused int, degraded bool) {
-	s.giveBack(ctx, plans, degraded)
-	var wg sync.WaitGroup
-	for i := 0; i < len(plans) && !degraded; i++ {
-		if p := &plans[i]; p.charges() || (i > refused && !p.afterTheFact()) {
-			wg.Go(func() { s.report(ctx, p) })
+		p.at = -1
+		switch {
+		case p.rule == nil || p.afterTheFact():
+		case p.refuse:
+			p.over = true
+			p.status = s.status(p, rlspb.RateLimitResponse_OVER_LIMIT, core.Result{})
+			refused = refused || !p.shadow
+		default:
+			n := clampInt(p.hits)
+			if p.check {
+				n = 0
+			}
+			p.at = len(checks)
+			checks = append(checks, core.Check{Limiter: p.l, Key: p.subject, N: n})
+			shadowed = append(shadowed, p.shadow)
 		}
 	}
-	wg.Wait()
-}
-
-// account applies the accounting after the fact, all at once: hits given
-// back whatever the answer, usage only in an admitted request (a refused
-// request charges nothing). It is skipped while the store fails (what it
-// would have charged is lost, never refused).
-func (s *Service) account(ctx context.Context, plans []plan, refused, degraded bool) error {
-	if degraded {
-		return nil
+	if len(checks) == 0 {
+		return refused, false, nil
 	}
-	var wg sync.WaitGroup
-	var failed atomic.Pointer[error]
+	if refused {
+		for i := range checks {
+			checks[i].N = 0
+		}
+	}
+	if s.cfg.ShadowMode {
+		// Observers count a refusal that is let through as would_deny.
+		ctx = core.WithDryRun(ctx)
+	}
+	res, err := s.allowAll(ctx, checks)
+	if err != nil {
+		return false, false, err
+	}
+	if !refused && onlyShadowRefused(res, shadowed) {
+		var again []int // the checks decided again
+		var retry []core.Check
+		for i, r := range res {
+			if r.Allowed {
+				again, retry = append(again, i), append(retry, checks[i])
+			}
+		}
+		if len(retry) > 0 {
+			res2, err := s.allowAll(ctx, retry)
+			if err != nil {
+				return false, false, err
+			}
+			for k, i := range again {
+				res[i] = res2[k]
+			}
+		}
+	}
 	for i := range plans {
-		if p := &plans[i]; p.l != nil && (p.give || (p.charges() && !refused)) {
+		p := &plans[i]
+		if p.at < 0 {
+			continue
+		}
+		r := res[p.at]
+		degraded = degraded || r.Degraded
+		code := rlspb.RateLimitResponse_OK
+		if !r.Allowed {
+			code = rlspb.RateLimitResponse_OVER_LIMIT
+			p.over = true
+			refused = refused || !p.shadow
+		}
+		if p.over && p.shadow {
+			code = rlspb.RateLimitResponse_OK // reported as the reference does
+		}
+		p.status = s.status(p, code, r)
+	}
+	if degraded && s.cfg.FailMode == 0 {
+		return false, true, errStore
+	}
+	return refused, degraded, nil
+}
+
+// onlyShadowRefused reports whether some check was refused and every
+// refused one is of a rule in shadow mode, none degraded.
+func onlyShadowRefused(res []core.Result, shadowed []bool) bool {
+	some := false
+	for i, r := range res {
+		if r.Degraded || (!r.Allowed && !shadowed[i]) {
+			return false
+		}
+		some = some || !r.Allowed
+	}
+	return some
+}
+
+// allowAll is core.AllowAll; a caller's mistake it finds (two descriptors
+// of one bucket under different limits) is the request's.
+func (s *Service) allowAll(ctx context.Context, checks []core.Check) ([]core.Result, error) {
+	_, res, err := core.AllowAll(ctx, checks...)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "rate limit descriptors: %v", err)
+	}
+	return res, nil
+}
+
+// account charges usage, all at once, in an admitted request (a refused
+// request charges nothing: its usage descriptors report their state).
+// Usage is never refused; a store that fails here loses the charge.
+func (s *Service) account(ctx context.Context, plans []plan, refused bool) {
+	var wg sync.WaitGroup
+	for i := range plans {
+		if p := &plans[i]; p.l != nil && p.charges() {
 			wg.Go(func() {
-				if err := s.after(ctx, p); err != nil {
-					failed.Store(&err)
+				if refused {
+					s.look(ctx, p)
+				} else {
+					s.charge(ctx, p)
 				}
 			})
 		}
 	}
 	wg.Wait()
-	if err := failed.Load(); err != nil {
-		return *err
-	}
-	return nil
 }
 
 // response builds the answer from the decided plans: OVER_LIMIT if one was
 // refused, unless ServiceConfig.ShadowMode lets every request through. It
 // reports each decided descriptor to OnDescriptor and adds the headers.
-func (s *Service) response(domain string, plans []plan, refused int) *rlspb.RateLimitResponse {
+func (s *Service) response(domain string, plans []plan, refused bool) *rlspb.RateLimitResponse {
 	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(plans))}
-	if refused >= 0 && !s.cfg.ShadowMode {
+	if refused && !s.cfg.ShadowMode {
 		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 	}
 	for i := range plans {
@@ -342,34 +428,34 @@ func (s *Service) planDescriptor(p *plan, cfg *Config, req *rlspb.RateLimitReque
 	for j, e := range d.GetEntries() {
 		entries[j] = entry{Key: e.GetKey(), Value: e.GetValue()}
 	}
-	rule, subject := cfg.match(req.Domain, entries)
+	r, subject := cfg.match(req.Domain, entries)
 	p.hits = descriptorHits(req, d)
 	p.check = p.hits == 0
 	p.give = d.GetIsNegativeHits() && !p.check
 	if o := d.GetLimit(); o != nil && known && len(entries) > 0 {
-		if rule == nil {
-			rule, subject = ownRule(req.Domain, entries)
+		if r == nil {
+			r, subject = ownRule(req.Domain, entries)
 		}
-		if err := s.override(p, rule, o); err != nil {
+		if err := p.override(r, o); err != nil {
 			return err
 		}
-	} else if rule != nil {
-		p.ruleLimit(rule)
+	} else if r != nil {
+		p.ruleLimit(r)
 	}
-	if rule == nil {
+	if r == nil {
 		return nil
 	}
-	p.rule, p.name, p.subject = rule, rule.Name, subject
-	p.usage, p.shadow = rule.Usage, rule.ShadowMode
-	p.metric = rule.FullKey
-	if rule.DetailedMetric {
+	p.rule, p.subject = r, subject
+	p.usage, p.shadow = r.Usage, r.ShadowMode
+	p.metric = r.FullKey
+	if r.DetailedMetric {
 		p.metric = descriptorKey(req.Domain, entries)
 	}
 	return nil
 }
 
 // descriptorHits returns d's hits: its own hits_addend if set (0 is a
-// check), else the request's, else 1.
+// check), else the request's, else 1 (a request's 0 is unset, so 1).
 func descriptorHits(req *rlspb.RateLimitRequest, d *rlpb.RateLimitDescriptor) uint64 {
 	if h := d.GetHitsAddend(); h != nil {
 		return h.GetValue()
@@ -380,35 +466,39 @@ func descriptorHits(req *rlspb.RateLimitRequest, d *rlpb.RateLimitDescriptor) ui
 	return 1
 }
 
-// ownRule is the rule of a descriptor whose own limit matched no rule:
-// named after its entries, so each such descriptor has its own bucket,
-// with all its values as the subject.
+// ownRule is the rule of a descriptor whose own limit matched no rule: its
+// buckets are the shared limiter's (ownName), keyed by the domain, the
+// entries' keys and their values, so each such descriptor has its own
+// bucket; its statistics key is the domain's "descriptor_limit" (never the
+// request's keys or values).
 func ownRule(domain string, entries []entry) (*rule, string) {
-	values := make([]string, len(entries))
+	values := make([]string, len(entries)+1)
+	values[0] = ownKey(domain, entries)
 	for j, e := range entries {
-		values[j] = e.Value
+		values[j+1] = e.Value
 	}
-	return &rule{Name: overrideName(domain, entries), FullKey: descriptorKey(domain, entries)}, subjectOf(values)
+	return &rule{Name: ownName, FullKey: domain + ".descriptor_limit"}, subjectOf(values)
 }
 
-// ruleLimit makes rule's own limit decide p, as override does for a
+// ruleLimit makes rule r's own limit decide p, as override does for a
 // descriptor's limit.
-func (p *plan) ruleLimit(rule *rule) {
+func (p *plan) ruleLimit(r *rule) {
 	p.current = &rlspb.RateLimitResponse_RateLimit{
-		Name: rule.LimitName, RequestsPerUnit: rule.RequestsPerUnit,
-		Unit: rlspb.RateLimitResponse_RateLimit_Unit(rule.Unit),
+		Name: r.LimitName, RequestsPerUnit: r.RequestsPerUnit,
+		Unit: rlspb.RateLimitResponse_RateLimit_Unit(r.Unit),
 	}
-	if rule.UnitMultiplier > 1 {
-		p.current.UnitMultiplier = wrapperspb.UInt32(rule.UnitMultiplier)
+	if r.UnitMultiplier > 1 {
+		p.current.UnitMultiplier = wrapperspb.UInt32(r.UnitMultiplier)
 	}
-	p.lim, _ = rule.Limit()
-	p.refuse = !rule.Unlimited && rule.RequestsPerUnit == 0
+	p.lim, _ = r.Limit()
+	p.refuse = !r.Unlimited && r.RequestsPerUnit == 0
 }
 
 // settle applies to p what only the whole request tells, and readies it
 // for deciding: a rule another descriptor's rule replaces decides nothing,
 // an unlimited rule answers OK with the most remaining and takes nothing,
-// and any other rule that does not always refuse gets its limiter.
+// and any other rule that does not always refuse gets its limiter, a view
+// deciding under p.lim.
 func (s *Service) settle(p *plan, replaced map[string]bool) error {
 	if p.rule != nil && p.rule.LimitName != "" && replaced[p.rule.LimitName] {
 		*p = plan{status: p.status}
@@ -417,19 +507,27 @@ func (s *Service) settle(p *plan, replaced map[string]bool) error {
 		p.status.LimitRemaining = math.MaxUint32
 		p.rule = nil
 	}
-	if p.rule != nil && !p.refuse {
-		l, err := s.limiter(p.name, p.lim)
-		if err != nil {
-			return status.Errorf(codes.Internal, "rate limit %s: %v", p.name, err)
-		}
-		p.l = l
+	if p.rule == nil || p.refuse {
+		return nil
 	}
+	l := s.own
+	if p.rule.Name != ownName {
+		var err error
+		if l, err = s.limiter(p.rule.Name, p.lim); err != nil {
+			return status.Errorf(codes.Internal, "rate limit %s: %v", p.rule.Name, err)
+		}
+	}
+	v, err := l.With(p.lim)
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "rate limit %s: %v", p.rule.FullKey, err)
+	}
+	p.l = v
 	return nil
 }
 
-// override makes a descriptor's own limit decide it, in the bucket of the
-// rule it matched.
-func (s *Service) override(p *plan, rule *rule, o *rlpb.RateLimitDescriptor_RateLimitOverride) error {
+// override makes a descriptor's own limit decide p, in the bucket of the
+// rule r it matched.
+func (p *plan) override(r *rule, o *rlpb.RateLimitDescriptor_RateLimitOverride) error {
 	u := unit(o.GetUnit())
 	if u.Duration() == 0 {
 		return status.Errorf(codes.InvalidArgument, "descriptor limit: unknown unit %v", o.GetUnit())
@@ -439,7 +537,7 @@ func (s *Service) override(p *plan, rule *rule, o *rlpb.RateLimitDescriptor_Rate
 		mult = m.GetValue()
 	}
 	p.current = &rlspb.RateLimitResponse_RateLimit{
-		Name: rule.LimitName, RequestsPerUnit: o.GetRequestsPerUnit(), Unit: rlspb.RateLimitResponse_RateLimit_Unit(u),
+		Name: r.LimitName, RequestsPerUnit: o.GetRequestsPerUnit(), Unit: rlspb.RateLimitResponse_RateLimit_Unit(u),
 	}
 	if o.GetUnitMultiplier() != nil {
 		p.current.UnitMultiplier = wrapperspb.UInt32(mult)
@@ -449,7 +547,7 @@ func (s *Service) override(p *plan, rule *rule, o *rlpb.RateLimitDescriptor_Rate
 		return nil
 	}
 	p.lim = unitLimit(o.GetRequestsPerUnit(), u, mult)
-	if _, err := limitCheck.With(p.lim); err != nil {
+	if err := p.lim.Validate(); err != nil {
 		return status.Errorf(codes.InvalidArgument, "descriptor limit: %v", err)
 	}
 	return nil
@@ -466,51 +564,6 @@ func descriptorKey(domain string, entries []entry) string {
 	return k
 }
 
-// decide takes or checks a descriptor's hits and sets its status; over
-// says it was refused, degraded that the FailMode decided. An error means
-// the store could not decide and no FailMode was chosen.
-func (s *Service) decide(ctx context.Context, p *plan) (over, degraded bool, err error) {
-	defer func() {
-		p.over = over
-		if over && p.shadow {
-			// Shadow mode: reported as the reference does, OK.
-			p.status.Code = rlspb.RateLimitResponse_OK
-		}
-	}()
-	if p.refuse {
-		p.status = s.status(p, rlspb.RateLimitResponse_OVER_LIMIT, core.Result{})
-		return true, false, nil
-	}
-	if p.shadow || s.cfg.ShadowMode {
-		// Observers count a refusal that is let through as would_deny.
-		ctx = core.WithDryRun(ctx)
-	}
-	var res core.Result
-	if p.check {
-		res, err = p.l.PeekLimit(ctx, p.subject, 1, p.lim)
-	} else {
-		if p.hits > uint64(p.lim.Capacity()) {
-			// More than the bucket holds: never allowed, nothing asked.
-			p.status = s.status(p, rlspb.RateLimitResponse_OVER_LIMIT, core.Result{})
-			return true, false, nil
-		}
-		res, err = p.l.AllowLimit(ctx, p.subject, int(p.hits), p.lim)
-		p.taken = err == nil && res.Allowed && !res.Degraded
-	}
-	if err != nil {
-		return false, false, status.Errorf(codes.Internal, "rate limit %s: %v", p.name, err)
-	}
-	if res.Degraded && s.cfg.FailMode == 0 {
-		return false, true, errStore
-	}
-	code := rlspb.RateLimitResponse_OK
-	if !res.Allowed {
-		code = rlspb.RateLimitResponse_OVER_LIMIT
-	}
-	p.status = s.status(p, code, res)
-	return !res.Allowed, res.Degraded, nil
-}
-
 // charges reports whether p charges usage: hits of a usage limit, neither
 // a check nor given back.
 func (p *plan) charges() bool { return p.usage && !p.check && !p.give }
@@ -519,88 +572,37 @@ func (p *plan) charges() bool { return p.usage && !p.check && !p.give }
 // hits given back (is_negative_hits) or usage charged.
 func (p *plan) afterTheFact() bool { return p.give || p.charges() }
 
-// after applies the accounting after the fact: hits given back are given
-// back (capped at the burst), usage is charged as debt (core's Charge:
-// never refused; the bucket owes at most one burst, as the limiters have
-// no MaxWait, and a charge beyond is forgiven).
-func (s *Service) after(ctx context.Context, p *plan) error {
-	var res core.Result
-	var err error
-	if p.give {
-		res, err = p.l.RefundLimit(ctx, p.subject, clampInt(p.hits), p.lim)
-	} else {
-		var l *core.Limiter
-		if l, err = p.l.With(p.lim); err == nil {
-			res, err = l.Charge(ctx, p.subject, clampInt(p.hits))
-		}
-	}
-	if err != nil {
-		return status.Errorf(codes.Internal, "rate limit %s: %v", p.name, err)
-	}
-	if res.Degraded {
-		// The request was allowed and the others charged: answer so,
-		// without numbers the store did not give.
-		p.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, CurrentLimit: p.current}
-		return nil
-	}
-	p.status = s.status(p, rlspb.RateLimitResponse_OK, res)
-	return nil
+// giveBack gives p's hits back (is_negative_hits): at most the burst, as a
+// bucket never holds more.
+func (s *Service) giveBack(ctx context.Context, p *plan) {
+	res, err := p.l.Refund(ctx, p.subject, clampInt(p.hits))
+	s.after(p, res, err)
 }
 
-// report sets the status of a descriptor left undecided in a refused
-// request: what it would answer, taking nothing (usage that is not
-// charged: OK, with the bucket's state).
-func (s *Service) report(ctx context.Context, p *plan) {
-	if p.refuse {
-		p.status = s.status(p, rlspb.RateLimitResponse_OVER_LIMIT, core.Result{})
-		return
-	}
-	if p.l == nil {
-		return
-	}
-	n := clampInt(max(p.hits, 1))
-	if n > p.lim.Capacity() || p.give || p.charges() {
-		n = 1
-	}
-	res, err := p.l.PeekLimit(ctx, p.subject, n, p.lim)
+// charge charges p's usage as debt (core's Charge: never refused; the
+// bucket owes at most one burst, as the limiters have no MaxWait, and a
+// charge beyond is forgiven).
+func (s *Service) charge(ctx context.Context, p *plan) {
+	res, err := p.l.Charge(ctx, p.subject, clampInt(p.hits))
+	s.after(p, res, err)
+}
+
+// look reports the state of p's usage bucket in a refused request, which
+// charges nothing.
+func (s *Service) look(ctx context.Context, p *plan) {
+	res, err := p.l.Peek(ctx, p.subject, 1)
+	res.Allowed = true // a charge is never refused
+	s.after(p, res, err)
+}
+
+// after sets the status of accounting after the fact: OK, with the
+// bucket's numbers when the store gave them.
+func (s *Service) after(p *plan, res core.Result, err error) {
 	if err != nil || res.Degraded {
 		p.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, CurrentLimit: p.current}
 		return
 	}
-	code := rlspb.RateLimitResponse_OK
-	if !res.Allowed && !p.charges() { // a charge is never refused
-		code = rlspb.RateLimitResponse_OVER_LIMIT
-	}
-	p.status = s.status(p, code, res)
-}
-
-// giveBack returns, in reverse order, what the descriptors took. After a
-// store failure it does not wait (each refund is bounded by Timeout on its
-// own), so the answer is not delayed by a store that is already failing.
-func (s *Service) giveBack(ctx context.Context, plans []plan, failed bool) {
-	var taken []*plan
-	for i := len(plans) - 1; i >= 0; i-- {
-		if plans[i].taken {
-			taken = append(taken, &plans[i])
-		}
-	}
-	if len(taken) == 0 {
-		return
-	}
-	refund := func(ctx context.Context) {
-		for _, p := range taken {
-			res, err := p.l.RefundLimit(ctx, p.subject, int(p.hits), p.lim)
-			p.taken = false
-			if !failed && err == nil && !res.Degraded {
-				p.status = s.status(p, rlspb.RateLimitResponse_OK, res)
-			}
-		}
-	}
-	if failed {
-		go refund(context.WithoutCancel(ctx))
-		return
-	}
-	refund(ctx)
+	p.status = s.status(p, rlspb.RateLimitResponse_OK, res)
 }
 
 func (s *Service) status(p *plan, code rlspb.RateLimitResponse_Code, res core.Result) *rlspb.RateLimitResponse_DescriptorStatus {
@@ -608,7 +610,13 @@ func (s *Service) status(p *plan, code rlspb.RateLimitResponse_Code, res core.Re
 	if res.Remaining > 0 {
 		st.LimitRemaining = uint32(min(res.Remaining, math.MaxUint32))
 	}
-	if p.refuse || res.Limit.Rate == 0 {
+	if p.refuse {
+		// Never passes: until the unit's end, as the reference says.
+		d := unit(p.current.GetUnit()).Duration() * time.Duration(max(p.current.GetUnitMultiplier().GetValue(), 1))
+		st.DurationUntilReset = durationpb.New(d)
+		return st
+	}
+	if res.Limit.Rate == 0 {
 		return st
 	}
 	d := res.ResetAfter
@@ -619,10 +627,12 @@ func (s *Service) status(p *plan, code rlspb.RateLimitResponse_Code, res core.Re
 	return st
 }
 
-func (s *Service) headers(plans []plan, refused int) []*corepb.HeaderValue {
+// headers are the response headers of the descriptor closest to its limit:
+// in a refused request, the first refused one.
+func (s *Service) headers(plans []plan, refused bool) []*corepb.HeaderValue {
 	pick := -1
-	if refused >= 0 {
-		pick = refused
+	if refused {
+		pick = slices.IndexFunc(plans, func(p plan) bool { return p.over && !p.shadow })
 	} else {
 		for i := range plans {
 			st := plans[i].status

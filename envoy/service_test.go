@@ -317,33 +317,6 @@ func stalledStore(calls *atomic.Int64) core.Store {
 	})
 }
 
-// With the store stalled, a request of three descriptors asks it once:
-// the first decision that times out decides the rest by the FailMode, so
-// the answer waits one Timeout, not three.
-func TestStalledStoreAskedOnce(t *testing.T) {
-	for _, tt := range []struct {
-		fm   core.FailMode
-		want rlspb.RateLimitResponse_Code
-		code codes.Code
-	}{
-		{0, 0, codes.Unavailable},
-		{core.FailOpen, ok, codes.OK},
-		{core.FailClosed, over, codes.OK},
-	} {
-		t.Run(tt.fm.String(), func(t *testing.T) {
-			var calls atomic.Int64
-			s := newTestService(t, ServiceConfig{Store: stalledStore(&calls), FailMode: tt.fm, Timeout: 20 * time.Millisecond}, serviceYAML)
-			resp, err := s.ShouldRateLimit(t.Context(), req(d("user", "x"), d("tight", "x"), d("six", "x")))
-			if status.Code(err) != tt.code || (err == nil && resp.OverallCode != tt.want) {
-				t.Errorf("got %v %v, want %v %v", resp.GetOverallCode(), err, tt.want, tt.code)
-			}
-			if n := calls.Load(); n != 1 {
-				t.Errorf("store asked %d times, want once", n)
-			}
-		})
-	}
-}
-
 // Concurrent two-descriptor requests: at most the tighter limit admitted,
 // and once all are answered the wider bucket holds exactly what the
 // admitted ones took — the refused ones charged nothing.
