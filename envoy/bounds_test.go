@@ -14,17 +14,21 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/bucket"
 	"github.com/sluicehq/ratelimit/internal/fakestore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// countingStore decides in memory, as a store outside the process would,
-// counting its calls.
+// countingStore allows everything, with 4 tokens left, as a store outside
+// the process, counting its calls.
 func countingStore(calls *atomic.Int64) core.Store {
-	return fakestore.Over(core.NewMemoryStore(), func(context.Context, fakestore.Call) error {
+	return fakestore.New(func(_ context.Context, c fakestore.Call) (bucket.Outcome, error) {
 		calls.Add(1)
-		return nil
+		for i := range c.Each {
+			c.Each[i] = bucket.Outcome{Allowed: true, Remaining: 4, ResetAfter: time.Second}
+		}
+		return bucket.Outcome{Allowed: true, Remaining: 4, ResetAfter: time.Second}, nil
 	})
 }
 
