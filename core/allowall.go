@@ -99,6 +99,23 @@ type across struct {
 	backs   []bool  // per node: its parts were given back (each holds the state after)
 	local   []bool  // per check: FailLocal's bucket decided it (failed)
 	res     []Result
+
+	// Room for a few checks of one or two limits each, on one or two
+	// nodes: one allocation for them all.
+	small struct {
+		subj   [4]string
+		sets   [4]*policySet
+		first  [5]int
+		at     [8]int
+		parts  [8]bucket.Part
+		pols   [8]bucket.Policy
+		each   [8]bucket.Outcome
+		units  [3]int
+		failed [2]error
+		took   [2]bool
+		backs  [2]bool
+		res    [4]Result
+	}
 }
 
 // init checks the checks and lays out their parts; the error names the
@@ -108,11 +125,14 @@ func (d *across) init(checks []Check) error {
 		return fmt.Errorf("%w: AllowAll needs at least one check", ErrInvalidConfig)
 	}
 	d.checks = checks
-	d.subj = make([]string, len(checks))
-	d.sets = make([]*policySet, len(checks))
-	d.first = make([]int, len(checks)+1)
+	d.subj, d.sets, d.first = d.small.subj[:0], d.small.sets[:0], d.small.first[:0]
+	d.at, d.parts, d.pols = d.small.at[:0], d.small.parts[:0], d.small.pols[:0]
+	for range checks {
+		d.subj, d.sets, d.first = append(d.subj, ""), append(d.sets, nil), append(d.first, 0)
+	}
+	d.first = append(d.first, 0)
 	type bucketKey struct{ subj, name string }
-	var seen map[bucketKey]int
+	var seen map[bucketKey]int // past a few parts; before, a look through them
 	for i, c := range checks {
 		switch {
 		case c.Limiter == nil:
@@ -134,11 +154,24 @@ func (d *across) init(checks []Check) error {
 		for j := range d.sets[i].policies {
 			p := &d.sets[i].policies[j]
 			n := min(c.N, int(p.Capacity/p.Unit)+1) // above the burst: never passes
-			k := bucketKey{d.subj[i], p.Name}
-			if seen == nil {
-				seen = make(map[bucketKey]int)
+			at, ok := -1, false
+			if len(d.parts) <= 16 {
+				for j := range d.parts {
+					if d.parts[j].Subj == d.subj[i] && d.pols[j].Name == p.Name {
+						at, ok = j, true
+						break
+					}
+				}
+			} else {
+				if seen == nil {
+					seen = make(map[bucketKey]int)
+					for j := range d.parts {
+						seen[bucketKey{d.parts[j].Subj, d.pols[j].Name}] = j
+					}
+				}
+				at, ok = seen[bucketKey{d.subj[i], p.Name}]
 			}
-			if at, ok := seen[k]; ok {
+			if ok {
 				if d.pols[at].Desc() != p.Desc() {
 					return &checkError{i, fmt.Errorf("%w: key %q under policy %q is also in an earlier check, under another limit", ErrInvalidConfig, c.Key, p.Name)}
 				}
@@ -146,15 +179,21 @@ func (d *across) init(checks []Check) error {
 				d.at = append(d.at, at)
 				continue
 			}
-			seen[k] = len(d.parts)
+			if seen != nil {
+				seen[bucketKey{d.subj[i], p.Name}] = len(d.parts)
+			}
 			d.at = append(d.at, len(d.parts))
 			d.parts = append(d.parts, bucket.Part{Subj: d.subj[i], N: n})
 			d.pols = append(d.pols, *p)
 		}
 	}
 	d.first[len(checks)] = len(d.at)
-	d.each = make([]bucket.Outcome, len(d.parts))
-	d.units = []int{0, len(d.parts)}
+	d.each = d.small.each[:0]
+	if len(d.parts) > len(d.small.each) {
+		d.each = make([]bucket.Outcome, 0, len(d.parts))
+	}
+	d.each = d.each[:len(d.parts)]
+	d.units = append(d.small.units[:0], 0, len(d.parts))
 	return nil
 }
 
@@ -202,7 +241,10 @@ func (d *across) remote(ctx context.Context) {
 		d.group(d.store.unit)
 	}
 	nu := len(d.units) - 1
-	d.failed, d.took, d.backs = make([]error, nu), make([]bool, nu), make([]bool, nu)
+	d.failed, d.took, d.backs = d.small.failed[:0], d.small.took[:0], d.small.backs[:0]
+	for range nu {
+		d.failed, d.took, d.backs = append(d.failed, nil), append(d.took, false), append(d.backs, false)
+	}
 	start := time.Now()
 	timeout := d.checks[0].Limiter.base.timeout
 	for _, c := range d.checks[1:] {
@@ -224,8 +266,8 @@ func (d *across) remote(ctx context.Context) {
 	for u := range nu {
 		d.allowed = d.allowed && d.failed[u] == nil && d.each[d.units[u]].Allowed
 	}
-	d.local = make([]bool, len(d.checks))
 	if slices.ContainsFunc(d.failed, func(err error) bool { return err != nil }) {
+		d.local = make([]bool, len(d.checks))
 		d.allowed = d.degrade(ctx, start)
 	}
 	if d.allowed {
@@ -279,7 +321,7 @@ func (d *across) nodeOf(c int) int {
 // degrade decides by their FailModes the checks of the nodes that failed,
 // and reports whether the whole is then allowed.
 func (d *across) degrade(ctx context.Context, start time.Time) bool {
-	d.res = make([]Result, len(d.checks))
+	d.res = d.resultSlice()
 	allowed := true
 	for c := range d.checks {
 		u := d.nodeOf(c)
@@ -357,7 +399,7 @@ func (d *across) giveBack(ctx context.Context, u int) {
 func (d *across) results(ctx context.Context) (Result, []Result, error) {
 	res := d.res
 	if res == nil {
-		res = make([]Result, len(d.checks))
+		res = d.resultSlice()
 	}
 	bind := -1
 	for c := range d.checks {
@@ -380,6 +422,14 @@ func (d *across) results(ctx context.Context) (Result, []Result, error) {
 		bind = 0
 	}
 	return res[bind], res, nil
+}
+
+// resultSlice returns room for one Result per check.
+func (d *across) resultSlice() []Result {
+	if len(d.checks) <= len(d.small.res) {
+		return d.small.res[:len(d.checks)]
+	}
+	return make([]Result, len(d.checks))
 }
 
 // binds reports whether r binds rather than best: refused, the longer
