@@ -75,6 +75,21 @@ func TestAllowAllExact(t *testing.T) {
 						FailMode: core.FailClosed, Timeout: 10 * time.Second, DenyCacheSize: -1}))
 				}
 			}
+			if cluster != nil && name == "cluster" {
+				nodes := map[string]bool{}
+				for _, ks := range keys {
+					for _, k := range ks {
+						c, err := cluster.Client().MasterForKey(context.Background(), k)
+						if err != nil {
+							t.Fatal(err)
+						}
+						nodes[c.Options().Addr] = true
+					}
+				}
+				if len(nodes) < 3 {
+					t.Fatalf("the keys live on %d nodes; want every node of 3", len(nodes))
+				}
+			}
 			type req struct {
 				keys    [3]string
 				allowed bool

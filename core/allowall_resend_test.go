@@ -139,3 +139,43 @@ func TestAllowAllGiveBackOnce(t *testing.T) {
 		t.Errorf("b: %d tokens after the give-back; want 6 (given back %d times)", got, (int(got)-3)/3)
 	}
 }
+
+// TestAllowAllFailedNode: on a Ring whose shard b is down, b's checks are
+// decided by their FailModes and a's by Redis: allowed as a whole when
+// every check is (a took), refused when one refuses (a gave it back).
+func TestAllowAllFailedNode(t *testing.T) {
+	skipShortFaults(t)
+	a, b := redistest.StartServer(t), redistest.StartServer(t)
+	p := faultproxy.Start(t, b.Addr())
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": p.Addr()}, HeartbeatFrequency: time.Hour})
+	defer ring.Close()
+	onShard := func(want string) string {
+		for i := 0; ; i++ {
+			k := "k" + strconv.Itoa(i)
+			if c, err := ring.GetShardClientForKey(k); err == nil && c.Options().Addr == want {
+				return k
+			}
+		}
+	}
+	ka, kb := onShard(a.Addr()), onShard(p.Addr())
+	store := core.NewRedisStore(ring, core.WithPrefix(redistest.Prefix(t)))
+	mk := func(name string, mode core.FailMode) *core.Limiter {
+		return limitertest.New(t, core.Config{Store: store, Name: name, Limit: core.PerHour(10), FailMode: mode,
+			Timeout: 3 * time.Second, DenyCacheSize: -1, BreakerFailures: 1000})
+	}
+	x, open, closed := mk("x", core.FailClosed), mk("open", core.FailOpen), mk("closed", core.FailClosed)
+	ctx := context.Background()
+	faultHealthyOne(t, x)
+	p.SetMode(faultproxy.Refuse)
+	first, rs, err := core.AllowAll(ctx, core.Check{x, ka, 2}, core.Check{open, kb, 1})
+	if err != nil || !first.Allowed || rs[0].Degraded || rs[0].Remaining != 8 || !rs[1].Degraded || !rs[1].Allowed {
+		t.Fatalf("a's check and FailOpen's on the failed shard: %+v %+v %v", first, rs, err)
+	}
+	first, rs, err = core.AllowAll(ctx, core.Check{x, ka, 2}, core.Check{closed, kb, 1})
+	if err != nil || first.Allowed || first.Name != "closed" || !first.Degraded || !rs[0].Allowed || rs[0].Degraded || rs[0].Remaining != 8 {
+		t.Fatalf("a's check and FailClosed's on the failed shard: %+v %+v %v", first, rs, err)
+	}
+	if got := bucketTokens(t, a.Client(), store.Key("x", ka), x.Limit()); got != 8 {
+		t.Errorf("x: %d tokens; want 8: the refused whole gave back what a took", got)
+	}
+}
