@@ -271,8 +271,9 @@ func (s *Service) decide(ctx context.Context, plans []plan) (refused, degraded b
 			checks[i].N = 0
 		}
 	}
-	if s.cfg.ShadowMode {
-		// Observers count a refusal that is let through as would_deny.
+	if s.cfg.ShadowMode || slices.Contains(shadowed, true) {
+		// Observers count a refusal that is let through as would_deny (with
+		// a rule in shadow mode, any refusal of the call).
 		ctx = core.WithDryRun(ctx)
 	}
 	res, err := s.allowAll(ctx, checks)

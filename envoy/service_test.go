@@ -11,9 +11,11 @@ import (
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/internal/bucket"
 	"github.com/sluicehq/ratelimit/internal/fakestore"
+	"github.com/sluicehq/ratelimit/internal/redistest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -319,30 +321,41 @@ func stalledStore(calls *atomic.Int64) core.Store {
 
 // Concurrent two-descriptor requests: at most the tighter limit admitted,
 // and once all are answered the wider bucket holds exactly what the
-// admitted ones took — the refused ones charged nothing.
+// admitted ones took — the refused ones charged nothing. On the memory
+// store and on real Redis (one script call per request).
 func TestAllOrNothingConcurrent(t *testing.T) {
-	s := newTestService(t, ServiceConfig{}, serviceYAML)
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	for range 50 {
-		wg.Go(func() {
-			resp, err := s.ShouldRateLimit(context.Background(), req(d("user", "c"), d("tight", "c")))
-			if err != nil {
-				t.Error(err)
-				return
+	for _, name := range []string{"memory", "redis"} {
+		t.Run(name, func(t *testing.T) {
+			cfg := ServiceConfig{}
+			if name == "redis" {
+				c := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), ContextTimeoutEnabled: true})
+				t.Cleanup(func() { c.Close() })
+				cfg.Store = core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))
 			}
-			if resp.OverallCode == ok {
-				admitted.Add(1)
+			s := newTestService(t, cfg, serviceYAML)
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range 50 {
+				wg.Go(func() {
+					resp, err := s.ShouldRateLimit(context.Background(), req(d("user", "c"), d("tight", "c")))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if resp.OverallCode == ok {
+						admitted.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			if n := admitted.Load(); n != 1 {
+				t.Fatalf("admitted %d, want 1 (tight: 1 per minute)", n)
+			}
+			check := d("user", "c")
+			check.HitsAddend = wrapperspb.UInt64(0)
+			if a := ask(t, s, req(check)); a.remaining[0] != 4 {
+				t.Errorf("user bucket holds %d, want 4: only the admitted request took a token", a.remaining[0])
 			}
 		})
-	}
-	wg.Wait()
-	if n := admitted.Load(); n != 1 {
-		t.Fatalf("admitted %d, want 1 (tight: 1 per minute)", n)
-	}
-	check := d("user", "c")
-	check.HitsAddend = wrapperspb.UInt64(0)
-	if a := ask(t, s, req(check)); a.remaining[0] != 4 {
-		t.Errorf("user bucket holds %d, want 4: only the admitted request took a token", a.remaining[0])
 	}
 }
