@@ -43,6 +43,11 @@ type Check struct {
 // back, exactly once (docs/redis.md, "Decisions across keys"). Checks of
 // one bucket (the same key under the same Name) add up their costs.
 //
+// Each check asks its limiter's denial cache (Config.DenyCacheSize) as
+// AllowN does, and teaches it the store's answer: a check known refused
+// there refuses the whole with no store call, and the checks not asked
+// then say Allowed with only Limit and Name set.
+//
 // A check whose N exceeds its burst can never pass: it is refused (the
 // whole with it) with RetryAfter past its ResetAfter, not an error. A
 // node that cannot decide leaves its checks to their limiters' FailModes
@@ -58,12 +63,18 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, []Result, error) {
 		return Result{}, nil, err
 	}
 	if d.store.remote() {
+		if d.cached(ctx) {
+			return d.res[d.bind], d.res, nil
+		}
 		d.remote(ctx)
-	} else {
-		o, _ := d.store.call(ctx, d.ask(bucket.OpTake, 0, len(d.parts)))
-		d.allowed = o.Allowed
+		first, res := d.results(ctx)
+		d.learn(res)
+		return first, res, nil
 	}
-	return d.results(ctx)
+	o, _ := d.store.call(ctx, d.ask(bucket.OpTake, 0, len(d.parts)))
+	d.allowed = o.Allowed
+	first, res := d.results(ctx)
+	return first, res, nil
 }
 
 // checkError is a caller's mistake in one check of AllowAll.
@@ -99,6 +110,13 @@ type across struct {
 	backs   []bool  // per node: its parts were given back (each holds the state after)
 	local   []bool  // per check: FailLocal's bucket decided it (failed)
 	res     []Result
+	bind    int // the binding check, when cached answered
+
+	// The denial caches: per check, when its limiter keeps one and its
+	// cost is its own (N ≥ 1, within its burst, its buckets in no other
+	// check), when it looked (limiter's clock), and whether as the probe.
+	asked []int64 // 0: not asked
+	probe []bool
 
 	// Room for a few checks of one or two limits each, on one or two
 	// nodes: one allocation for them all.
@@ -149,6 +167,12 @@ func (d *across) init(checks []Check) error {
 			return &checkError{i, fmt.Errorf("%w: its limiter uses another store than check 0's", ErrInvalidConfig)}
 		}
 		d.sets[i] = c.Limiter.set
+		if l.denials != nil && c.N >= 1 && c.N <= d.sets[i].minCap {
+			if d.asked == nil {
+				d.asked, d.probe = make([]int64, len(checks)), make([]bool, len(checks))
+			}
+			d.asked[i] = -1 // asks its cache, unless it shares a bucket
+		}
 		d.subj[i] = l.store.subject(c.Key)
 		d.first[i] = len(d.at)
 		for j := range d.sets[i].policies {
@@ -172,6 +196,14 @@ func (d *across) init(checks []Check) error {
 				at, ok = seen[bucketKey{d.subj[i], p.Name}]
 			}
 			if ok {
+				if d.asked != nil {
+					d.asked[i] = 0
+					for c := range i {
+						if slices.Contains(d.at[d.first[c]:d.first[c+1]], at) {
+							d.asked[c] = 0
+						}
+					}
+				}
 				if d.pols[at].Desc() != p.Desc() {
 					return &checkError{i, fmt.Errorf("%w: key %q under policy %q is also in an earlier check, under another limit", ErrInvalidConfig, c.Key, p.Name)}
 				}
@@ -195,6 +227,87 @@ func (d *across) init(checks []Check) error {
 	d.each = d.each[:len(d.parts)]
 	d.units = append(d.small.units[:0], 0, len(d.parts))
 	return nil
+}
+
+// cached looks the checks up in their limiters' denial caches: when one
+// is denied there, the whole is refused at once, with no store call (a
+// flood on one key costs no round trips, as for AllowN). The checks it
+// did not ask then say Allowed, their Limit and Name set, Remaining 0.
+// It reports whether it answered; else a check that is its key's probe
+// will tell its cache the store's answer (learn).
+func (d *across) cached(ctx context.Context) bool {
+	if d.asked == nil {
+		return false
+	}
+	var denied []int
+	for c, a := range d.asked {
+		if a != -1 {
+			continue
+		}
+		l := d.checks[c].Limiter.base
+		now := l.clock()
+		r, _, _, state := l.denials.lookup(d.cacheAsk(c), now, now)
+		switch state {
+		case cacheDeny:
+			if d.res == nil {
+				d.res = d.resultSlice()
+			}
+			d.res[c] = r
+			denied = append(denied, c)
+		case cacheProbe:
+			d.probe[c] = true
+		}
+		d.asked[c] = now
+	}
+	if denied == nil {
+		return false
+	}
+	d.bind = denied[0]
+	for c := range d.checks {
+		l := d.checks[c].Limiter.base
+		if slices.Contains(denied, c) {
+			if d.res[c].RetryAfter > d.res[d.bind].RetryAfter {
+				d.bind = c
+			}
+			if l.observer != nil {
+				l.observe(ctx, bucket.OpTake, DecisionEvent{Cached: true})
+			}
+			continue
+		}
+		if d.probe[c] {
+			l.denials.settle(d.subj[c], d.sets[c].limits[0], d.asked[c])
+		}
+		d.res[c] = Result{Allowed: true, Limit: d.sets[c].limits[0], Name: d.sets[c].policies[0].Name}
+		if l.observer != nil {
+			l.observe(ctx, bucket.OpTake, DecisionEvent{})
+		}
+	}
+	return true
+}
+
+// cacheAsk is check c as its denial cache keys it.
+func (d *across) cacheAsk(c int) cacheAsk {
+	return cacheAsk{subject: d.subj[c], n: d.checks[c].N, lim: d.sets[c].limits[0]}
+}
+
+// learn tells the denial caches asked (cached) what the store answered.
+func (d *across) learn(res []Result) {
+	if d.asked == nil {
+		return
+	}
+	for c, at := range d.asked {
+		if at <= 0 {
+			continue
+		}
+		l := d.checks[c].Limiter.base
+		if d.failed[d.nodeOf(c)] != nil {
+			if d.probe[c] {
+				l.denials.settle(d.subj[c], d.sets[c].limits[0], at)
+			}
+			continue
+		}
+		l.denials.record(d.cacheAsk(c), at, l.clock(), res[c], d.probe[c])
+	}
 }
 
 // ask is the Ask of parts [from, to), one node's.
@@ -396,7 +509,7 @@ func (d *across) giveBack(ctx context.Context, u int) {
 }
 
 // results builds the Results: the binding one, then one per check.
-func (d *across) results(ctx context.Context) (Result, []Result, error) {
+func (d *across) results(ctx context.Context) (Result, []Result) {
 	res := d.res
 	if res == nil {
 		res = d.resultSlice()
@@ -421,7 +534,7 @@ func (d *across) results(ctx context.Context) (Result, []Result, error) {
 	if bind < 0 { // refused, yet every check within its limit: a failed give-back's
 		bind = 0
 	}
-	return res[bind], res, nil
+	return res[bind], res
 }
 
 // resultSlice returns room for one Result per check.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/internal/limitertest"
+	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
 // TestAllowAll: on every store (a Cluster's keys on several nodes), a
@@ -191,5 +192,41 @@ func TestAllowAllFailModes(t *testing.T) {
 	// A look (N 0) under FailClosed refuses, as a take would.
 	if first, _ = all(core.Check{closed, "k", 0}); first.Allowed {
 		t.Fatalf("closed look: %+v", first)
+	}
+}
+
+// TestAllowAllDenialCache: a check its limiter's denial cache knows is
+// refused refuses the whole with no store call, whether it was learnt by
+// AllowAll or AllowN; the checks not asked say Allowed. A flood on one
+// exhausted key then costs no round trips.
+func TestAllowAllDenialCache(t *testing.T) {
+	c := redistest.Client(t)
+	calls := &scriptRuns{}
+	c.AddHook(calls)
+	store := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))
+	mk := func(name string, lim core.Limit) *core.Limiter {
+		return limitertest.New(t, core.Config{Store: store, Name: name, Limit: lim, FailMode: core.FailClosed, Timeout: 5 * time.Second})
+	}
+	ip, tenant := mk("ip", core.PerHour(1)), mk("tenant", core.PerHour(100))
+	ctx := context.Background()
+	before := calls.calls.Load()
+	first, rs, err := core.AllowAll(ctx, core.Check{ip, "a", 1}, core.Check{tenant, "t", 1})
+	if err != nil || !first.Allowed || rs[1].Remaining != 99 {
+		t.Fatalf("%+v %+v %v", first, rs, err)
+	}
+	for range 100 {
+		first, rs, err := core.AllowAll(ctx, core.Check{ip, "a", 1}, core.Check{tenant, "t", 1})
+		if err != nil || first.Allowed || first.Name != "ip" || first.RetryAfter <= 0 || !rs[1].Allowed || rs[1].Name != "tenant" {
+			t.Fatalf("flood: %+v %+v %v", first, rs, err)
+		}
+		if r, _ := ip.Allow(ctx, "a"); r.Allowed {
+			t.Fatalf("AllowN after AllowAll's denial: %+v", r)
+		}
+	}
+	if got := calls.calls.Load() - before; got > 2 {
+		t.Errorf("a flood of 200 decisions on an exhausted key cost %d script calls; want at most 2 (the first, a probe)", got)
+	}
+	if r, _ := tenant.Peek(ctx, "t", 1); r.Remaining != 99 {
+		t.Errorf("tenant after the flood: %d left; want 99", r.Remaining)
 	}
 }
