@@ -33,7 +33,10 @@ type Headers struct {
 // ServiceConfig.OnDescriptor, for the reference's per-rule statistics.
 type DescriptorEvent struct {
 	Domain string
-	Key    string // the rule's FullKey, or with detailed_metric the request's "domain.key_value…"
+	// Key is the rule's FullKey; with detailed_metric, the request's
+	// "domain.key_value…"; for a descriptor's own limit without a rule,
+	// "domain.descriptor_limit" (never the request's keys or values).
+	Key    string
 	Hits   uint64 // the descriptor's hits
 	Over   bool   // refused by this rule (enforced or not)
 	Shadow bool   // refused, but shadow mode let the request through
