@@ -95,3 +95,19 @@ func Peek(ctx context.Context, s Store, subject string, n int, policies []Policy
 func Refund(ctx context.Context, s Store, subject string, n int, policies []Policy, each []Outcome) (Outcome, error) {
 	return storeDo(ctx, s, bucket.Ask{Op: bucket.OpRefund, Subj: subject, N: n, Policies: policies, Each: each})
 }
+
+// Heartbeat makes l's heartbeat now, on the caller's goroutine (see
+// instanceCount), and returns the count FailLocal uses after it.
+func Heartbeat(l *Limiter) int {
+	l.base.heartbeat()
+	return Instances(l)
+}
+
+// Instances is the instance count l's FailLocal divides by; 0 for the
+// other modes.
+func Instances(l *Limiter) int {
+	if c := l.base.fallback.count; c != nil {
+		return c.get()
+	}
+	return 0
+}

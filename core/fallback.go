@@ -14,16 +14,18 @@ import (
 // slots (FailLocal).
 type fallback struct {
 	mode  FailMode
-	local *MemoryStore // FailLocal's buckets and leases; nil for the other modes
+	local *MemoryStore   // FailLocal's buckets and leases; nil for the other modes
+	count *instanceCount // FailLocal's instances; nil for the other modes
 }
 
 // defaultLocalMaxKeys bounds FailLocal's buckets unless LocalMaxKeys says.
 const defaultLocalMaxKeys = 1 << 16
 
-func newFallback(mode FailMode, maxKeys int) fallback {
+func newFallback(mode FailMode, maxKeys, instances int) fallback {
 	f := fallback{mode: mode}
 	if mode == FailLocal {
 		f.local = NewMemoryStore(WithMaxKeys(orDefault(maxKeys, defaultLocalMaxKeys)))
+		f.count = newInstanceCount(instances)
 	}
 	return f
 }
@@ -47,7 +49,7 @@ func (f *fallback) decide(br *breaker, now int64, op int, key string, n int, set
 	case f.mode == FailClosed:
 		return Result{Limit: set.limits[0], Name: name, RetryAfter: closedRetry(br, now), Degraded: true}
 	}
-	local := set.local
+	local := set.share(f.count)
 	if n > local.minCap {
 		// More than an instance's share could ever hold: deny, take
 		// nothing; a refund of it is capped at the share anyway.

@@ -48,7 +48,8 @@ type guardConfig struct {
 	failures     int
 	cooldown     time.Duration
 	maxInFlight  int
-	instances    int // FailLocal
+	instances    int  // FailLocal
+	learns       bool // FailLocal with instances 0 learns the live count (a Limiter's)
 	localMaxKeys int
 	observer     Observer
 	logger       *slog.Logger
@@ -70,7 +71,7 @@ func (cfg *guardConfig) check(what string) error {
 	}
 	if cfg.mode != FailLocal {
 		cfg.instances, cfg.localMaxKeys = 0, 0
-	} else if cfg.instances == 0 {
+	} else if cfg.instances == 0 && !cfg.learns {
 		return fmt.Errorf("%w: FailLocal needs %s.Instances, the number of app instances sharing the limit", ErrInvalidConfig, what)
 	}
 	switch {
@@ -102,11 +103,11 @@ func (g *guard) init(cfg guardConfig) error {
 			threshold: int64(orDefault(cfg.failures, DefaultBreakerFailures)),
 			cooldown:  int64(orDefault(cfg.cooldown, DefaultBreakerCooldown)),
 		}},
-		fallback: newFallback(cfg.mode, cfg.localMaxKeys),
+		fallback: newFallback(cfg.mode, cfg.localMaxKeys, cfg.instances),
 		observer: cfg.observer,
 		report:   newReporter(cfg),
 	}
-	g.report.timeout = g.timeout
+	g.report.timeout, g.report.count = g.timeout, g.fallback.count
 	return nil
 }
 
@@ -177,6 +178,9 @@ func (g *guard) decided(ctx context.Context, e DecisionEvent, start time.Time) {
 		return
 	}
 	e.Policy = g.report.policy
+	if c := g.fallback.count; c != nil {
+		e.Instances = c.get()
+	}
 	if !start.IsZero() {
 		e.Latency = time.Since(start)
 	}

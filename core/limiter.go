@@ -44,9 +44,15 @@ type Config struct {
 	// not turn a decision into a store failure). At least 1ms; default
 	// 50ms.
 	Timeout time.Duration
-	// Instances is the number of app instances sharing the limit. Required
-	// with FailLocal, whose in-process buckets hold Limit / Instances (rate
-	// and burst; the burst is at least 1). Ignored otherwise.
+	// Instances is the number of app instances sharing the limit, for
+	// FailLocal, whose in-process buckets hold Limit / Instances (rate and
+	// burst; the burst is at least 1). Ignored otherwise. 0 with FailLocal
+	// learns it: each instance stamps itself in a live set in the store,
+	// at most every 2s while its decisions ask the store, and divides by
+	// the instances stamped within the last 10s, as last seen; an outage
+	// keeps that count, and an instance that has not seen one yet counts
+	// itself alone. DecisionEvent.Instances and the degraded log line give
+	// the count in use. See docs/guide.md, "When Redis fails".
 	Instances int
 	// LocalMaxKeys bounds FailLocal's in-process buckets (see
 	// WithMaxKeys), so a flood of new keys during an outage costs bounded
@@ -134,6 +140,9 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, fmt.Errorf("%w: MaxWait %v is outside [0, %v]", ErrInvalidConfig, cfg.MaxWait, maxMaxWait)
 	}
 	cfg.Instances = gc.instances
+	if cfg.FailMode == FailLocal {
+		cfg.Instances = max(1, cfg.Instances) // shares before a learned count: 1
+	}
 	defaulted := []bool{cfg.Name == ""}
 	for _, nl := range cfg.Extra {
 		defaulted = append(defaulted, nl.Name == "")
@@ -166,7 +175,7 @@ func New(cfg Config) (*Limiter, error) {
 func (cfg *Config) guardConfig() guardConfig {
 	return guardConfig{store: cfg.Store, name: cfg.Name, mode: cfg.FailMode, timeout: cfg.Timeout,
 		failures: cfg.BreakerFailures, cooldown: cfg.BreakerCooldown, maxInFlight: cfg.MaxInFlight,
-		instances: cfg.Instances, localMaxKeys: cfg.LocalMaxKeys,
+		instances: cfg.Instances, learns: true, localMaxKeys: cfg.LocalMaxKeys,
 		observer: cfg.Observer, logger: cfg.Logger}
 }
 

@@ -43,7 +43,7 @@ func TestNewRejects(t *testing.T) {
 		{"bad name", func(c *core.Config) { c.Name = "a b" }, core.ErrInvalidConfig},
 		{"brace in name", func(c *core.Config) { c.Name = "a}" }, core.ErrInvalidConfig},
 		{"long name", func(c *core.Config) { c.Name = strings.Repeat("a", 65) }, core.ErrInvalidConfig},
-		{"FailLocal without Instances", func(c *core.Config) { c.FailMode = core.FailLocal }, core.ErrInvalidConfig},
+		{"FailLocal with negative Instances", func(c *core.Config) { c.FailMode, c.Instances = core.FailLocal, -1 }, core.ErrInvalidConfig},
 		{"cooldown above 1s", func(c *core.Config) { c.BreakerCooldown = 2 * time.Second }, core.ErrInvalidConfig},
 		{"duplicate extra name", func(c *core.Config) {
 			c.Name = "x"

@@ -98,6 +98,11 @@ func (s *MemoryStore) clear(_ context.Context, subject string, policies []bucket
 	return nil
 }
 
+// live counts one instance: a memory store is this process's alone.
+func (s *MemoryStore) live(context.Context, time.Time, int64, string, time.Duration) (int, error) {
+	return 1, nil
+}
+
 func (s *MemoryStore) remote() bool                       { return false }
 func (s *MemoryStore) why() (dialErr, last error, _ bool) { return nil, nil, true }
 func (s *MemoryStore) nodes() func(string) string         { return nil }

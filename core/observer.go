@@ -35,6 +35,10 @@ type DecisionEvent struct {
 	Latency  time.Duration // time spent waiting for the store; 0 when not asked
 	Err      error         // why the decision was degraded, else nil
 	DryRun   bool          // a refusal under a context from WithDryRun: not enforced
+	// Instances is, with FailLocal, how many instances its in-process
+	// buckets share the limit with: Config.Instances, or the live count
+	// learned when that is 0. 0 for the other modes.
+	Instances int
 }
 
 // WithDryRun returns a copy of ctx marking the decisions made with it as

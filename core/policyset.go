@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"sync"
@@ -17,8 +18,10 @@ type policySet struct {
 	policies []bucket.Policy
 	minCap   int        // the smallest burst: a cost above it is never served
 	local    *policySet // FailLocal's shares (limits / Instances); nil otherwise
+	divisor  int        // of a set of shares: the instances it divides by
 
-	view atomic.Pointer[Limiter] // the limiter deciding under this set (Limiter.With), made once
+	view   atomic.Pointer[Limiter]   // the limiter deciding under this set (Limiter.With), made once
+	shares atomic.Pointer[policySet] // FailLocal's shares for a learned count other than local's
 }
 
 // newPolicySet validates named (the main limit first) and builds its set;
@@ -38,18 +41,47 @@ func newPolicySet(named []NamedLimit, instances int) (*policySet, error) {
 		s.minCap = min(s.minCap, c)
 	}
 	if instances > 0 {
-		s.local = &policySet{minCap: int(^uint(0) >> 1)}
-		for i, nl := range named {
-			ll, err := localLimit(nl.Limit, instances)
-			if err != nil {
-				return nil, err
-			}
-			s.local.limits = append(s.local.limits, ll)
-			s.local.policies = append(s.local.policies, ll.policy(ps[i].Name))
-			s.local.minCap = min(s.local.minCap, ll.Capacity())
+		if s.local, err = s.sharesFor(instances); err != nil {
+			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// sharesFor returns the set of s's limits divided by instances.
+func (s *policySet) sharesFor(instances int) (*policySet, error) {
+	local := &policySet{minCap: int(^uint(0) >> 1), divisor: instances}
+	for i, lim := range s.limits {
+		ll, err := localLimit(lim, instances)
+		if err != nil {
+			return nil, err
+		}
+		local.limits = append(local.limits, ll)
+		local.policies = append(local.policies, ll.policy(s.policies[i].Name))
+		local.minCap = min(local.minCap, ll.Capacity())
+	}
+	return local, nil
+}
+
+// share returns FailLocal's shares of s for the instances c counts now:
+// local, or for a learned count another set, made once per count. A
+// count no share can hold (its period past what a limit may have) keeps
+// the last shares made.
+func (s *policySet) share(c *instanceCount) *policySet {
+	n := c.get()
+	if !c.learn || n == s.local.divisor {
+		return s.local
+	}
+	last := s.shares.Load()
+	if last != nil && last.divisor == n {
+		return last
+	}
+	sh, err := s.sharesFor(n)
+	if err != nil {
+		return cmp.Or(last, s.local)
+	}
+	s.shares.Store(sh)
+	return sh
 }
 
 // limitSets caches the policy sets of AllowLimit's limits, so a limit read

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -119,6 +120,11 @@ func (s *RedisStore) call(ctx context.Context, a bucket.Ask) (bucket.Outcome, er
 // clear deletes subj's buckets (subj as the store keys it).
 func (s *RedisStore) clear(ctx context.Context, subj string, policies []bucket.Policy) error {
 	return s.t.Clear(ctx, subj, policies)
+}
+
+// live stamps the store in name's live set (see transport.Store.Live).
+func (s *RedisStore) live(ctx context.Context, deadline time.Time, bound int64, name string, ttl time.Duration) (int, error) {
+	return s.t.Live(ctx, deadline, bound, name, ttl)
 }
 
 func (s *RedisStore) remote() bool              { return true }

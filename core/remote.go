@@ -92,6 +92,7 @@ func (l *Limiter) observe(ctx context.Context, op int, e DecisionEvent) {
 // remote asks the store q through the guard, by the decision's
 // deadline: Timeout from start.
 func (l *Limiter) remote(ctx context.Context, q query, start time.Time) Result {
+	l.beat()
 	br, probe, err := l.begin(q.key)
 	if err != nil {
 		return l.degrade(ctx, br, q, err, time.Time{})

@@ -18,6 +18,7 @@ type reporter struct {
 	mode    FailMode
 	timeout time.Duration // the limiter's Timeout, which a timed-out line gives
 	logger  *slog.Logger
+	count   *instanceCount // FailLocal's, which a line gives; else nil
 
 	degraded logline.Line // times are the owner's clock
 	recovery logline.Line
@@ -42,6 +43,9 @@ func (r *reporter) degradedBy(op string, cause error, now int64) {
 			msg = "ratelimit: store decision timed out after " + r.timeout.String() + "; decisions degraded"
 		}
 		args := []any{"policy", r.policy, "fail_mode", r.mode.String(), "degraded", n, "cause", cause.Error()}
+		if r.count != nil {
+			args = append(args, "instances", r.count.get())
+		}
 		if op != "" {
 			args = append(args, "op", op)
 		}

@@ -51,6 +51,11 @@ type storeCalls interface {
 	acquire(ctx context.Context, deadline time.Time, bound int64, req *leaseRequest) (bucket.LeaseAnswer, error)
 	// release removes lease id of subject's set under name, if held.
 	release(ctx context.Context, deadline time.Time, bound int64, name, subject, id string) error
+	// live stamps the store (an app instance) in the live set of the
+	// instances deciding under policy name, by deadline and within bound,
+	// drops those not stamped within ttl, and returns how many remain
+	// (see instanceCount).
+	live(ctx context.Context, deadline time.Time, bound int64, name string, ttl time.Duration) (int, error)
 	// renew renews the leases ls (at most maxRenewLeases) of one
 	// Concurrency, under name, for lease: renewed, gone or expired per
 	// lease; unknown for every lease of a call that failed.

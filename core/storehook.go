@@ -51,7 +51,7 @@ func storeDo(ctx context.Context, s Store, a bucket.Ask) (bucket.Outcome, error)
 }
 
 // errNoLeases is a hookStore's answer to a lease call.
-var errNoLeases = errors.New("core: a test's stand-in store holds no leases")
+var errNoLeases = errors.New("core: a test's stand-in store holds no leases or live sets")
 
 // hookStore is a test's stand-in for a store outside this process (see
 // internal/storehook): it may block past its context's deadline and says
@@ -116,6 +116,10 @@ func (*hookStore) memory() *MemoryStore                  { return nil }
 
 func (*hookStore) acquire(context.Context, time.Time, int64, *leaseRequest) (bucket.LeaseAnswer, error) {
 	return bucket.LeaseAnswer{}, errNoLeases
+}
+
+func (*hookStore) live(context.Context, time.Time, int64, string, time.Duration) (int, error) {
+	return 0, errNoLeases
 }
 
 func (*hookStore) release(context.Context, time.Time, int64, string, string, string) error {

@@ -47,6 +47,7 @@ type Collector struct {
 	latency     *prometheus.HistogramVec
 	storeErrors *prometheus.CounterVec
 	breaker     *prometheus.GaugeVec
+	instances   *prometheus.GaugeVec
 	requests    *prometheus.CounterVec
 	leases      leaseVecs
 	waits       waitVecs
@@ -72,8 +73,9 @@ type policyMetrics struct {
 	latency                                          prometheus.Observer
 	timeout, circuitOpen, overloaded, other          prometheus.Counter
 	breaker                                          prometheus.Gauge
-	leases                                           atomic.Pointer[leaseMetrics] // an in-flight limit's, from its first lease event
-	waits                                            atomic.Pointer[waitMetrics]  // from the policy's first booking or charge
+	instances                                        atomic.Pointer[prometheus.Gauge] // a FailLocal policy's, from its first decision
+	leases                                           atomic.Pointer[leaseMetrics]     // an in-flight limit's, from its first lease event
+	waits                                            atomic.Pointer[waitMetrics]      // from the policy's first booking or charge
 }
 
 // Option configures New.
@@ -132,6 +134,10 @@ func New(opts ...Option) *Collector {
 			Namespace: ns, Name: "breaker_open",
 			Help: "1 while the policy's circuit breaker keeps the store uncalled, else 0.",
 		}, []string{"policy"}),
+		instances: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Name: "fail_local_instances",
+			Help: "FailLocal's instance count in use: its in-process buckets hold the limit divided by it (core.Config.Instances, or the live count learned).",
+		}, []string{"policy"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "http_requests_total",
 			Help: "HTTP requests seen by the middleware, by policy and outcome (allowed, denied, unavailable, dry_run, key_error, error).",
@@ -149,6 +155,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.latency.Describe(ch)
 	c.storeErrors.Describe(ch)
 	c.breaker.Describe(ch)
+	c.instances.Describe(ch)
 	c.requests.Describe(ch)
 	c.leases.describe(ch)
 	c.waits.describe(ch)
@@ -161,6 +168,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.latency.Collect(ch)
 	c.storeErrors.Collect(ch)
 	c.breaker.Collect(ch)
+	c.instances.Collect(ch)
 	c.requests.Collect(ch)
 	c.leases.collect(ch)
 	c.waits.collect(ch)
@@ -192,6 +200,22 @@ func (c *Collector) Decision(e core.DecisionEvent) {
 	if e.Degraded {
 		p.storeError(e.Err).Inc()
 	}
+	if e.Instances > 0 {
+		c.instancesOf(p, e.Policy).Set(float64(e.Instances))
+	}
+}
+
+// instancesOf returns p's FailLocal instance gauge, resolving it on first
+// sight: a policy of another FailMode has none.
+func (c *Collector) instancesOf(p *policyMetrics, name string) prometheus.Gauge {
+	if g := p.instances.Load(); g != nil {
+		return *g
+	}
+	g := c.instances.WithLabelValues(name)
+	if !p.instances.CompareAndSwap(nil, &g) {
+		return *p.instances.Load()
+	}
+	return g
 }
 
 // BreakerChange implements core.Observer.

@@ -388,3 +388,21 @@ func BenchmarkDecision(b *testing.B) {
 		}
 	})
 }
+
+// TestFailLocalInstancesGauge: a FailLocal policy's instance count in
+// use, as its decisions give it; other policies have no series.
+func TestFailLocalInstancesGauge(t *testing.T) {
+	t.Parallel()
+	c := metrics.New()
+	c.Decision(core.DecisionEvent{Policy: "open", Allowed: true})
+	c.Decision(core.DecisionEvent{Policy: "local", Allowed: true, Instances: 3})
+	c.Decision(core.DecisionEvent{Policy: "local", Allowed: true, Degraded: true, Instances: 6})
+	const want = `
+# HELP ratelimit_fail_local_instances FailLocal's instance count in use: its in-process buckets hold the limit divided by it (core.Config.Instances, or the live count learned).
+# TYPE ratelimit_fail_local_instances gauge
+ratelimit_fail_local_instances{policy="local"} 6
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "ratelimit_fail_local_instances"); err != nil {
+		t.Error(err)
+	}
+}

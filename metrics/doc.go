@@ -21,6 +21,7 @@
 //	ratelimit_store_latency_seconds{policy}        histogram  time waiting for the store, per decision that asked it
 //	ratelimit_store_errors_total{policy,kind}      counter    kind: timeout, circuit_open, overloaded, other
 //	ratelimit_breaker_open{policy}                 gauge      1 while the circuit breaker keeps the store uncalled, else 0
+//	ratelimit_fail_local_instances{policy}         gauge      FailLocal's instance count in use (Config.Instances, or learned)
 //	ratelimit_http_requests_total{policy,outcome}  counter    outcome: allowed, denied, unavailable, dry_run, key_error, error
 //	ratelimit_inflight_held{policy}                gauge      slots of an in-flight limit held by this instance's requests
 //	ratelimit_lease_renewals_total{policy}         counter    leases extended by this instance's renewals
