@@ -1,6 +1,7 @@
 // Package faultproxy is a loopback TCP proxy for fault tests: it forwards to
 // a real server until told to refuse connections, stall (accept and never
-// answer), add latency, or drop every connection.
+// answer), add latency (to every reply, or to a new connection's setup),
+// or drop every connection.
 package faultproxy
 
 import (
@@ -27,6 +28,7 @@ type Proxy struct {
 	mu      sync.Mutex
 	mode    Mode
 	latency time.Duration
+	dial    time.Duration // held before a new connection reaches the server
 	conns   map[net.Conn]struct{}
 	closed  bool
 	wg      sync.WaitGroup
@@ -63,6 +65,15 @@ func (p *Proxy) SetMode(m Mode) {
 func (p *Proxy) SetLatency(d time.Duration) {
 	p.mu.Lock()
 	p.latency = d
+	p.mu.Unlock()
+}
+
+// SetDialLatency holds each new connection for d before it reaches the
+// server, as a slow dial would (a SYN retransmitted, a TLS handshake far
+// away): what the client sends waits, and so does its first reply.
+func (p *Proxy) SetDialLatency(d time.Duration) {
+	p.mu.Lock()
+	p.dial = d
 	p.mu.Unlock()
 }
 
@@ -113,6 +124,10 @@ func (p *Proxy) accept() {
 func (p *Proxy) serve(c net.Conn) {
 	defer p.wg.Done()
 	defer c.Close()
+	p.mu.Lock()
+	dial := p.dial
+	p.mu.Unlock()
+	time.Sleep(dial)
 	up, err := net.Dial("tcp", p.target)
 	if err != nil {
 		return
