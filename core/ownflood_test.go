@@ -41,8 +41,6 @@ func TestOwnFloodDecidedExactly(t *testing.T) {
 	// stalled store, not this flood.
 	srv := redistest.StartServer(t)
 	addr := srv.Addr()
-	redisClock := redis.NewClient(&redis.Options{Addr: addr})
-	defer redisClock.Close()
 	var timeout time.Duration // the default 50 ms
 	if raceDetector {
 		timeout = 80 * time.Millisecond // the race detector slows the Go side
@@ -85,39 +83,13 @@ func TestOwnFloodDecidedExactly(t *testing.T) {
 			warm.Wait()
 
 			seen.cached.Store(0)
-			before, err := redisClock.Time(ctx).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			const window = 1500 * time.Millisecond
-			start := time.Now()
-			var admitted, decisions, degraded atomic.Int64
-			var wg sync.WaitGroup
-			for range 64 {
-				wg.Go(func() {
-					for time.Since(start) < window {
-						res, err := l.Allow(ctx, "attacker")
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						decisions.Add(1)
-						if res.Allowed {
-							admitted.Add(1)
-						}
-						if res.Degraded {
-							degraded.Add(1)
-						}
-						time.Sleep(time.Millisecond)
-					}
-				})
-			}
 			var sent, victimDegraded int
-			if tc.victim {
-				for time.Since(start) < window {
+			f := floodKey(t, l, addr, limit, "attacker", func(start time.Time, window time.Duration) {
+				for tc.victim && time.Since(start) < window {
 					res, err := l.Allow(ctx, "victim")
 					if err != nil {
-						t.Fatal(err)
+						t.Error(err)
+						return
 					}
 					sent++
 					if res.Degraded {
@@ -125,33 +97,82 @@ func TestOwnFloodDecidedExactly(t *testing.T) {
 					}
 					time.Sleep(25 * time.Millisecond)
 				}
-			}
-			wg.Wait()
-			after, err := redisClock.Time(ctx).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Every decision Redis made ran between the two TIME calls:
-			// the bucket, full at C when the flood began, refilled at
-			// most R·Δ since. A degraded decision FailOpen admitted is
-			// counted too: nothing else bounds it.
-			delta := after.Sub(before)
-			bound := int64(limit.Capacity()) + int64(delta.Seconds()*float64(limit.Rate)/limit.Period.Seconds())
+			})
 			// The victim's decisions are never cached: it is under its limit.
 			cached := seen.cached.Load()
 			t.Logf("own flood at +30ms, %v: attacker admitted %d (bound C + R·Δ = %d, Δ %v on the Redis clock), %d of its %d decisions degraded, %d cached; victim %d of %d degraded",
-				tc.mode, admitted.Load(), bound, delta.Round(time.Millisecond), degraded.Load(), decisions.Load(), cached, victimDegraded, sent)
-			if admitted.Load() > bound {
-				t.Errorf("attacker admitted %d, bound C + R·Δ = %d (%d of its decisions degraded)", admitted.Load(), bound, degraded.Load())
+				tc.mode, f.admitted, f.bound, f.delta.Round(time.Millisecond), f.degraded, f.decisions, cached, victimDegraded, sent)
+			if f.admitted > f.bound {
+				t.Errorf("attacker admitted %d, bound C + R·Δ = %d (%d of its decisions degraded)", f.admitted, f.bound, f.degraded)
 			}
-			if stored := decisions.Load() - cached; stored > decisions.Load()/4 {
-				t.Errorf("%d of the attacker's %d decisions were not answered from the cache", stored, decisions.Load())
+			if stored := f.decisions - cached; stored > f.decisions/4 {
+				t.Errorf("%d of the attacker's %d decisions were not answered from the cache", stored, f.decisions)
 			}
 			if victimDegraded > 0 {
 				t.Errorf("victim degraded %d of %d by another key's flood", victimDegraded, sent)
 			}
 		})
 	}
+}
+
+// floodSeen is what floodKey saw.
+type floodSeen struct {
+	admitted, decisions, degraded int64
+	bound                         int64         // C + R·Δ
+	delta                         time.Duration // Δ, on the Redis clock
+}
+
+// floodKey has 64 goroutines decide key on l, each every millisecond,
+// for 1.5 s, running during (if not nil) on the caller's goroutine
+// meanwhile, and returns what they saw with the flood's bound: the
+// bucket, full at C when the flood began, refilled at most R·Δ, Δ
+// measured on the clock of the Redis at redisAddr around the whole
+// flood (every decision Redis made ran between the two TIME calls). A
+// degraded decision FailOpen admitted is counted too: nothing else
+// bounds it.
+func floodKey(t *testing.T, l *core.Limiter, redisAddr string, limit core.Limit, key string, during func(start time.Time, window time.Duration)) floodSeen {
+	t.Helper()
+	ctx := context.Background()
+	redisClock := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer redisClock.Close()
+	before, err := redisClock.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const window = 1500 * time.Millisecond
+	start := time.Now()
+	var admitted, decisions, degraded atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for time.Since(start) < window {
+				res, err := l.Allow(ctx, key)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				decisions.Add(1)
+				if res.Allowed {
+					admitted.Add(1)
+				}
+				if res.Degraded {
+					degraded.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	if during != nil {
+		during(start, window)
+	}
+	wg.Wait()
+	after, err := redisClock.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := floodSeen{admitted: admitted.Load(), decisions: decisions.Load(), degraded: degraded.Load(), delta: after.Sub(before)}
+	f.bound = int64(limit.Capacity()) + int64(f.delta.Seconds()*float64(limit.Rate)/limit.Period.Seconds())
+	return f
 }
 
 // cachedCounter is an Observer counting the decisions the denial cache

@@ -27,6 +27,14 @@ import (
 // once its queue is empty, so that a lone caller's next decision wakes it
 // rather than starting a goroutine (and growing its stack) again.
 //
+// A cold pool (a deploy, a scale-up mid-flood) is not an outage (DESIGN
+// §4): a new connection costs a dial and HELLO, round trips that the
+// requests waiting may not have. A carrier needed while calls are in
+// flight on every open connection opens one first (a PING) and only
+// then takes what waits; until then the calls in flight take it when
+// they are back. So the connections a load needs open ahead of it, and
+// no request waits for a dial while another call can carry it.
+//
 // A call is sent under its batch's latest deadline but at least minSend,
 // not under a caller's Timeout alone: go-redis closes a connection whose
 // call outlived its context, so with Redis nearly Timeout away calls under
@@ -104,6 +112,7 @@ func wait(ctx context.Context, deadline time.Time, r *request) error {
 type queue struct {
 	waiting []*request
 	calls   int  // carriers running, the idle one included
+	dialing int  // carriers opening a connection before they carry (see cold)
 	leaving bool // a carrier is on its way to take what is waiting
 	idle    bool // a carrier waits on wake for the next request
 	used    bool // a batch left since the idle carrier's last tick
@@ -153,16 +162,79 @@ func (s *Store) startCarrier(dest string, q *queue) {
 		q.idle, q.leaving = false, true
 		q.wake <- struct{}{}
 	case q.calls < s.maxCalls:
-		q.leaving = true
-		q.calls++
-		go s.carry(dest, q)
+		c := s.cold(dest, q)
+		switch {
+		case c == nil:
+			q.leaving = true
+			q.calls++
+			go s.carry(dest, q, nil)
+		case q.dialing == 0 && q.calls < s.maxCalls-1:
+			// One at a time, the pool growing with the load, and never
+			// the last carrier, which a lone call may kick when done.
+			q.calls++
+			q.dialing++
+			go s.carry(dest, q, c) // not on its way: it dials first
+		}
 	}
+}
+
+// cold returns the client of q's destination when a new carrier would
+// wait there for a new connection while calls in flight could carry
+// what waits (their carriers, or lone calls that kick the queue when
+// done): every open connection is in use, or may be taken by one of
+// them. Else nil: a connection is free, or nothing else would come.
+// s.mu is held; q has no idle carrier and fewer than maxCalls.
+func (s *Store) cold(dest string, q *queue) redis.UniversalClient {
+	// The calls that hold a connection or are on their way to take one.
+	busy := q.calls - q.dialing + int(s.lastTo(dest).lone.Load())
+	if busy <= 0 {
+		return nil
+	}
+	c := s.client
+	if s.split {
+		n := s.nodeClient(q.waiting[len(q.waiting)-1].Subj)
+		if n == nil {
+			return nil
+		}
+		c = n
+	}
+	// The dialing carriers' connections may count as open already.
+	st := poolStats(c)
+	if st != nil && (st.IdleConns == 0 || int(st.TotalConns) <= busy+q.dialing) {
+		return c
+	}
+	return nil
+}
+
+// poolStats returns c's pool statistics; nil when c panics (a client of
+// the user's making, as send recovers from).
+func poolStats(c redis.UniversalClient) (st *redis.PoolStats) {
+	defer func() {
+		if recover() != nil {
+			st = nil
+		}
+	}()
+	return c.PoolStats()
+}
+
+// ping opens a connection ahead (see cold), within dialAhead; an error
+// when it could not, or c panicked.
+func (s *Store) ping(c redis.UniversalClient) (err error) {
+	ctx := s.clock.Context(context.Background(), time.Now().Add(dialAhead))
+	defer func() {
+		ctx.Stop()
+		if p := recover(); p != nil {
+			err = fmt.Errorf("core: the Redis client panicked: %v", p)
+		}
+	}()
+	return c.Ping(ctx).Err()
 }
 
 // LastCall is what alone knows of the last call to one destination.
 type LastCall struct {
 	took   atomic.Int64 // ns
 	failed atomic.Bool  // a decision in it got an error
+	lone   atomic.Int32 // lone calls (see alone) in flight to it, for cold
 }
 
 // lastTo returns the last call to dest (see Store.queues): a
@@ -201,14 +273,26 @@ func (s *Store) alone(r *request, dest string) bool {
 // failing, as a carrier's would have been had its caller left then: it
 // is not the store's last error (the breaker does not count it), but it
 // sends the next calls to dest by carrier.
+//
+// Requests queued for dest meanwhile may have counted on this call's
+// connection (see cold): a carrier is sent for them once it is free.
 func (s *Store) sendAlone(r *request, dest string) {
+	last := s.lastTo(dest)
+	last.lone.Add(1)
 	ctx := s.clock.Context(r.ctx, r.Deadline)
 	s.send(ctx, dest, []*request{r})
 	ctx.Stop()
+	last.lone.Add(-1)
 	if p := s.lastErr.Load(); p != nil && IsTimeout(r.err) && errors.Is(r.err, *p) && !time.Now().Before(r.Deadline) {
 		s.lastErr.CompareAndSwap(p, nil)
 	}
-	s.running.Add(-1)
+	if s.running.Add(-1) > 0 {
+		s.mu.Lock()
+		if q := s.queues[dest]; q != nil {
+			s.startCarrier(dest, q)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // forget drops a node's queue once nothing uses it. s.mu is held.
@@ -221,10 +305,25 @@ func (s *Store) forget(dest string, q *queue) {
 // carry sends what waits in q as one call, hands out the answers, and goes
 // on with what queued meanwhile if no other carrier is on its way. Then,
 // unless another carrier is idle, it waits, idle, for startCarrier to wake
-// it. A lone request does not yield first: nothing could join it.
-func (s *Store) carry(dest string, q *queue) {
+// it. A lone request does not yield first: nothing could join it. With
+// cold (see Store.cold), it first opens a connection on that client (a
+// PING, within dialAhead); if that fails, it leaves what waits to the
+// calls in flight, which say why when they fail too.
+func (s *Store) carry(dest string, q *queue, cold redis.UniversalClient) {
 	var tick *time.Timer
 	var buf []*request
+	if cold != nil {
+		err := s.ping(cold)
+		s.mu.Lock()
+		q.dialing--
+		if err != nil {
+			q.calls--
+			s.forget(dest, q)
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+	}
 	for {
 		// Let the goroutines ready to run queue first: callers woken
 		// together (a batch's answers, a probe's) then leave in one call.
@@ -563,3 +662,8 @@ func (s *Store) batchContext(batch []*request) context.Context {
 
 // minSend is the least time a script call is given.
 const minSend = time.Second
+
+// dialAhead bounds the opening of a connection ahead of the load (see
+// cold): no caller waits for it, and a slow dial (a SYN retransmitted
+// after a second) still opens one.
+const dialAhead = 10 * time.Second
