@@ -13,7 +13,9 @@
 // Apply, Take1) locks a shard and finds the buckets in its open-addressing
 // table (memtable.go), whose stored state the arithmetic reads and
 // decides (arith.go, waiting.go). Leases (lease.go) is the in-process
-// lease set of core's in-flight limiter.
+// lease set of core's in-flight limiter. Lender (loans.go) is the model of
+// a bucket that lends slices of itself to instances (borrowing), proven by
+// a property test to admit no more than the plain bucket.
 //
 // Package core owns the public names; this package is internal so that its
 // types can change with the stores that use them.
