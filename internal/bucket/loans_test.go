@@ -39,9 +39,17 @@ type slice struct {
 	end        int64 // sentAt + term: the instance's own loan end
 }
 
-// runLoans drives one schedule from seed; uncapped breaks the Lender's
-// cap on purpose.
-func runLoans(seed uint64, uncapped bool) loanRun {
+// What a schedule breaks on purpose, so that the property test shows it
+// can fail: each of the Lender's rules in turn.
+const (
+	breakNothing    = iota
+	breakCap        // the refill ignores the loans
+	breakLoanEnd    // an instance decides from its slice past the store's loan end
+	breakLateReturn // a return counts after its loan ended, or twice
+)
+
+// runLoans drives one schedule from seed, breaking what broken says.
+func runLoans(seed uint64, broken int) loanRun {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	periods := []time.Duration{100 * time.Millisecond, time.Second, 3 * time.Second, time.Minute}
 	period := periods[rng.IntN(len(periods))]
@@ -56,7 +64,7 @@ func runLoans(seed uint64, uncapped bool) loanRun {
 	maxLag := periodUS / (1 + rng.Int64N(50))
 	lag := func() int64 { return rng.Int64N(maxLag + 1) }
 
-	b := &Lender{Units: p.Capacity, uncapped: uncapped}
+	b := &Lender{Units: p.Capacity, uncapped: broken == breakCap}
 	instances := 1 + rng.IntN(8)
 	slices := make([]*slice, instances)
 	borrowing := make([]bool, instances)
@@ -90,9 +98,16 @@ func runLoans(seed uint64, uncapped bool) loanRun {
 					continue
 				}
 				run.lent++
-				slices[m.inst] = &slice{id: m.id, left: lent, usableFrom: m.at + m.replyLag, end: m.sentAt + term}
+				end := m.sentAt + term
+				if broken == breakLoanEnd {
+					end = m.at + term + maxLag // the store's end, and later
+				}
+				slices[m.inst] = &slice{id: m.id, left: lent, usableFrom: m.at + m.replyLag, end: end}
 			} else if !b.Return(p, m.id, m.unspent, m.at) {
 				run.late++
+				if broken == breakLateReturn {
+					b.Units = min(b.Units+m.unspent, p.Capacity-b.Lent())
+				}
 			}
 		}
 	}
@@ -180,7 +195,7 @@ func TestLenderNeverOverAdmits(t *testing.T) {
 	}
 	var windows, tight, local, lent, refused, late int
 	for seed := range uint64(schedules) {
-		run := runLoans(seed, false)
+		run := runLoans(seed, breakNothing)
 		w, ti, i, j := run.overAdmitted()
 		windows, tight = windows+w, tight+ti
 		local, lent, refused, late = local+run.local, lent+run.lent, refused+run.refused, late+run.late
@@ -195,18 +210,30 @@ func TestLenderNeverOverAdmits(t *testing.T) {
 		schedules, windows, tight, lent, refused, local, late)
 }
 
-// TestLenderPropertyFindsUncappedRefill: the same schedules find a
-// Lender whose refill ignores the loans over the envelope: the property
-// test can fail.
-func TestLenderPropertyFindsUncappedRefill(t *testing.T) {
+// TestLenderPropertyFindsEachRuleBroken: the same schedules find each
+// of the Lender's rules, broken, over the envelope — a refill past
+// Capacity − L, a slice used past the store's loan end, a return counted
+// late or twice: the property test can fail, and every rule is needed.
+func TestLenderPropertyFindsEachRuleBroken(t *testing.T) {
 	t.Parallel()
-	for seed := range uint64(300) {
-		run := runLoans(seed, true)
-		if _, _, i, _ := run.overAdmitted(); i >= 0 {
-			return
+	for _, broken := range []struct {
+		rule int
+		name string
+	}{{breakCap, "refill past Capacity − L"}, {breakLoanEnd, "a slice used past the store's loan end"}, {breakLateReturn, "a return counted late or twice"}} {
+		found := -1
+		for seed := range uint64(3000) {
+			run := runLoans(seed, broken.rule)
+			if _, _, i, _ := run.overAdmitted(); i >= 0 {
+				found = int(seed)
+				break
+			}
 		}
+		if found < 0 {
+			t.Errorf("%s: no schedule over the envelope", broken.name)
+			continue
+		}
+		t.Logf("%s: schedule %d over the envelope", broken.name, found)
 	}
-	t.Fatal("no schedule found refill past Capacity − L over the envelope")
 }
 
 // TestLenderWithoutLoansIsTheBucket: with nothing lent, a Lender decides
