@@ -34,8 +34,16 @@ import (
 // The price is under-use: while loans are out, refill stops L short of
 // Capacity, and units lent and never spent come back only by a return or
 // at the loan's end.
+//
+// A Lender keeps Held, the level plus L, rather than the level: Held
+// refills exactly as a plain bucket's units do, capped at Capacity (the
+// level is capped at Capacity − L exactly when Held is at Capacity). So
+// a store keeps today's refill arithmetic for Held, and loans change only
+// three things: a take or a borrow may use Held − L; a loan's end takes
+// its units from Held, at its end (refill to it, then subtract); a return
+// takes the spent part.
 type Lender struct {
-	Units int64  // the level at TS, in units, loans excluded
+	Held  int64  // units in the bucket or out on loan, at TS
 	TS    int64  // µs on the store's clock
 	Loans []Loan // out on loan, in any order
 
@@ -58,8 +66,12 @@ func (b *Lender) Lent() int64 {
 	return l
 }
 
+// Level returns the units that may be taken or lent at TS: Held − L.
+func (b *Lender) Level() int64 { return b.Held - b.Lent() }
+
 // advance refills b to now (clamped: never back), ending the loans due
-// by then in the order they end, each raising the cap from its end on.
+// by then in the order they end: refilled to a loan's end, Held loses
+// the loan's units.
 func (b *Lender) advance(p *Policy, now int64) {
 	if now < b.TS {
 		now = b.TS
@@ -67,19 +79,20 @@ func (b *Lender) advance(p *Policy, now int64) {
 	slices.SortFunc(b.Loans, func(x, y Loan) int { return cmp.Compare(x.End, y.End) })
 	for len(b.Loans) > 0 && b.Loans[0].End <= now {
 		b.refillTo(p, b.Loans[0].End)
+		b.Held -= b.Loans[0].Units
 		b.Loans = b.Loans[1:]
 	}
 	b.refillTo(p, now)
 }
 
-// refillTo refills b from TS to t (≥ TS) under the cap Capacity − L.
+// refillTo refills Held from TS to t (≥ TS), as a plain bucket's units;
+// the broken model of the property test refills the level to Capacity.
 func (b *Lender) refillTo(p *Policy, t int64) {
-	limit := p.Capacity - b.Lent()
 	if b.uncapped {
-		limit = p.Capacity
-	}
-	if b.Units < limit {
-		b.Units = min(p.refill(b.Units, b.TS, t), limit)
+		l := b.Lent()
+		b.Held = min(p.refill(b.Held-l, b.TS, t), p.Capacity) + l
+	} else {
+		b.Held = p.refill(b.Held, b.TS, t)
 	}
 	b.TS = max(b.TS, t)
 }
@@ -89,10 +102,10 @@ func (b *Lender) refillTo(p *Policy, t int64) {
 func (b *Lender) Take(p *Policy, n int, now int64) bool {
 	b.advance(p, now)
 	need := int64(n) * p.Unit
-	if b.Units < need {
+	if b.Level() < need {
 		return false
 	}
-	b.Units -= need
+	b.Held -= need
 	return true
 }
 
@@ -102,17 +115,17 @@ func (b *Lender) Take(p *Policy, n int, now int64) bool {
 // returns the units lent, and the level left.
 func (b *Lender) Borrow(p *Policy, id uint64, units, term, now int64) (lent, level int64) {
 	b.advance(p, now)
-	if units <= 0 || b.Units < units {
-		return 0, b.Units
+	if units <= 0 || b.Level() < units {
+		return 0, b.Level()
 	}
-	b.Units -= units
 	b.Loans = append(b.Loans, Loan{ID: id, Units: units, End: b.TS + term})
-	return units, b.Units
+	return units, b.Level()
 }
 
 // Return ends loan id at now, giving back its unspent units (at most
-// those lent), up to the cap; a loan no longer recorded (ended, or
-// returned before) gives nothing. It reports whether the loan was out.
+// those lent): Held loses the spent ones. A loan no longer recorded
+// (ended, or returned before) gives nothing. It reports whether the loan
+// was out.
 func (b *Lender) Return(p *Policy, id uint64, unspent, now int64) bool {
 	b.advance(p, now)
 	i := slices.IndexFunc(b.Loans, func(l Loan) bool { return l.ID == id })
@@ -120,8 +133,8 @@ func (b *Lender) Return(p *Policy, id uint64, unspent, now int64) bool {
 		return false
 	}
 	back := min(max(unspent, 0), b.Loans[i].Units)
+	b.Held -= b.Loans[i].Units - back
 	b.Loans = slices.Delete(b.Loans, i, i+1)
-	b.Units = min(b.Units+back, p.Capacity-b.Lent())
 	return true
 }
 

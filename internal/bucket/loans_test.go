@@ -64,7 +64,7 @@ func runLoans(seed uint64, broken int) loanRun {
 	maxLag := periodUS / (1 + rng.Int64N(50))
 	lag := func() int64 { return rng.Int64N(maxLag + 1) }
 
-	b := &Lender{Units: p.Capacity, uncapped: broken == breakCap}
+	b := &Lender{Held: p.Capacity, uncapped: broken == breakCap}
 	instances := 1 + rng.IntN(8)
 	slices := make([]*slice, instances)
 	borrowing := make([]bool, instances)
@@ -106,7 +106,7 @@ func runLoans(seed uint64, broken int) loanRun {
 			} else if !b.Return(p, m.id, m.unspent, m.at) {
 				run.late++
 				if broken == breakLateReturn {
-					b.Units = min(b.Units+m.unspent, p.Capacity-b.Lent())
+					b.Held = min(b.Held+m.unspent, p.Capacity)
 				}
 			}
 		}
@@ -243,7 +243,7 @@ func TestLenderWithoutLoansIsTheBucket(t *testing.T) {
 	ps, _ := Policies(NamedLimit{Name: "p", Limit: PerSecond(7).WithBurst(3)})
 	p := &ps[0]
 	rng := rand.New(rand.NewPCG(1, 2))
-	b := &Lender{Units: p.Capacity}
+	b := &Lender{Held: p.Capacity}
 	units, ts := p.Capacity, int64(0)
 	var now int64
 	for k := range 10000 {
@@ -268,7 +268,7 @@ func TestLenderLoanLifecycle(t *testing.T) {
 	ps, _ := Policies(NamedLimit{Name: "p", Limit: PerSecond(10)})
 	p := &ps[0]
 	tok := p.Unit
-	b := &Lender{Units: p.Capacity}
+	b := &Lender{Held: p.Capacity}
 	slice := SliceUnits(p, 400000) // 4 tokens in 0.4 s
 	if slice != 4*tok {
 		t.Fatalf("slice %d units, want 4 tokens (%d)", slice, 4*tok)
@@ -289,15 +289,15 @@ func TestLenderLoanLifecycle(t *testing.T) {
 	}
 	// The loan ends at 2 s: 6 by then, and 3 more in the next 0.3 s.
 	b.advance(p, 2300000)
-	if b.Units != 9*tok || b.Lent() != 0 {
-		t.Fatalf("0.3 s after the loan ended: level %d, lent %d; want 9 tokens, 0", b.Units, b.Lent())
+	if b.Level() != 9*tok || b.Lent() != 0 {
+		t.Fatalf("0.3 s after the loan ended: level %d, lent %d; want 9 tokens, 0", b.Level(), b.Lent())
 	}
 	b.Borrow(p, 3, slice, 400000, 3000000)
 	if !b.Return(p, 3, 3*tok, 3100000) || b.Return(p, 3, 3*tok, 3100000) {
 		t.Fatal("a return counts once")
 	}
-	if b.Units != 9*tok {
-		t.Fatalf("after returning 3 of 4: level %d, want 9 tokens (6 capped, then 3 back)", b.Units)
+	if b.Level() != 9*tok {
+		t.Fatalf("after returning 3 of 4: level %d, want 9 tokens (6 capped, then 3 back)", b.Level())
 	}
 	b.Borrow(p, 4, slice, 400000, 4000000)
 	if b.Return(p, 4, slice, 4400000) {
