@@ -91,6 +91,9 @@ func batchScriptDecisions(cmd redis.Cmder) int64 {
 	if len(a) <= 4+nk {
 		return 0
 	}
+	if _, ok := a[4+nk].(string); ok {
+		return 1 // a lone take: ARGV[2] is its first policy
+	}
 	n, _ := a[4+nk].(int) // ARGV[2]
 	return int64(n)
 }

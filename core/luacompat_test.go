@@ -131,6 +131,28 @@ func scriptProgram(t *testing.T) string {
 		args = append(args, k)
 	}
 	step("take across", transport.TokenBucketsAcross, keys[n:], append(args, n))
+	// Across subjects (AllowAll): a lone take of three buckets, one a look
+	// (cost 0), then one refused; one with a bucket written under another
+	// limit (the batch form, operation 8); a batch with a give-back.
+	across := func(op int, subj []string, ns []int, ps ...Policy) bucket.Ask {
+		a := bucket.Ask{Op: op, Subj: subj[0], Policies: ps, Each: make([]bucket.Outcome, len(ps))}
+		for i := range subj {
+			a.Across = append(a.Across, bucket.Part{Subj: subj[i], N: ns[i]})
+		}
+		return a
+	}
+	gih := []string{"gina", "ivan", "hank"}
+	for i, ns := range [][]int{{2, 0, 3}, {4, 1, 1}} {
+		call++
+		keys, args = s.t.Encode(ctx, call, true, across(bucket.OpTake, gih, ns, five, hour, five))
+		step(fmt.Sprintf("across %d", i+1), transport.TokenBuckets, keys, args)
+	}
+	call++
+	keys, args = s.t.Encode(ctx, call, true, across(bucket.OpTake, []string{"gina", "alice"}, []int{1, 1}, five, PerSecond(10).policy("five")))
+	step("across, another limit", transport.TokenBuckets, keys, args)
+	call++
+	keys, args = s.t.Encode(ctx, call, false, across(bucket.OpTake, gih, []int{1, 1, 6}, five, hour, five), across(bucket.OpRefund, gih, []int{1, 1, 1}, five, hour, five))
+	step("across batch", transport.TokenBuckets, keys, args)
 	// Leases: two of Max 2 held, a third refused, in one call; renewed; one with a
 	// token of the rate limit.
 	lease := []string{"p:{erin}:slots"}

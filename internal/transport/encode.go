@@ -101,15 +101,26 @@ func repeats(keys []string, args []any) ([]any, int) {
 	return args, n
 }
 
-// encodeShort is encode for TokenBuckets, whose lone take under one
-// policy has arguments of its own: the record's expiry, the policy, n.
+// encodeShort is encode for TokenBuckets, whose lone take has arguments
+// of its own: the record's expiry, the policy, n; across subjects, the
+// record's expiry, "A", then each bucket's policy and cost.
 func (s *Store) encodeShort(ctx context.Context, call uint64, batch []*request) ([]string, []any) {
 	r := batch[0]
-	if len(batch) > 1 || len(r.Policies) > 1 || r.Op != bucket.OpTake || r.Across != nil {
+	if len(batch) > 1 || r.Op != bucket.OpTake || len(r.Policies) > 1 && r.Across == nil {
 		return s.encode(ctx, call, batch)
 	}
-	p := &r.Policies[0]
-	return []string{s.Key(r.Subj, p.Name), s.recordKey(r.Subj, call)}, []any{recordTTL(ctx), p.Arg(), r.N}
+	if r.Across == nil {
+		p := &r.Policies[0]
+		return []string{s.Key(r.Subj, p.Name), s.recordKey(r.Subj, call)}, []any{recordTTL(ctx), p.Arg(), r.N}
+	}
+	keys, args := make([]string, 0, len(r.Policies)+1), make([]any, 2, 2+2*len(r.Policies))
+	for i := range r.Policies {
+		p := &r.Policies[i]
+		keys = append(keys, s.Key(r.Across[i].Subj, p.Name))
+		args = append(args, p.Arg(), r.Across[i].N)
+	}
+	args[0], args[1] = recordTTL(ctx), "A"
+	return append(keys, s.recordKey(r.Subj, call)), args
 }
 
 // sameShape reports whether b, whose policies' indexes start at bi, asks

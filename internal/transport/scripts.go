@@ -17,7 +17,9 @@ import "github.com/redis/go-redis/v9"
 // the index (1..P) of each, then how many requests in a row ask that.
 // KEYS are every request's buckets, in the same order, then the call's
 // replay record (named by the call's id); a lone take under one policy
-// sends only the record's expiry, the policy and n. The operations: 1
+// sends only the record's expiry, the policy and n, and a lone take
+// across subjects the record's expiry, "A", then each bucket's policy
+// and cost. The operations: 1
 // takes n tokens, all or nothing over the request's policies; 2 peeks (whether n would be taken, taking nothing); 3 refunds
 // n tokens to every policy, each capped at its capacity; 4 to 7 wait or
 // owe (DESIGN §11: reserve, charge, cancel, pause; see waiting), and
@@ -157,6 +159,69 @@ if #ARGV == 3 then
     return reply
   end
   ARGV = {ARGV[1], '1', '1', '0', desc, '1', ARGV[3], '1', '1', '1'}
+elseif ARGV[2] == 'A' then
+  -- A lone take across subjects (AllowAll on one node) comes short too:
+  -- the record's expiry, 'A', then each bucket's policy and cost, in
+  -- KEYS' order; a cost 0 takes nothing and asks for one token. The same
+  -- straight line decides it, all or nothing, when every bucket is in its
+  -- policy (or none) and stamped no later than now; otherwise it goes on
+  -- below, as a batch of one take across subjects (operation 8).
+  local m, S, all = (#ARGV - 2) / 2, {}, true
+  for i = 1, m do
+    local desc, v = ARGV[1 + 2 * i], vals[i]
+    local cap, rate, unit, tick = match(desc, '^(%d+):(%d+):(%d+):(%d+)$')
+    local tok, el, at = cap, -1, 0
+    if cap then
+      cap, rate, unit, tick = cap + 0, rate + 0, unit + 0, tick + 0
+      tok = cap
+    end
+    if cap and rate > 0 and unit > 0 and tick > 0 then
+      at, el = floor(now / tick), 0
+      if v then
+        local units, ts, d = match(v, '^(%d+):(%d+):(.*)')
+        if d == desc then tok, el = units + 0, at - ts else el = -1 end
+      end
+    end
+    if el < 0 then S = false; break end
+    if tok >= cap or el >= ceil((cap - tok) / rate) then tok = cap else tok = tok + el * rate end
+    local n = ARGV[2 + 2 * i] + 0
+    if tok < n * unit or n == 0 and tok < unit then all = false end
+    local j = 7 * i
+    S[j - 6], S[j - 5], S[j - 4], S[j - 3], S[j - 2], S[j - 1], S[j] = cap, rate, unit, tick, tok, at, n
+  end
+  if S then
+    local out, wrote = {}, false
+    for i = 1, m do
+      local j = 7 * i
+      local cap, rate, unit, tick, tok, at, n = S[j - 6], S[j - 5], S[j - 4], S[j - 3], S[j - 2], S[j - 1], S[j]
+      local phase, need, reset = now - at * tick, n * unit, 0
+      if not all then
+        if need == 0 then need = unit end
+        local retry = 0
+        if tok < need then retry = ceil((need - tok) / rate) * tick - phase end
+        if tok < cap then reset = ceil((cap - tok) / rate) * tick - phase end
+        out[i] = format(i == 1 and '0,%d,%d,%d' or '%d,%d,%d', floor(tok / unit), retry, reset)
+      else
+        local left = tok - need
+        if left < cap then reset = ceil((cap - left) / rate) * tick - phase end
+        out[i] = format(i == 1 and '1,%d,0,%d' or '%d,0,%d', floor(left / unit), reset)
+        if need > 0 then
+          redis.call('SETEX', KEYS[i], ceil(reset / 1000000) + 1, format('%d:%d:%s', left, at, ARGV[1 + 2 * i]))
+          wrote = true
+        end
+      end
+    end
+    local reply = table.concat(out, ',')
+    if wrote then redis.call('SETEX', KEYS[m + 1], ARGV[1], reply) end
+    return reply
+  end
+  local a = {ARGV[1], '1', m, '0'}
+  for i = 1, m do a[4 + i] = ARGV[1 + 2 * i] end
+  a[5 + m], a[6 + m], a[7 + m] = '8', '0', m
+  for i = 1, m do a[7 + m + i] = i end
+  a[8 + 2 * m] = '1'
+  for i = 1, m do a[8 + 2 * m + i] = ARGV[2 + 2 * i] end
+  ARGV = a
 end
 -- Small numbers (counts, operations, costs, indexes) repeat: each distinct
 -- one is parsed once (C's strtod, dear even for "1").
