@@ -397,6 +397,9 @@ func (d *across) remote(ctx context.Context) {
 // it, by deadline.
 func (d *across) decideNode(ctx context.Context, u int, deadline time.Time) {
 	from, to := d.units[u], d.units[u+1]
+	for i := from; i < to; i++ {
+		d.ownerOf(i).base.beat() // FailLocal's instance count rides the call
+	}
 	g := &d.ownerOf(from).base.guard
 	br, probe, err := g.begin(d.parts[from].Subj)
 	if err == nil {

@@ -177,3 +177,24 @@ func TestFailLocalCountForgetsStopped(t *testing.T) {
 		t.Fatalf("memory store: %d instances, want 1", got)
 	}
 }
+
+// TestFailLocalCountRidesAllowAll: a limiter decided only through
+// AllowAll learns the count as well.
+func TestFailLocalCountRidesAllowAll(t *testing.T) {
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	store := core.NewRedisStore(client)
+	a := limitertest.New(t, core.Config{Store: store, Name: "a", Limit: core.PerMinute(60), FailMode: core.FailLocal, Timeout: 2 * time.Second})
+	b := limitertest.New(t, core.Config{Store: store, Name: "b", Limit: core.PerMinute(60), FailMode: core.FailOpen, Timeout: 2 * time.Second})
+	core.Heartbeat(learningInstance(t, m, core.PerMinute(60), func(c *core.Config) { c.Name = "a" }))
+	if _, _, err := core.AllowAll(context.Background(), core.Check{Limiter: a, Key: "k", N: 1}, core.Check{Limiter: b, Key: "k", N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); core.Instances(a) != 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("AllowAll did not start the heartbeat: count %d, want 2", core.Instances(a))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
