@@ -39,7 +39,9 @@ func (*dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // each dial again (18 connections in this second). Both client
 // settings; with ContextTimeoutEnabled the first call, sent on its
 // caller's goroutine while calls were fast, costs its connection (and
-// its replacement's dial).
+// its replacement's dial). A decision that finds every connection busy
+// has a few opened ahead (up to 4 at once, the transport's maxDialing),
+// and they stay open: at most 8 in all.
 func TestLoneCallsNearTimeoutKeepConnections(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a second of calls through a latency proxy")
@@ -74,8 +76,8 @@ func TestLoneCallsNearTimeoutKeepConnections(t *testing.T) {
 			}
 			n := dials.n.Load() - before
 			t.Logf("Redis %v away, Timeout %v: %d lone decisions, %d degraded, %d connections opened", timeout, timeout, decisions, degraded, n)
-			if n > 4 {
-				t.Errorf("%d connections opened for %d lone decisions; want at most 4", n, decisions)
+			if n > 8 {
+				t.Errorf("%d connections opened for %d lone decisions; want at most 8", n, decisions)
 			}
 		})
 	}
