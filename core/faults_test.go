@@ -64,6 +64,7 @@ func faultLimiters(t *testing.T, addr string, limit core.Limit, edit func(*core.
 		fl.store = core.NewRedisStore(fl.client, core.WithPrefix(prefix+mode.String()+":"))
 		cfg := core.Config{
 			Store: fl.store, Limit: limit, FailMode: mode, Instances: faultInstances,
+			Timeout:  core.DefaultTimeout, // what an outage costs a decision is the subject
 			Observer: onStoreError(func(err error) { fl.errs.Add(1); fl.last.Store(fmt.Errorf("%w", err)) }),
 		}
 		if edit != nil {
@@ -707,7 +708,7 @@ func TestFaultStallPastReadTimeoutCountsOnce(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: 100 * time.Millisecond})
 	defer c.Close()
 	store := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))
-	l := limitertest.New(t, core.Config{Store: store, Limit: limit, FailMode: core.FailOpen})
+	l := limitertest.New(t, core.Config{Store: store, Limit: limit, FailMode: core.FailOpen, Timeout: core.DefaultTimeout})
 	ctx := context.Background()
 	faultHealthyOne(t, l)
 	p.SetMode(faultproxy.Stall)

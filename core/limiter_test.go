@@ -71,7 +71,7 @@ func TestNewDoesNotDial(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "no-such-host.invalid:6379"})
 	defer c.Close()
 	start := time.Now()
-	l := limitertest.New(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(1), FailMode: core.FailOpen})
+	l := limitertest.New(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(1), FailMode: core.FailOpen, Timeout: core.DefaultTimeout})
 	if d := time.Since(start); d > 50*time.Millisecond {
 		t.Errorf("New took %v; it must not dial", d)
 	}
@@ -335,7 +335,7 @@ func TestRedisKilledAndBack(t *testing.T) {
 			warm(t, store)
 			l := limitertest.New(t, core.Config{
 				Store: store, Limit: core.PerMinute(1000),
-				FailMode: mode, Instances: 2,
+				FailMode: mode, Instances: 2, Timeout: core.DefaultTimeout, // degrading at once is the subject
 			})
 			ctx := context.Background()
 			if res, _ := l.Allow(ctx, "k"); res.Degraded || !res.Allowed {

@@ -83,7 +83,7 @@ func TestWrongAddressSaysWhy(t *testing.T) {
 	defer c.Close()
 	var last atomic.Value
 	l := limitertest.New(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerMinute(3), FailMode: core.FailOpen,
-		BreakerFailures: 1 << 30, Observer: onStoreError(func(err error) { last.Store(err.Error()) })})
+		Timeout: core.DefaultTimeout, BreakerFailures: 1 << 30, Observer: onStoreError(func(err error) { last.Store(err.Error()) })})
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		l.Allow(context.Background(), "k")

@@ -41,7 +41,7 @@ func TestOwnFloodDecidedExactly(t *testing.T) {
 	// stalled store, not this flood.
 	srv := redistest.StartServer(t)
 	addr := srv.Addr()
-	var timeout time.Duration // the default 50 ms
+	timeout := core.DefaultTimeout
 	if raceDetector {
 		timeout = 80 * time.Millisecond // the race detector slows the Go side
 	}

@@ -55,7 +55,7 @@ func TestRefusedConnectionReportsDialError(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		var got causes
 		l := limitertest.New(t, core.Config{Store: core.NewRedisStore(c), Limit: core.PerSecond(10), FailMode: core.FailOpen,
-			Observer: onStoreError(got.add), BreakerFailures: 100})
+			Timeout: core.DefaultTimeout, Observer: onStoreError(got.add), BreakerFailures: 100})
 		for range 3 {
 			if r, _ := l.Allow(context.Background(), "k"); !r.Degraded {
 				t.Fatalf("ContextTimeoutEnabled %v: %+v; want degraded", bounded, r)

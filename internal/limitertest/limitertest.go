@@ -66,12 +66,21 @@ func Stepping() func() time.Time {
 // Quiet is a logger that writes nothing.
 var Quiet = slog.New(slog.DiscardHandler)
 
-// New returns core.New(cfg), with cfg.Logger Quiet when it is nil, and
-// fails the test if core.New refuses cfg.
+// Timeout is New's default Config.Timeout: a loaded 2-CPU machine under
+// the race detector is never a refusal. A test whose subject is latency
+// (a stall, a slow Redis, the default itself) sets Timeout.
+const Timeout = 5 * time.Second
+
+// New returns core.New(cfg), with cfg.Logger Quiet when it is nil and
+// cfg.Timeout Timeout when it is zero, and fails the test if core.New
+// refuses cfg.
 func New(t testing.TB, cfg core.Config) *core.Limiter {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = Quiet
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = Timeout
 	}
 	l, err := core.New(cfg)
 	if err != nil {
