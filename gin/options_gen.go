@@ -12,6 +12,13 @@ import (
 	"github.com/sluicehq/ratelimit/nethttp"
 )
 
+// WithAlso limits each request by l too, on the key that key gives (a
+// tenant, or a constant "*" for a route's global ceiling), in the same
+// core.AllowAll call as the middleware's own decision: all or nothing, so a
+// request either check refuses takes nothing from either, and the whole
+// costs one store round trip. It is nethttp.WithAlso.
+func WithAlso(l *core.Limiter, key keyfuncs.KeyFunc) Option { return nethttp.WithAlso(l, key) }
+
 // WithCountIf makes a request count only when counts(r, status) says so,
 // status being the final status of its response: for instance only the
 // failed attempts at a login. It is nethttp.WithCountIf.

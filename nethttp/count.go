@@ -39,11 +39,10 @@ func WithCountIf(counts func(r *http.Request, status int) bool) Option {
 // charge is what a Gate took for one request that WithCountIf may give
 // back; the zero charge took nothing and has nothing to settle.
 type charge struct {
-	lim        *core.Limiter
-	key        string
-	n          int
-	limit      core.Limit // WithLimitFunc's, when perRequest
-	perRequest bool
+	lim  *core.Limiter // under WithLimitFunc's limit, when it gave one
+	key  string
+	n    int
+	also []core.Check // WithAlso's
 }
 
 // serve runs next for a request decided with c: when c took something,
@@ -132,9 +131,8 @@ func (w *countingWriter) settle(status int) {
 		return
 	}
 	ctx := context.WithoutCancel(w.r.Context())
-	if w.c.perRequest {
-		_, _ = w.c.lim.RefundLimit(ctx, w.c.key, w.c.n, w.c.limit)
-		return
-	}
 	_, _ = w.c.lim.Refund(ctx, w.c.key, w.c.n)
+	for _, a := range w.c.also {
+		_, _ = a.Limiter.Refund(ctx, a.Key, a.N)
+	}
 }

@@ -21,7 +21,7 @@ import (
 // construction (its default and WithRoutes'): construction panics
 // otherwise; a limiter from WithLimiterFunc books at most its own
 // MaxWait. Default: no request waits. It does not combine with
-// WithDryRun (construction panics).
+// WithDryRun or WithAlso (construction panics).
 func WithDelay(max time.Duration) Option {
 	if max <= 0 {
 		panic(fmt.Sprintf("nethttp: WithDelay(%v): the wait must be positive", max))
@@ -30,13 +30,17 @@ func WithDelay(max time.Duration) Option {
 }
 
 // checkDelay panics when WithDelay's wait exceeds the MaxWait of one of
-// the limiters the Gate knows (l, and limiters), or comes with WithDryRun.
+// the limiters the Gate knows (l, and limiters), or comes with WithDryRun
+// or WithAlso.
 func (c *config) checkDelay(limiters ...*core.Limiter) {
 	if c.delay == 0 {
 		return
 	}
 	if c.dryRun {
 		panic("nethttp: WithDelay does not combine with WithDryRun: a dry run must not hold requests")
+	}
+	if c.also != nil {
+		panic("nethttp: WithDelay does not combine with WithAlso: a booking holds one key's tokens, not several")
 	}
 	for _, l := range limiters {
 		if most := corehook.MaxWait(l); c.delay > most {
@@ -46,21 +50,12 @@ func (c *config) checkDelay(limiters ...*core.Limiter) {
 }
 
 // shape turns denied, a refusal of r's request (c.n tokens of c.key under
-// c.lim, and c.limit when WithLimitFunc decided it) that would be served within
-// WithDelay's wait, into a booking and waits for it. It returns the
-// Result to send: the booking's, allowed, after the wait; or a refusal
-// when the booking could not be made (others booked first) or the client
-// went away.
+// c.lim) that would be served within WithDelay's wait, into a booking and
+// waits for it. It returns the Result to send: the booking's, allowed,
+// after the wait; or a refusal when the booking could not be made (others
+// booked first) or the client went away.
 func (g *Gate) shape(ctx context.Context, r *http.Request, c charge, denied core.Result) core.Result {
-	lim := c.lim
-	if c.perRequest {
-		v, err := lim.With(c.limit)
-		if err != nil {
-			return denied
-		}
-		lim = v
-	}
-	rv, err := corehook.ReserveWithin(lim, ctx, c.key, c.n, g.delay)
+	rv, err := corehook.ReserveWithin(c.lim, ctx, c.key, c.n, g.delay)
 	if err != nil {
 		return denied
 	}

@@ -1,7 +1,6 @@
 package nethttp
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,11 +77,11 @@ func (rt Router) NewGate(l *core.Limiter, opts ...Option) *Gate {
 	}
 	g.table = newRouteTable(g.routes)
 	g.checkDelay(l)
-	g.headers = map[*core.Limiter]*policyHeaders{l: limiterHeaders(l)}
+	g.headers = map[*core.Limiter]*policyHeaders{l: g.limiterHeaders(l)}
 	for _, rl := range g.routes {
 		g.checkDelay(rl)
 		if g.headers[rl] == nil {
-			g.headers[rl] = limiterHeaders(rl)
+			g.headers[rl] = g.limiterHeaders(rl)
 		}
 	}
 	g.routes = nil // in g.table
@@ -261,6 +260,13 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	if key == "" {
 		return g.fail(w, r, policyOf(g.def), errEmptyKey), charge{}
 	}
+	var checks []core.Check // WithAlso's, after the Gate's own
+	if g.also != nil {
+		var policy core.Result
+		if checks, policy, err = g.alsoKeys(r); err != nil {
+			return g.fail(w, r, policy, err), charge{}
+		}
+	}
 	lim, routed := g.limiterFor(r, route)
 	n := 1
 	if g.cost != nil {
@@ -270,30 +276,45 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	if g.dryRun {
 		ctx = core.WithDryRun(ctx) // metrics say "would deny", never "denied"
 	}
-	var res core.Result
-	var limit core.Limit
-	perRequest := g.limitOf != nil && !routed // a route's own limit is never replaced
+	// dl decides: lim, or lim under WithLimitFunc's limit (never a
+	// route's: its own limit is never replaced).
+	dl, perRequest := lim, g.limitOf != nil && !routed
 	if perRequest {
-		limit, res, err = g.allowLimit(ctx, r, lim, key, n)
-	} else {
-		res, err = lim.AllowN(ctx, key, n)
+		limit, err := g.limitOf(r)
+		if err == nil {
+			dl, err = lim.With(limit)
+		}
+		if err != nil {
+			return g.fail(w, r, policyOf(lim), &limitError{err}), charge{}
+		}
+	}
+	var res core.Result
+	degraded := false // a check of several was degraded
+	if checks != nil {
+		res, degraded, err = g.allowAll(ctx, checks, dl, key, n)
+	} else if res, err = dl.AllowN(ctx, key, n); err != nil && perRequest {
+		err = &limitError{err}
 	}
 	if err != nil {
 		return g.fail(w, r, policyOf(lim), err), charge{}
 	}
-	c := charge{lim: lim, key: key, n: n, limit: limit, perRequest: perRequest}
+	c := charge{lim: dl, key: key, n: n}
+	if checks != nil {
+		c.also = checks[1:]
+	}
 	if g.delay > 0 && !res.Allowed && !res.Degraded && res.RetryAfter <= g.delay {
 		res = g.shape(ctx, r, c, res) // WithDelay: delay.go
 	}
+	degraded = degraded || res.Degraded
 	if g.observe != nil {
 		g.observe(r, res, nil, g.dryRun)
 	}
 	h := w.Header()
-	if !res.Degraded && g.style != HeadersNone {
+	if !degraded && g.style != HeadersNone {
 		setRateLimit(h, g.style, g.headersFor(lim), &res, g.now)
 	}
 	if res.Allowed || g.dryRun {
-		if g.countIf != nil && res.Allowed && !res.Degraded && !g.dryRun {
+		if g.countIf != nil && res.Allowed && !degraded && !g.dryRun {
 			return true, c
 		}
 		return true, charge{}
@@ -301,19 +322,6 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	setRetryAfter(h, &res)
 	g.deny(w, r, res)
 	return false, charge{}
-}
-
-// allowLimit decides r under the limit WithLimitFunc gives it.
-func (g *Gate) allowLimit(ctx context.Context, r *http.Request, lim *core.Limiter, key string, n int) (core.Limit, core.Result, error) {
-	limit, err := g.limitOf(r)
-	if err != nil {
-		return limit, core.Result{}, &limitError{err}
-	}
-	res, err := lim.AllowLimit(ctx, key, n, limit)
-	if err != nil {
-		return limit, core.Result{}, &limitError{err}
-	}
-	return limit, res, nil
 }
 
 // fail handles a request that could not be decided; policy names the
@@ -364,7 +372,7 @@ func (g *Gate) headersFor(lim *core.Limiter) *policyHeaders {
 	if g.dynamicCount.Add(1) > maxDynamic {
 		return nil
 	}
-	v, _ := g.dynamic.LoadOrStore(lim, limiterHeaders(lim))
+	v, _ := g.dynamic.LoadOrStore(lim, g.limiterHeaders(lim))
 	return v.(*policyHeaders)
 }
 

@@ -279,7 +279,7 @@ func setRateLimit(h http.Header, style HeaderStyle, ph *policyHeaders, res *core
 		m = ph.multiFor(res.Policies)
 		binding = nil
 		for i, e := range m.each {
-			if e.name == res.Name {
+			if e.matches(res.Name, res.Limit) {
 				binding, bindingAt = e, i
 				break
 			}

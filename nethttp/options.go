@@ -39,6 +39,7 @@ type config struct {
 	countIf func(*http.Request, int) bool
 	limitOf func(*http.Request) (core.Limit, error)
 	delay   time.Duration // WithDelay
+	also    []alsoCheck   // WithAlso
 }
 
 // WithKey sets how a request is turned into the key of its bucket. Default

@@ -52,7 +52,8 @@ func Transport(l *core.Limiter, base http.RoundTripper, opts ...Option) http.Rou
 		o(&c)
 	}
 	if c.deny != nil || c.onError != nil || c.observe != nil || c.style != 0 || c.dryRun || c.pick != nil ||
-		c.routes != nil || c.mux != nil || c.now != nil || c.logger != nil || c.countIf != nil || c.delay != 0 {
+		c.routes != nil || c.mux != nil || c.now != nil || c.logger != nil || c.countIf != nil || c.delay != 0 ||
+		c.also != nil {
 		panic("nethttp: Transport takes only WithKey, WithCost, WithSkip and WithLimitFunc")
 	}
 	return &transport{l: l, base: base, key: c.key, cost: c.cost, skip: c.skip, limitOf: c.limitOf}
