@@ -39,6 +39,7 @@ func withClock(now func() time.Time) nethttp.Option {
 type env struct {
 	t   *testing.T
 	clk *limitertest.Clock
+	mem core.Store // shared: see shared
 }
 
 // limiter returns a limiter of lim on a memory store reading the clock.
