@@ -32,8 +32,8 @@ import (
 //
 // The options are WithKey, WithSkip, WithDryRun (every call goes on; a
 // refused one holds no slot), WithObserver, WithHeaders and WithLogger.
-// WithCost and WithMethods do not apply to an in-flight limit: it panics
-// when given one, as it does when c or an option is nil.
+// WithCost, WithMethods and WithAlso do not apply to an in-flight limit:
+// it panics when given one, as it does when c or an option is nil.
 func ConcurrencyUnaryServerInterceptor(c *core.Concurrency, opts ...Option) grpc.UnaryServerInterceptor {
 	in := newConcurrencyInterceptor(c, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -85,6 +85,8 @@ func newConcurrencyInterceptor(c *core.Concurrency, opts []Option) *concurrencyI
 		panic("grpc: WithCost does not apply to an in-flight limit")
 	case in.methods != nil:
 		panic("grpc: WithMethods does not apply to an in-flight limit: WithSkip limits some methods only")
+	case in.also != nil:
+		panic("grpc: WithAlso does not apply to an in-flight limit")
 	}
 	in.fields = nethttp.NewConcurrencyFields(c, in.style)
 	return in

@@ -150,18 +150,33 @@ func (in *rateInterceptor) decide(ctx context.Context, fullMethod string) (metad
 	if skip || err != nil {
 		return nil, err
 	}
+	var checks []core.Check // WithAlso's, after the interceptor's own
+	if in.also != nil {
+		if checks, err = in.alsoKeys(ctx, fullMethod); checks == nil {
+			return nil, err
+		}
+	}
 	n := 1
 	if in.cost != nil {
 		n = in.cost(ctx, fullMethod)
 	}
-	res, err := lim.AllowN(ctx, key, n)
+	var res core.Result
+	degraded := false // a check of several was degraded
+	if checks != nil {
+		res, degraded, err = allowAll(ctx, checks, lim, key, n)
+	} else {
+		res, err = lim.AllowN(ctx, key, n)
+	}
 	if err != nil {
 		return nil, in.fail(ctx, fullMethod, policy, err)
 	}
 	if in.observe != nil {
 		in.observe(ctx, fullMethod, res, nil, in.dryRun)
 	}
-	md := in.metadata(in.fields[lim], res)
+	var md metadata.MD
+	if !degraded {
+		md = in.metadata(in.fields[lim], res)
+	}
 	if res.Allowed || in.dryRun {
 		return md, nil
 	}

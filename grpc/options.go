@@ -25,6 +25,13 @@ type config struct {
 	style   HeaderStyle
 	dryRun  bool
 	logger  *slog.Logger
+	also    []alsoCheck // WithAlso
+}
+
+// alsoCheck is one WithAlso.
+type alsoCheck struct {
+	lim *core.Limiter
+	key KeyFunc
 }
 
 // HeaderStyle selects the rate-limit fields sent as response header
@@ -111,6 +118,22 @@ func WithMethods(methods map[string]*core.Limiter) Option {
 		}
 		maps.Copy(c.methods, methods)
 	}
+}
+
+// WithAlso limits each call by l too, on the key that key gives (the
+// tenant in a metadata field, or a constant "*" for a global ceiling), in
+// the same core.AllowAll call as the interceptor's own decision: all or
+// nothing, one store round trip; several WithAlso add several checks, on
+// the store of the interceptor's limiters. As nethttp.WithAlso: every
+// check takes the call's cost; the metadata describes the binding result
+// and ratelimit-policy lists every check's policies; RetryInfo is the
+// binding one's; a key function that fails is a key error as WithKey's,
+// taking nothing. The in-flight interceptors panic when given it, as
+// WithAlso does when l or key is nil.
+func WithAlso(l *core.Limiter, key KeyFunc) Option {
+	mustNotBeNil(l == nil, "WithAlso")
+	mustNotBeNil(key == nil, "WithAlso")
+	return func(c *config) { c.also = append(c.also, alsoCheck{lim: l, key: key}) }
 }
 
 // WithHeaders selects the rate-limit fields sent as response header
