@@ -23,6 +23,7 @@ import (
 // "2;w=1, 5;w=3600", or with HeadersDraft11
 // `"2-per-1s";q=2;w=1, "hourly";q=5;w=3600`; draft-11's RateLimit field
 // then has an item per limit: `"2-per-1s";r=1;t=1, "hourly";r=4;t=720`.
+// Likewise for the limiters WithAlso decides with the middleware's.
 type HeaderStyle int
 
 const (
