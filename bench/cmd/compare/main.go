@@ -68,8 +68,8 @@ func main() {
 	flag.IntVar(&c.oaPer, "oa-goroutines", 4, "goroutines per instance in the over-admission runs")
 	flag.DurationVar(&c.oaPause, "oa-pause", 0, "pause between one goroutine's requests in the over-admission runs (0: closed loop)")
 	flag.DurationVar(&c.timeout, "timeout", 0, "ratelimit's Config.Timeout in the throughput runs (0: its 50ms default, as DESIGN §8 asks); over-admission also runs a row with the default")
-	flag.StringVar(&c.sections, "only", "redis,memory,admission,autopipeline,rtt,flood,cluster,waiting",
-		"sections to run, comma-separated: redis, memory, admission, autopipeline, rtt (through a latency proxy), flood (hot key at +30ms), cluster (a 3-primary Redis Cluster of its own), waiting (instances sharing an upstream)")
+	flag.StringVar(&c.sections, "only", "redis,memory,admission,autopipeline,rtt,flood,cluster,waiting,across",
+		"sections to run, comma-separated: redis, memory, admission, autopipeline, rtt (through a latency proxy), flood (hot key at +30ms), cluster (a 3-primary Redis Cluster of its own), waiting (instances sharing an upstream), across (three limits per request: WithAlso vs chained middlewares)")
 	rtt := flag.String("rtt", "0ms,5ms,30ms", "latencies the rtt section's proxy adds to every reply, comma-separated")
 	flag.DurationVar(&c.floodLatency, "flood-latency", 30*time.Millisecond, "latency the flood section's proxy adds to every reply")
 	flag.IntVar(&c.floodConc, "flood-goroutines", 64, "goroutines flooding the hot key")
@@ -174,6 +174,12 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	if want("waiting") {
 		if err := waiting(ctx, out, c); err != nil {
+			return err
+		}
+	}
+	if want("across") {
+		r.Env.Timeout = c.timeout
+		if err := acrossKeys(ctx, out, c, r); err != nil {
 			return err
 		}
 	}
