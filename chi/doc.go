@@ -17,8 +17,8 @@
 // Option is nethttp.Option, and every With function of nethttp has its
 // twin here (WithKey, WithCost, WithSkip, WithDryRun, WithHeaders,
 // WithDenyHandler, WithErrorHandler, WithObserver, WithLimiterFunc,
-// WithLimitFunc,
-// WithRoutes, WithCountIf, WithLogger, WithDelay); nethttp's own work as well. A user kept in the
+// WithLimitFunc, WithRoutes, WithCountIf, WithLogger, WithDelay,
+// WithAlso); nethttp's own work as well. A user kept in the
 // request context by an authentication middleware is a key through
 // keyfuncs.ContextUser or keyfuncs.ContextValue.
 //

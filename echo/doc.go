@@ -18,8 +18,8 @@
 // Option is nethttp.Option, and every With function of nethttp has its
 // twin here (WithKey, WithCost, WithSkip, WithDryRun, WithHeaders,
 // WithDenyHandler, WithErrorHandler, WithObserver, WithLimiterFunc,
-// WithLimitFunc,
-// WithRoutes, WithCountIf, WithLogger, WithDelay); nethttp's own work as well.
+// WithLimitFunc, WithRoutes, WithCountIf, WithLogger, WithDelay,
+// WithAlso); nethttp's own work as well.
 //
 // The default key is keyfuncs.IP(), RemoteAddr only. echo's c.RealIP()
 // believes X-Forwarded-For and X-Real-IP from any client unless

@@ -295,6 +295,24 @@ func TestWithAlsoWithOptions(t *testing.T) {
 				w.Code, remaining(t, s.client, "user:1"), remaining(t, s.tenant, "acme"))
 		}
 	})
+	t.Run("preflight", func(t *testing.T) {
+		t.Parallel()
+		s := newAlsoSetup(t)
+		mux := http.NewServeMux()
+		mux.Handle("GET /", okHandler)
+		h := Middleware(s.client, WithAlso(s.tenant, tenantKey))(mux)
+		r := httptest.NewRequest(http.MethodOptions, "/", nil)
+		r.RemoteAddr = "192.0.2.1:1234"
+		r.Header.Set("Origin", "https://app.example")
+		r.Header.Set("Access-Control-Request-Method", "GET")
+		r.Header.Set("X-Tenant", "acme")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if len(rateLimitFields(w.Header())) != 0 || remaining(t, s.client, "192.0.2.1") != 3 || remaining(t, s.tenant, "acme") != 5 {
+			t.Errorf("a preflight no route serves: fields %v, client %d, tenant %d left; want none, 3, 5",
+				rateLimitFields(w.Header()), remaining(t, s.client, "192.0.2.1"), remaining(t, s.tenant, "acme"))
+		}
+	})
 	t.Run("empty key", func(t *testing.T) {
 		t.Parallel()
 		s := newAlsoSetup(t)
