@@ -57,8 +57,9 @@
 //
 // A stream is decided once, when it opens: its messages spend nothing.
 // Per-method limits (WithMethods) go by full method name, skipped calls
-// (WithSkip, health checks) spend nothing, and WithCost, WithDryRun and
-// WithObserver work as in package nethttp.
+// (WithSkip, health checks) spend nothing, and WithCost, WithDryRun,
+// WithObserver and WithAlso (another limiter on another key, decided with
+// the call's own in one core.AllowAll) work as in package nethttp.
 //
 // ConcurrencyUnaryServerInterceptor and ConcurrencyStreamServerInterceptor
 // limit calls in flight instead (core.Concurrency): a call or stream holds
