@@ -2,9 +2,33 @@ package grpc
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/sluicehq/ratelimit/core"
 )
+
+// alsoError is core.AllowAll's error for a call's checks: limiters on
+// different stores, or one bucket under two limits. Its text may quote a
+// key: loggable leaves it out.
+type alsoError struct{ err error }
+
+func (e *alsoError) Error() string { return "grpc: WithAlso: " + e.err.Error() }
+func (e *alsoError) Unwrap() error { return e.err }
+
+// costError is AllowN's error for a cost n that lim could never allow,
+// or nil. AllowAll refuses such a check instead, as a call over its
+// limit; WithCost's bug must be codes.Internal, whatever the check.
+func costError(lim *core.Limiter, n int) error {
+	if n < 1 {
+		return fmt.Errorf("%w (got %d)", core.ErrInvalidCost, n)
+	}
+	for _, nl := range lim.Limits() {
+		if c := nl.Limit.Capacity(); n > c {
+			return fmt.Errorf("%w (cost %d, burst %d of %q)", core.ErrCostTooHigh, n, c, nl.Name)
+		}
+	}
+	return nil
+}
 
 // alsoKeys returns the checks of a call to fullMethod: a first one for
 // the interceptor's own (to be filled in), then one per WithAlso with its
@@ -35,11 +59,14 @@ func (in *rateInterceptor) alsoKeys(ctx context.Context, fullMethod string) ([]c
 func allowAll(ctx context.Context, checks []core.Check, lim *core.Limiter, key string, n int) (core.Result, bool, error) {
 	checks[0] = core.Check{Limiter: lim, Key: key}
 	for i := range checks {
+		if err := costError(checks[i].Limiter, n); err != nil {
+			return core.Result{}, false, err
+		}
 		checks[i].N = n
 	}
 	res, each, err := core.AllowAll(ctx, checks...)
 	if err != nil {
-		return core.Result{}, false, err
+		return core.Result{}, false, &alsoError{err}
 	}
 	degraded := false
 	ps := make([]core.PolicyResult, 0, len(each))

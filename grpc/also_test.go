@@ -101,3 +101,20 @@ func TestWithAlsoConcurrencyPanics(t *testing.T) {
 	}()
 	ratelimit.ConcurrencyUnaryServerInterceptor(c, ratelimit.WithAlso(tenant, ratelimit.Metadata("x-tenant")))
 }
+
+// TestWithAlsoCost: a cost a WithAlso limiter can never allow is
+// WithCost's bug, codes.Internal, as for the interceptor's own limiter;
+// nothing is taken.
+func TestWithAlsoCost(t *testing.T) {
+	t.Parallel()
+	peer, tenant := alsoLimiters(t)
+	client := ratelimit.Metadata("x-client")
+	s := serveBoth(t, both(peer, ratelimit.WithKey(client), ratelimit.WithAlso(tenant, ratelimit.Metadata("x-tenant")),
+		ratelimit.WithCost(func(context.Context, string) int { return 3 }))) // the tenant's burst is 2
+	if got := s.check(t, "x-client", "a", "x-tenant", "acme").code(); got != codes.Internal {
+		t.Errorf("cost 3 over the tenant's burst: %v, want Internal", got)
+	}
+	if got := remainingOf(t, peer, client, "x-client", "a"); got != 3 {
+		t.Errorf("client a: %d left, want 3", got)
+	}
+}

@@ -256,6 +256,10 @@ func (in *interceptor) logFailure(err error) {
 // a KeyFunc of the user's may put what the client sent in its text. A
 // cost error is core's own text.
 func loggable(err error) string {
+	var ae *alsoError
+	if errors.As(err, &ae) {
+		return "grpc: WithAlso: the call's checks cannot be decided together (core.AllowAll: limiters on different stores, or one key under two limits of one Name)"
+	}
 	var ke *keyError
 	if !errors.As(err, &ke) {
 		return err.Error()

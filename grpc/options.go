@@ -125,7 +125,8 @@ func WithMethods(methods map[string]*core.Limiter) Option {
 // the same core.AllowAll call as the interceptor's own decision: all or
 // nothing, one store round trip; several WithAlso add several checks, on
 // the store of the interceptor's limiters. As nethttp.WithAlso: every
-// check takes the call's cost; the metadata describes the binding result
+// check takes the call's cost (one some check could never allow is
+// codes.Internal, as WithCost says); the metadata describes the binding result
 // and ratelimit-policy lists every check's policies; RetryInfo is the
 // binding one's; a key function that fails is a key error as WithKey's,
 // taking nothing. The in-flight interceptors panic when given it, as

@@ -2,6 +2,7 @@ package nethttp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/sluicehq/ratelimit/core"
@@ -16,12 +17,14 @@ import (
 // limiter must use the store of the middleware's (core.AllowAll's rule;
 // a request decided across two stores gets the ErrorHandler's 500).
 //
-// Every check takes the request's cost (WithCost). The own check is the
-// middleware's as always (WithRoutes, WithLimiterFunc, WithLimitFunc
-// choose it); a WithAlso check keeps l's limit. The header fields
-// describe the binding result (the refusing check with the longest wait,
-// else the one with the fewest tokens left for its burst): RateLimit-Limit,
-// -Remaining and -Reset, X-RateLimit-* and Retry-After are its;
+// Every check takes the request's cost (WithCost); a cost some check's
+// limiter could never allow is WithCost's bug, the ErrorHandler's 500, as
+// without WithAlso. The own check is the middleware's as always
+// (WithRoutes, WithLimiterFunc, WithLimitFunc choose it); a WithAlso
+// check keeps l's limit. The header fields describe the binding result
+// (the refusing check with the longest wait, else the one with the fewest
+// tokens left for its burst): RateLimit-Limit, -Remaining and -Reset,
+// X-RateLimit-* and Retry-After are its;
 // RateLimit-Policy lists every check's policies (draft-06 one per quota,
 // as the draft requires), and draft-11's RateLimit has an item for each.
 // A decision any of whose checks the store could not make (Degraded)
@@ -45,6 +48,34 @@ func WithAlso(l *core.Limiter, key keyfuncs.KeyFunc) Option {
 type alsoCheck struct {
 	lim *core.Limiter
 	key keyfuncs.KeyFunc
+}
+
+// alsoError is core.AllowAll's error for a request's checks: limiters on
+// different stores, or one bucket under two limits.
+type alsoError struct{ err error }
+
+func (e *alsoError) Error() string { return "nethttp: WithAlso: " + e.err.Error() }
+func (e *alsoError) Unwrap() error { return e.err }
+
+// loggable is e's text without what a client sent: AllowAll's error may
+// quote a key.
+func (e *alsoError) loggable() string {
+	return "nethttp: WithAlso: the request's checks cannot be decided together (core.AllowAll: limiters on different stores, or one key under two limits of one Name)"
+}
+
+// costError is AllowN's error for a cost n that lim could never allow,
+// or nil. AllowAll refuses such a check instead, as a request over its
+// limit; WithCost's bug must be the ErrorHandler's, whatever the check.
+func costError(lim *core.Limiter, n int) error {
+	if n < 1 {
+		return fmt.Errorf("%w (got %d)", core.ErrInvalidCost, n)
+	}
+	for _, nl := range lim.Limits() {
+		if c := nl.Limit.Capacity(); n > c {
+			return fmt.Errorf("%w (cost %d, burst %d of %q)", core.ErrCostTooHigh, n, c, nl.Name)
+		}
+	}
+	return nil
 }
 
 // alsoKeys returns the checks of r: a first one for the Gate's own (to
@@ -72,11 +103,14 @@ func (g *Gate) alsoKeys(r *http.Request) ([]core.Check, core.Result, error) {
 func (g *Gate) allowAll(ctx context.Context, checks []core.Check, lim *core.Limiter, key string, n int) (core.Result, bool, error) {
 	checks[0] = core.Check{Limiter: lim, Key: key}
 	for i := range checks {
+		if err := costError(checks[i].Limiter, n); err != nil {
+			return core.Result{}, false, err
+		}
 		checks[i].N = n
 	}
 	res, each, err := core.AllowAll(ctx, checks...)
 	if err != nil {
-		return core.Result{}, false, err
+		return core.Result{}, false, &alsoError{err}
 	}
 	degraded := false
 	ps := make([]core.PolicyResult, 0, len(each)+1)

@@ -313,6 +313,24 @@ func TestWithAlsoWithOptions(t *testing.T) {
 				rateLimitFields(w.Header()), remaining(t, s.client, "192.0.2.1"), remaining(t, s.tenant, "acme"))
 		}
 	})
+	t.Run("cost", func(t *testing.T) {
+		t.Parallel()
+		s := newAlsoSetup(t)
+		for _, n := range []int{0, 4, 6} { // 4: above the client's burst of 3; 6: above the tenant's 5
+			var got error
+			h := Middleware(s.client, WithAlso(s.tenant, tenantKey), WithCost(func(*http.Request) int { return n }),
+				WithObserver(func(_ *http.Request, _ core.Result, err error, _ bool) { got = err }))(okHandler)
+			if w := getFrom(h, "192.0.2.1", "acme"); w.Code != http.StatusInternalServerError {
+				t.Errorf("cost %d: %d, want WithCost's bug, 500", n, w.Code)
+			}
+			if !errors.Is(got, core.ErrInvalidCost) && !errors.Is(got, core.ErrCostTooHigh) {
+				t.Errorf("cost %d: observed %v, want AllowN's error", n, got)
+			}
+		}
+		if remaining(t, s.client, "192.0.2.1") != 3 || remaining(t, s.tenant, "acme") != 5 {
+			t.Error("an invalid cost took tokens")
+		}
+	})
 	t.Run("empty key", func(t *testing.T) {
 		t.Parallel()
 		s := newAlsoSetup(t)

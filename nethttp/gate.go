@@ -391,10 +391,13 @@ func (g *Gate) logFailure(err error) {
 		return
 	}
 	var le *limitError
+	var ae *alsoError
 	kind := "cost"
 	switch {
 	case errors.Is(err, ErrKey):
 		kind = "key"
+	case errors.As(err, &ae):
+		kind = "checks"
 	case errors.As(err, &le):
 		kind = "limit"
 	case err == errEmptyKey:
@@ -430,6 +433,10 @@ func loggable(err error) string {
 			}
 		}
 		return ErrKey.Error() + ": the key function failed (" + typeName(ke.err) + "; its text is not logged: it may carry what the client sent)"
+	}
+	var ae *alsoError
+	if errors.As(err, &ae) {
+		return ae.loggable()
 	}
 	var le *limitError
 	if errors.As(err, &le) && !errors.Is(le.err, core.ErrInvalidLimit) && !errors.Is(le.err, core.ErrCostTooHigh) {
