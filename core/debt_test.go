@@ -33,6 +33,9 @@ type debtStep struct {
 	nocheck bool // a cancel or pause: nothing to check
 }
 
+// slower is a limit slower than debtCases' own.
+var slower = core.Limit{Rate: 3, Period: 2 * time.Second}
+
 var debtCases = []struct {
 	name    string
 	limit   core.Limit
@@ -82,6 +85,22 @@ var debtCases = []struct {
 		// full in 1.5 s.
 		{lim: core.PerSecond(20), op: "take", allow: false, rem: 0, retry: 550 * time.Millisecond, reset: 1500 * time.Millisecond},
 		{wait: 550 * time.Millisecond, lim: core.PerSecond(20), op: "take", allow: true, rem: 0, reset: time.Second},
+	}},
+	// A debt read under another limit (issue 44: the memory store
+	// announced 3m20s here, the script 3.98s, and both admitted at
+	// 3.98s). Of the two readings the larger holds (DESIGN §3): the limit
+	// that wrote the debt repays it at its own rate, so a pause of 3s
+	// written at 100 a second lasts about 3s for a reader at 1.5 a second
+	// too, not the 200s its 300 tokens take at 1.5 a second.
+	{"a debt read under another limit", core.PerSecond(100), 0, false, []debtStep{
+		{op: "pause", pause: 3 * time.Second, nocheck: true},
+		// Admitted when 98 of 100 are back under the writer: 2 spent of 3.
+		{lim: slower, op: "take", allow: false, rem: 0, retry: 3980 * time.Millisecond, reset: 4 * time.Second},
+	}},
+	{"a debt read under another limit, repaid", core.PerSecond(100), 0, true, []debtStep{
+		{op: "pause", pause: 3 * time.Second, nocheck: true},
+		{wait: 3970 * time.Millisecond, lim: slower, op: "take", allow: false, rem: 0, retry: 10 * time.Millisecond, reset: 30 * time.Millisecond},
+		{wait: 10 * time.Millisecond, lim: slower, op: "take", allow: true, rem: 0, reset: 2 * time.Second},
 	}},
 	// Default MaxWait 0: nothing is booked ahead.
 	{"book, owe and cancel on a moving clock", core.PerSecond(10), time.Second, false, []debtStep{
@@ -367,5 +386,56 @@ func TestLoweredLimitDenialWritesNothing(t *testing.T) {
 	}
 	if after, _ := c.Get(ctx, s.Key("conf", "k")).Result(); after != before || len(m.Keys()) != keys {
 		t.Fatalf("the denial wrote: %q → %q, %d → %d keys", before, after, keys, len(m.Keys()))
+	}
+}
+
+// A debt written under one limit is read alike by every store under
+// another limit of the same name: the waits announced, and the time
+// the first request is admitted (issue 44).
+func TestDebtUnderAnotherLimitStoresAgree(t *testing.T) {
+	lims := []core.Limit{core.PerSecond(1), core.PerSecond(100), core.PerMinute(3), core.PerDay(123457), core.PerSecond(1).WithBurst(20)}
+	ctx := context.Background()
+	for _, a := range lims {
+		for _, b := range lims {
+			for _, op := range []string{"charge", "pause", "reserve"} {
+				var got [2]string
+				for i, storeName := range []string{"memory", "miniredis"} {
+					s := stores(t)[storeName](t)
+					l, err := core.New(core.Config{Store: s.store, Limit: a, Name: "conf", FailMode: core.FailClosed, MaxWait: 10 * time.Second, Timeout: 5 * time.Second, DenyCacheSize: -1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					switch op {
+					case "charge":
+						_, err = l.Charge(ctx, "k", 1e6)
+					case "pause":
+						corehook.Pause(l, ctx, "k", 200*time.Second)
+					case "reserve":
+						_, err = l.ReserveN(ctx, "k", a.Rate)
+						if err == nil {
+							_, err = l.ReserveN(ctx, "k", a.Rate)
+						}
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					v, err := l.With(b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					s.advance(time.Millisecond)
+					first, _ := v.AllowN(ctx, "k", 1)
+					s.advance(first.RetryAfter)
+					then, _ := v.AllowN(ctx, "k", 1)
+					if !first.Allowed && !then.Allowed {
+						t.Errorf("%s: %v under %v after a %s: refused at the RetryAfter announced (%v)", storeName, a, b, op, first.RetryAfter)
+					}
+					got[i] = fmt.Sprintf("retry %v reset %v, then allowed=%v", first.RetryAfter, first.ResetAfter, then.Allowed)
+				}
+				if got[0] != got[1] {
+					t.Errorf("%v under %v after a %s: memory %s; Redis %s", a, b, op, got[0], got[1])
+				}
+			}
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package bucket
 
-import "unique"
+import (
+	"math"
+	"unique"
+)
 
 // memTable is one Table shard's buckets, keyed by (policy name,
 // subject): the buckets in slots, in the order they were made, and an
@@ -197,9 +200,9 @@ type memBucket struct {
 // under its own policy to now, then carried into p (see carry); and b as
 // it was at its stamp, carried, then refilled at p's own rate since (st):
 // the clamped state p refills from, whether or not p's decisions wrote
-// anything. own is then the units under b's own policy, else -1. ahead
-// reports a bucket stamped in a later tick than now (an injected clock
-// moved back): it is read as of its stamp.
+// anything. own is then the units under b's own policy (below 0 when it
+// owes), else notKept. ahead reports a bucket stamped in a later tick
+// than now (an injected clock moved back): it is read as of its stamp.
 func (b *memBucket) read(p *Policy, hp unique.Handle[policyShape], now int64) (tokens, own, st int64, ahead bool) {
 	if b.shape == hp {
 		if p.Tick == 1 {
@@ -207,7 +210,7 @@ func (b *memBucket) read(p *Policy, hp unique.Handle[policyShape], now int64) (t
 		} else {
 			ahead = b.ts/p.Tick > now/p.Tick
 		}
-		return p.refill(b.units, b.ts, now), -1, 0, ahead
+		return p.refill(b.units, b.ts, now), notKept, 0, ahead
 	}
 	sp := b.shape.Value()
 	old := sp.policy()
@@ -216,6 +219,10 @@ func (b *memBucket) read(p *Policy, hp unique.Handle[policyShape], now int64) (t
 	st = p.refill(carry(p, &sp, b.units), b.ts, max(now, b.ts))
 	return max(tokens, st), own, st, b.ts/sp.tick > now/sp.tick
 }
+
+// notKept is read's own for a bucket in the policy that reads it: no
+// units count can be it (a debt stays above -2^53).
+const notKept int64 = math.MinInt64
 
 // restamp moves a bucket stamped ahead of now back to now, holding what it
 // was read with (its units, at most its capacity) under its own policy: a

@@ -168,7 +168,7 @@ func (s *Table) Take1(subject string, n int, p *Policy) Decision {
 	// One lookup: buckets are updated in place.
 	h, hp := keyHash(hs, k), k.shape
 	var b *memBucket
-	tokens, own, st, ahead := p.Capacity, int64(-1), int64(0), false
+	tokens, own, st, ahead := p.Capacity, notKept, int64(0), false
 	if i, ok := sh.find(h, k.name, subject); ok {
 		b = &sh.slots[i].memBucket
 		now = s.recheck(b.ts, now)
@@ -194,14 +194,14 @@ func (s *Table) Take1(subject string, n int, p *Policy) Decision {
 		return d
 	}
 	var kept policyShape
-	if own >= 0 {
+	if own != notKept {
 		kept = b.shape.Value()
 	}
 	if ahead {
 		b.restamp(now)
 	}
 	sh.mu.Unlock()
-	if own >= 0 {
+	if own != notKept {
 		return p.decideKept(&kept, own, st, tokens, n, now)
 	}
 	d, _ := p.decide(tokens, n, false, now)
@@ -225,7 +225,7 @@ type memRead struct {
 	hash   uint64
 	key    memKey
 	tokens int64 // under the policy decided
-	own    int64 // under the bucket's own policy when another, else -1
+	own    int64 // under the bucket's own policy when another, else notKept
 	st     int64 // when own ≥ 0: read from the bucket's stamp (see memBucket.read)
 	shape  unique.Handle[policyShape]
 	ahead  bool
@@ -260,7 +260,7 @@ func (sh *memShard) applyMany(s *Table, hs uint64, a *Ask, now int64) Outcome {
 			d, _ = p.decide(left+need, n, true, now) // takes need: leaves left
 		case write:
 			d, left = p.decide(r.tokens, n, true, now)
-		case r.own < 0:
+		case r.own == notKept:
 			d, _ = p.decide(r.tokens, n, false, now)
 		default:
 			sp := r.shape.Value()
@@ -326,7 +326,7 @@ func (sh *memShard) applyWait(s *Table, hs uint64, a *Ask, now int64) Outcome {
 			d, _ = p.decide(left, 0, true, now) // the bucket as left
 			d.RetryAfter = wait
 			sh.put(s, r.hash, &r.key, a.Subj, left, now)
-		case r.own < 0:
+		case r.own == notKept:
 			d, _ = p.decide(r.tokens, n, false, now)
 		default:
 			sp := r.shape.Value()
@@ -367,7 +367,7 @@ func (sh *memShard) readAll(s *Table, hs uint64, a *Ask, reads []memRead, now in
 	for i := 0; i < len(policies); i++ {
 		p := &policies[i]
 		k := memKeyOf(p)
-		r := memRead{hash: keyHash(hs, &k), key: k, tokens: p.Capacity, own: -1}
+		r := memRead{hash: keyHash(hs, &k), key: k, tokens: p.Capacity, own: notKept}
 		if b := sh.lookup(r.hash, k.name, subject); b != nil {
 			if !rechecked && b.ts > now {
 				// Every policy is decided at one time: start again.
