@@ -40,8 +40,7 @@ func (*dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // settings; with ContextTimeoutEnabled the first call, sent on its
 // caller's goroutine while calls were fast, costs its connection (and
 // its replacement's dial). A decision that finds every connection busy
-// has a few opened ahead (up to 4 at once, the transport's maxDialing),
-// and they stay open: at most 8 in all.
+// has connections opened ahead, and they stay open: at most 8 in all.
 func TestLoneCallsNearTimeoutKeepConnections(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a second of calls through a latency proxy")

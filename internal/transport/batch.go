@@ -30,11 +30,11 @@ import (
 // A cold pool (a deploy, a scale-up mid-flood) is not an outage (DESIGN
 // §4): a new connection costs a dial and HELLO, round trips that the
 // requests waiting may not have. A carrier needed while calls are in
-// flight on every open connection opens one first (a PING; a few at
-// once, see maxDialing) and only then takes what waits; until then the
-// calls in flight take it when they are back. So the connections a load
-// needs open ahead of it, and no request waits for a dial while another
-// call can carry it.
+// flight on every open connection opens one first (a PING) and only
+// then takes what waits; until then the calls in flight take it when
+// they are back. So the connections a load needs open ahead of it, as
+// fast as carriers used to open them, and no request waits for a dial
+// while another call can carry it.
 //
 // A call is sent under its batch's latest deadline but at least minSend,
 // not under a caller's Timeout alone: go-redis closes a connection whose
@@ -169,7 +169,7 @@ func (s *Store) startCarrier(dest string, q *queue) {
 			q.leaving = true
 			q.calls++
 			go s.carry(dest, q, nil)
-		case q.dialing < maxDialing && q.calls < s.maxCalls-1:
+		case q.calls < s.maxCalls-1:
 			// Never the last carrier, which a lone call may kick when
 			// done.
 			q.calls++
@@ -665,16 +665,6 @@ func (s *Store) batchContext(batch []*request) context.Context {
 
 // minSend is the least time a script call is given.
 const minSend = time.Second
-
-// maxDialing is how many connections a queue opens ahead at once. More
-// grow the pool faster under a flood (riding a call costs a decision up
-// to two round trips, a connection of its own one); fewer leave fewer
-// dials waiting when a call gives its connection back, which go-redis
-// hands to a dial waiting rather than to the next call (measured with
-// TestOwnFloodDecidedExactly and TestColdPoolFloodDecidedExactly: one
-// at a time left the pool too small for the first at 50 ms, all at once
-// lost the connections a cold start's first calls gave back).
-const maxDialing = 4
 
 // dialAhead bounds the opening of a connection ahead of the load (see
 // cold): no caller waits for it, and a slow dial (a SYN retransmitted
