@@ -38,10 +38,16 @@ func TestBreakerCountsCallsNotDecisions(t *testing.T) {
 
 // failedBatchStore fails every decision as one call would: the same
 // *transport.CallError for all of them.
-func failedBatchStore(err error) *hookStore {
-	return &hookStore{answer: func(context.Context, bucket.Ask) (Outcome, error) {
-		return Outcome{}, err
-	}}
+func failedBatchStore(err error) Store { return failing{err: err} }
+
+// failing is a stand-in store (internal/standin) failing every call with err.
+type failing struct {
+	Store // nil: a stand-in
+	err   error
+}
+
+func (f failing) Answer(context.Context, bucket.Ask) (Outcome, bool, error) {
+	return Outcome{}, false, f.err
 }
 
 // TestFailedBatchOpensNoBreaker (issue 21): a hundred decisions riding in

@@ -5,21 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/ratelimit/internal/corehook"
-
 	"github.com/sluicehq/ratelimit/internal/bucket"
 )
-
-func init() {
-	corehook.Pause = func(l any, ctx context.Context, key string, d time.Duration) {
-		l.(*Limiter).pause(ctx, key, d)
-	}
-	corehook.ReserveWithin = func(l any, ctx context.Context, key string, n int, most time.Duration) (any, error) {
-		v := l.(*Limiter)
-		return v.base.reserve(ctx, key, n, v.set, min(most, v.base.maxWait))
-	}
-	corehook.MaxWait = func(l any) time.Duration { return l.(*Limiter).base.maxWait }
-}
 
 // Charge takes n tokens from key's bucket after the fact — usage counted
 // from a response: an LLM's tokens, bytes sent — and is never refused:
@@ -58,14 +45,20 @@ func (l *Limiter) Charge(ctx context.Context, key string, n int) (Result, error)
 	return r, nil
 }
 
-// pause makes key's bucket owe at least what refills in d (an upstream's
-// Retry-After, at most a day), so that every instance sharing it waits:
-// nethttp's Transport calls it through internal/corehook.
-func (l *Limiter) pause(ctx context.Context, key string, d time.Duration) Result {
+// Pause makes key's bucket owe at least what refills in d, at most a day,
+// so that every instance sharing it waits d before its next token: an
+// upstream's Retry-After (nethttp's Transport pauses on a 429 or 503). A
+// bucket that owes more already keeps its debt; d ≤ 0 pauses nothing. It
+// is never refused; store trouble is decided as for Charge, and the
+// Result is the bucket after the pause. The error is non-nil only for an
+// empty key.
+func (l *Limiter) Pause(ctx context.Context, key string, d time.Duration) (Result, error) {
 	l, set := l.base, l.set
-	d = min(max(d, 0), maxMaxWait)
-	if key == "" || d == 0 {
-		return Result{}
+	if key == "" {
+		return Result{}, ErrEmptyKey
 	}
-	return l.run(ctx, bucket.WithArg(bucket.OpPause, d.Microseconds()), key, 1, set)
+	if d = min(d, maxMaxWait); d <= 0 {
+		return Result{}, nil
+	}
+	return l.run(ctx, bucket.WithArg(bucket.OpPause, d.Microseconds()), key, 1, set), nil
 }

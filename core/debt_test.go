@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
-	"github.com/sluicehq/ratelimit/internal/corehook"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -202,7 +201,7 @@ func runDebt(t *testing.T, s clockStore, l *core.Limiter, steps []debtStep) {
 			got, err = v.Charge(ctx, "k", n)
 			wait = got.RetryAfter
 		case "pause":
-			corehook.Pause(v, ctx, "k", st.pause)
+			got, err = v.Pause(ctx, "k", st.pause)
 		}
 		if err != nil {
 			t.Fatalf("step %d (%s): %v", i, st.op, err)
@@ -409,7 +408,7 @@ func TestDebtUnderAnotherLimitStoresAgree(t *testing.T) {
 					case "charge":
 						_, err = l.Charge(ctx, "k", 1e6)
 					case "pause":
-						corehook.Pause(l, ctx, "k", 200*time.Second)
+						_, err = l.Pause(ctx, "k", 200*time.Second)
 					case "reserve":
 						_, err = l.ReserveN(ctx, "k", a.Rate)
 						if err == nil {

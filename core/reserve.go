@@ -92,8 +92,9 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 }
 
 // ReserveN books n tokens of key: now if the bucket holds them, else
-// against the refill, when they will exist within Config.MaxWait (the
-// bucket owes them); refused (OK false) otherwise, booking nothing. Act
+// against the refill, when they will exist within Config.MaxWait and
+// before ctx's deadline, if it has one (the bucket owes them); refused (OK
+// false) otherwise, booking nothing. Act
 // after the reservation's Delay, or Cancel it. Reservations are served in
 // the order they reach the store, across every instance sharing it, by
 // one store call on the store's clock (exactly once under the Redis
@@ -103,13 +104,22 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 // refuses, FailLocal books in the in-process bucket. Result.Degraded says
 // so.
 func (l *Limiter) ReserveN(ctx context.Context, key string, n int) (*Reservation, error) {
-	return l.base.reserve(ctx, key, n, l.set, l.base.maxWait)
+	r, _, err := l.base.reserve(ctx, key, n, l.set)
+	return r, err
 }
 
-// reserve is ReserveN under set, booking at most most ahead; l is a base.
-func (l *Limiter) reserve(ctx context.Context, key string, n int, set *policySet, most time.Duration) (*Reservation, error) {
+// MaxWait returns Config.MaxWait: the longest a reservation may wait.
+func (l *Limiter) MaxWait() time.Duration { return l.base.maxWait }
+
+// reserve is ReserveN under set; l is a base. most is how far ahead it
+// could book: MaxWait, or less until ctx's deadline.
+func (l *Limiter) reserve(ctx context.Context, key string, n int, set *policySet) (_ *Reservation, most time.Duration, _ error) {
+	most = l.maxWait
+	if dl, ok := ctx.Deadline(); ok {
+		most = max(0, min(most, time.Until(dl)))
+	}
 	if key == "" || n < 1 || n > set.minCap {
-		return nil, checkCall(key, n, set)
+		return nil, most, checkCall(key, n, set)
 	}
 	r := l.run(ctx, bucket.WithArg(bucket.OpReserve, most.Microseconds()), key, n, set)
 	answered := time.Now()
@@ -129,7 +139,7 @@ func (l *Limiter) reserve(ctx context.Context, key string, n int, set *policySet
 	if l.observer != nil {
 		l.observeWait(WaitEvent{Booked: r.Allowed, N: n, Delay: res.delay, Degraded: r.Degraded})
 	}
-	return res, nil
+	return res, most, nil
 }
 
 // Wait is shorthand for WaitN(ctx, key, 1).
@@ -147,11 +157,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	most := l.base.maxWait
-	if dl, ok := ctx.Deadline(); ok {
-		most = max(0, min(most, time.Until(dl)))
-	}
-	r, err := l.base.reserve(ctx, key, n, l.set, most)
+	r, most, err := l.base.reserve(ctx, key, n, l.set)
 	if err != nil {
 		return err
 	}

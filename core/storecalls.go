@@ -3,15 +3,17 @@ package core
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
+	"github.com/sluicehq/ratelimit/internal/standin"
 	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // storeCalls is what every limiter asks of its store: Store's method set,
 // unexported, so that the stores are this package's own (RedisStore,
-// MemoryStore, and the stand-ins tests make through internal/storehook),
+// MemoryStore, and the stand-ins tests make through internal/standin),
 // and no call site asks what the store is.
 type storeCalls interface {
 	// clear makes subject's buckets under policies full again.
@@ -62,6 +64,9 @@ type storeCalls interface {
 	renew(ctx context.Context, deadline time.Time, bound int64, name string, lease time.Duration, ls []*Lease) ([]renewal, error)
 }
 
+// standins holds the hookStore of every stand-in store resolved (tests only).
+var standins sync.Map
+
 // resolveStore returns s's calls, once, in New: the one place that asks
 // what the store is.
 func resolveStore(s Store) (storeCalls, error) {
@@ -76,6 +81,13 @@ func resolveStore(s Store) (storeCalls, error) {
 		if c == nil {
 			return nil, fmt.Errorf("%w: a nil MemoryStore", ErrNoStore)
 		}
+	case standin.Store:
+		// One hookStore per stand-in, so that limiters given the same
+		// stand-in share one store, as AllowAll requires.
+		h, _ := standins.LoadOrStore(c, &hookStore{s: c, inner: s})
+		return h.(*hookStore), nil
+	default:
+		return nil, fmt.Errorf("%w: %T is not a store of NewRedisStore or NewMemoryStore", ErrNoStore, s)
 	}
 	return s, nil
 }

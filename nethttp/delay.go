@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
-	"github.com/sluicehq/ratelimit/internal/corehook"
 )
 
 // WithDelay shapes instead of refusing: a request over the limit whose
@@ -43,7 +42,7 @@ func (c *config) checkDelay(limiters ...*core.Limiter) {
 		panic("nethttp: WithDelay does not combine with WithAlso: a booking holds one key's tokens, not several")
 	}
 	for _, l := range limiters {
-		if most := corehook.MaxWait(l); c.delay > most {
+		if most := l.MaxWait(); c.delay > most {
 			panic(fmt.Sprintf("nethttp: WithDelay(%v) exceeds the MaxWait (%v) of limiter %q: raise core.Config.MaxWait", c.delay, most, l.Name()))
 		}
 	}
@@ -55,11 +54,14 @@ func (c *config) checkDelay(limiters ...*core.Limiter) {
 // after the wait; or a refusal when the booking could not be made (others
 // booked first) or the client went away.
 func (g *Gate) shape(ctx context.Context, r *http.Request, c charge, denied core.Result) core.Result {
-	rv, err := corehook.ReserveWithin(c.lim, ctx, c.key, c.n, g.delay)
+	// Booked at most WithDelay's wait ahead: ReserveN books only before
+	// its context's deadline.
+	within, cancel := context.WithTimeout(ctx, g.delay)
+	rsv, err := c.lim.ReserveN(within, c.key, c.n)
+	cancel()
 	if err != nil {
 		return denied
 	}
-	rsv := rv.(*core.Reservation)
 	res := rsv.Result()
 	if !rsv.OK() || res.Degraded {
 		return res

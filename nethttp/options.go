@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
-	"github.com/sluicehq/ratelimit/internal/gatehook"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 )
 
@@ -208,15 +207,10 @@ func WithServeMux(mux *http.ServeMux) Option {
 }
 
 // withClock sets the clock HeadersLegacy reads for X-RateLimit-Reset;
-// default time.Now. Only tests need it: nethttp's through export_test.go,
-// the module's others through internal/gatehook.
+// default time.Now. Only this package's tests need it (export_test.go).
 func withClock(now func() time.Time) Option {
 	mustNotBeNil(now == nil, "WithClock")
 	return func(c *config) { c.now = now }
-}
-
-func init() {
-	gatehook.WithClock = func(now func() time.Time) any { return withClock(now) }
 }
 
 func mustNotBeNil(isNil bool, name string) {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
-	"github.com/sluicehq/ratelimit/internal/corehook"
 )
 
 // Transport returns an http.RoundTripper for outbound calls that share one
@@ -94,7 +93,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && d > 0 {
 			// Recorded even when the caller has gone: every instance
 			// must learn of it.
-			corehook.Pause(l, context.WithoutCancel(req.Context()), key, min(d, maxPause))
+			_, _ = l.Pause(context.WithoutCancel(req.Context()), key, d)
 		}
 	}
 	return resp, err

@@ -3,7 +3,7 @@
 // stalls, records what it is asked, or answers as it likes). A Limiter
 // decides through one as through Redis: by its deadline, through its
 // breaker and denial cache. It cannot hold a Concurrency's leases: those
-// calls fail.
+// calls fail. (How: see internal/standin.)
 package fakestore
 
 import (
@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/internal/bucket"
-	"github.com/sluicehq/ratelimit/internal/storehook"
+	"github.com/sluicehq/ratelimit/internal/standin"
 )
 
 // Op is what a call asks of the store.
@@ -22,7 +22,7 @@ const (
 	Take   Op = bucket.OpTake
 	Peek   Op = bucket.OpPeek
 	Refund Op = bucket.OpRefund
-	Reset  Op = storehook.OpReset // Limiter.Reset: n is 0, each nil, the outcome ignored
+	Reset  Op = standin.OpReset // Limiter.Reset: n is 0, each nil, the outcome ignored
 )
 
 // Call is one store call: op for n tokens of subject under policies,
@@ -40,11 +40,37 @@ type Call struct {
 // Func answers a call.
 type Func func(ctx context.Context, c Call) (bucket.Outcome, error)
 
+// store is a stand-in (standin.Store): answer answers its calls, or when
+// nil, check sees each and the embedded store decides those it passes.
+type store struct {
+	core.Store // Over's inner store; nil for New's, never called
+	answer     Func
+	check      func(ctx context.Context, c Call) error
+}
+
+var _ standin.Store = (*store)(nil)
+
+// Answer answers a (see standin.Store).
+func (s *store) Answer(ctx context.Context, a bucket.Ask) (bucket.Outcome, bool, error) {
+	c := Call{Op: Op(a.Op), Subject: a.Subj, N: a.N, Policies: a.Policies, Each: a.Each, Across: a.Across}
+	if s.answer != nil {
+		o, err := s.answer(ctx, c)
+		return o, false, err
+	}
+	if s.check != nil {
+		if err := s.check(ctx, c); err != nil {
+			return bucket.Outcome{}, false, err
+		}
+	}
+	return bucket.Outcome{}, true, nil
+}
+
 // New returns a store whose calls f answers.
 func New(f Func) core.Store {
-	return storehook.New(func(ctx context.Context, a bucket.Ask) (bucket.Outcome, error) {
-		return f(ctx, Call{Op: Op(a.Op), Subject: a.Subj, N: a.N, Policies: a.Policies, Each: a.Each, Across: a.Across})
-	}).(core.Store)
+	if f == nil {
+		panic("fakestore: New(nil)")
+	}
+	return &store{answer: f}
 }
 
 // Over returns a store that decides every call in inner (a
@@ -53,12 +79,5 @@ func New(f Func) core.Store {
 // asked); before each call, f (if not nil) sees it and may fail it with
 // an error.
 func Over(inner core.Store, f func(ctx context.Context, c Call) error) core.Store {
-	return New(func(ctx context.Context, c Call) (bucket.Outcome, error) {
-		if f != nil {
-			if err := f(ctx, c); err != nil {
-				return bucket.Outcome{}, err
-			}
-		}
-		return storehook.Do(ctx, inner, bucket.Ask{Op: int(c.Op), Subj: c.Subject, N: c.N, Policies: c.Policies, Each: c.Each, Across: c.Across})
-	})
+	return &store{Store: inner, check: f}
 }

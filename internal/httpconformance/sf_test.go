@@ -68,7 +68,7 @@ func TestStructuredFields(t *testing.T) {
 						if sc.down {
 							cfg.Store, cfg.Instances = limitertest.NewDownStore(), 1
 						}
-						h := ad.build(global(e.config(cfg), nethttp.WithHeaders(style), withClock(e.clk.Now)), ad)
+						h := ad.build(global(e.config(cfg), nethttp.WithHeaders(style)), ad)
 						for i, advance := range sfSteps {
 							e.clk.Advance(advance)
 							w := httptest.NewRecorder()

@@ -23,7 +23,6 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/internal/bucket"
-	"github.com/sluicehq/ratelimit/internal/fakestore"
 )
 
 // Epoch is where every clock of this package starts: 2026-01-01 00:00 UTC,
@@ -148,17 +147,17 @@ var ErrDown = errors.New("dial tcp 10.1.2.3:6379: connection refused")
 // DownStore is a core.Store that cannot decide: every call fails with
 // ErrDown. It counts the calls. Make one with NewDownStore.
 type DownStore struct {
-	core.Store
-	calls *atomic.Int64
+	core.Store // nil: it is a stand-in (internal/standin), never called
+	calls      atomic.Int64
 }
 
 // NewDownStore returns a DownStore.
-func NewDownStore() *DownStore {
-	calls := new(atomic.Int64)
-	return &DownStore{calls: calls, Store: fakestore.New(func(context.Context, fakestore.Call) (bucket.Outcome, error) {
-		calls.Add(1)
-		return bucket.Outcome{}, ErrDown
-	})}
+func NewDownStore() *DownStore { return new(DownStore) }
+
+// Answer fails every call (see internal/standin).
+func (s *DownStore) Answer(context.Context, bucket.Ask) (bucket.Outcome, bool, error) {
+	s.calls.Add(1)
+	return bucket.Outcome{}, false, ErrDown
 }
 
 // Calls returns how many calls the store failed.

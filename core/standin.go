@@ -7,27 +7,19 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/ratelimit/internal/storehook"
-
 	"github.com/sluicehq/ratelimit/internal/bucket"
+	"github.com/sluicehq/ratelimit/internal/standin"
 	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
-func init() {
-	storehook.New = func(f storehook.Func) any { return &hookStore{answer: f} }
-	storehook.Do = func(ctx context.Context, s any, a bucket.Ask) (bucket.Outcome, error) {
-		return storeDo(ctx, s.(Store), a)
-	}
-}
-
-// storeDo asks s to do a (storehook.OpReset included), checked as the
+// storeDo asks s to do a (standin.OpReset included), checked as the
 // guard does not, by ctx's deadline, with a.Subj keyed as the store keys
 // a limiter's key.
-func storeDo(ctx context.Context, s Store, a bucket.Ask) (bucket.Outcome, error) {
+func storeDo(ctx context.Context, s storeCalls, a bucket.Ask) (bucket.Outcome, error) {
 	if a.Subj != "" {
 		a.Subj = s.subject(a.Subj)
 	}
-	if a.Op == storehook.OpReset {
+	if a.Op == standin.OpReset {
 		return bucket.Outcome{}, s.clear(ctx, a.Subj, a.Policies)
 	}
 	var err error
@@ -54,12 +46,22 @@ func storeDo(ctx context.Context, s Store, a bucket.Ask) (bucket.Outcome, error)
 var errNoLeases = errors.New("core: a test's stand-in store holds no leases or live sets")
 
 // hookStore is a test's stand-in for a store outside this process (see
-// internal/storehook): it may block past its context's deadline and says
+// internal/standin): it may block past its context's deadline and says
 // nothing of why it fails. Its calls run on goroutines of their own,
 // counted until they return.
 type hookStore struct {
-	answer   storehook.Func
+	s        standin.Store
+	inner    storeCalls // the core.Store s embeds: it decides what s passes
 	inflight atomic.Int64
+}
+
+// answer is the stand-in's answer to a, or inner's when it passes a on.
+func (h *hookStore) answer(ctx context.Context, a bucket.Ask) (bucket.Outcome, error) {
+	o, pass, err := h.s.Answer(ctx, a)
+	if pass && err == nil {
+		return storeDo(ctx, h.inner, a)
+	}
+	return o, err
 }
 
 // call returns by a.Deadline whatever answer does; answer's context has
@@ -102,7 +104,7 @@ func (h *hookStore) call(ctx context.Context, a bucket.Ask) (bucket.Outcome, err
 }
 
 func (h *hookStore) clear(ctx context.Context, subject string, policies []bucket.Policy) error {
-	_, err := h.answer(ctx, bucket.Ask{Op: storehook.OpReset, Subj: subject, Policies: policies})
+	_, err := h.answer(ctx, bucket.Ask{Op: standin.OpReset, Subj: subject, Policies: policies})
 	return err
 }
 
