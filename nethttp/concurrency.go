@@ -36,8 +36,8 @@ import (
 // request goes on; a refused one holds no slot), WithDenyHandler,
 // WithErrorHandler, WithObserver, WithHeaders and WithLogger. Options
 // about tokens or per-route limiters (WithCost, WithCountIf,
-// WithLimiterFunc, WithLimitFunc, WithRoutes, WithServeMux, WithAlso)
-// do not apply to an in-flight limit: Concurrency panics when given one,
+// WithLimiterFunc, WithLimitFunc, WithRoutes, WithServeMux, WithAlso,
+// WithDelay: a slot is not booked ahead) do not apply to an in-flight limit: Concurrency panics when given one,
 // as it does when c or an option is nil.
 func Concurrency(c *core.Concurrency, opts ...Option) func(http.Handler) http.Handler {
 	g := NewConcurrencyGate(c, opts...)
@@ -81,7 +81,7 @@ func NewConcurrencyGate(c *core.Concurrency, opts ...Option) *ConcurrencyGate {
 	for name, set := range map[string]bool{
 		"WithCost": cfg.cost != nil, "WithCountIf": cfg.countIf != nil, "WithLimiterFunc": cfg.pick != nil,
 		"WithRoutes": cfg.routes != nil, "WithServeMux": cfg.mux != nil, "WithLimitFunc": cfg.limitOf != nil,
-		"WithAlso": cfg.also != nil,
+		"WithAlso": cfg.also != nil, "WithDelay": cfg.delay != 0,
 	} {
 		if set {
 			panic("nethttp: Concurrency: " + name + " does not apply to an in-flight limit")

@@ -3,6 +3,7 @@ package nethttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -321,4 +322,15 @@ func TestConcurrencyWithRateBothRefuse(t *testing.T) {
 		!strings.Contains(w.Body.String(), "rate limit exceeded; retry in 1 second") {
 		t.Fatalf("both refused: %d %v %s; want the rate's 429, Retry-After 1", w.Code, w.Header(), w.Body)
 	}
+}
+
+// WithDelay books tokens ahead; a slot cannot be: Concurrency refuses it
+// loudly (DESIGN §2a), as it refuses the other options it cannot keep.
+func TestConcurrencyRefusesWithDelay(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "WithDelay") {
+			t.Fatalf("got panic %v, want one naming WithDelay", r)
+		}
+	}()
+	Concurrency(newConcurrency(t, 1, limitertest.NewClock().Now), WithDelay(time.Second))
 }
