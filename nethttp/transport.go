@@ -123,21 +123,22 @@ func (t *transport) decide(req *http.Request) (*core.Limiter, string, error) {
 }
 
 // retryAfter reads a Retry-After field at now: delay-seconds or an
-// HTTP-date (RFC 9110, 10.2.3).
+// HTTP-date (RFC 9110, 10.2.3), at most maxPause however it is spelt.
 func retryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
 	}
-	if s, err := strconv.ParseUint(v, 10, 64); err == nil {
-		if s > uint64(maxPause/time.Second) {
-			return maxPause, true
+	if strings.Trim(v, "0123456789") == "" {
+		// delay-seconds of any length: past a day (and past 2^64) is a day.
+		if s, err := strconv.ParseUint(v, 10, 64); err == nil && s <= uint64(maxPause/time.Second) {
+			return time.Duration(s) * time.Second, true
 		}
-		return time.Duration(s) * time.Second, true
+		return maxPause, true
 	}
 	at, err := http.ParseTime(v)
 	if err != nil {
 		return 0, false
 	}
-	return at.Sub(now), true
+	return min(at.Sub(now), maxPause), true
 }
