@@ -37,3 +37,27 @@ func TestRetryAfterSpellings(t *testing.T) {
 		}
 	}
 }
+
+// Every spelling of one upstream is one key (issue 44: nine spellings of
+// one address got 81 requests through a shared bound of 11).
+func TestHostKeySpellings(t *testing.T) {
+	for want, spellings := range map[string][]string{
+		"127.0.0.1:8080": {"127.0.0.1:8080", "127.0.0.1:08080", "127.0.0.1:0008080", "[::ffff:127.0.0.1]:8080",
+			"[::FFFF:7f00:1]:8080", "[0:0:0:0:0:ffff:127.0.0.1]:8080", "[::ffff:7F00:0001]:008080"},
+		"127.0.0.1":   {"127.0.0.1", "127.0.0.1:80", "127.0.0.1:0080", "[::ffff:127.0.0.1]", "[::ffff:127.0.0.1]:80"},
+		"example.com": {"example.com", "Example.COM", "example.com.", "EXAMPLE.com.:80", "example.com:080"},
+		"[::1]:8443":  {"[::1]:8443", "[0:0:0:0:0:0:0:1]:8443", "[0::1]:08443"},
+	} {
+		for _, s := range spellings {
+			if got := hostKey("http", s); got != want {
+				t.Errorf("hostKey(http, %q) = %q, want %q", s, got, want)
+			}
+		}
+	}
+	if got := hostKey("https", "example.com:443"); got != "example.com" {
+		t.Errorf("https's default port: got %q", got)
+	}
+	if got := hostKey("https", "example.com:80"); got != "example.com:80" {
+		t.Errorf("http's port under https: got %q, want it kept", got)
+	}
+}

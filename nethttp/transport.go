@@ -3,7 +3,9 @@ package nethttp
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -14,7 +16,9 @@ import (
 // Transport returns an http.RoundTripper for outbound calls that share one
 // limit across every instance using l's store: before each request it
 // waits, in l.WaitN, for the request's tokens (one, or WithCost's) of the
-// request's key (WithKey; default the URL's host), booked in the order the
+// request's key (WithKey; default the URL's host, one key for every
+// spelling of it: case, trailing dot, default or zero-padded port,
+// IPv4-mapped IPv6), booked in the order the
 // requests reach the store, so instances never poll or herd. l needs a
 // Config.MaxWait: a request that would wait longer, or past its context's
 // deadline, is not sent, and RoundTrip returns the error of WaitN at once
@@ -113,13 +117,43 @@ func (t *transport) decide(req *http.Request) (*core.Limiter, string, error) {
 		}
 	}
 	if t.key == nil {
-		if req.URL.Host != "" {
-			return l, req.URL.Host, nil
+		host := req.URL.Host
+		if host == "" {
+			host = req.Host
 		}
-		return l, req.Host, nil
+		return l, hostKey(req.URL.Scheme, host), nil
 	}
 	key, err := t.key(req)
 	return l, key, err
+}
+
+// hostKey returns one key for every spelling of one upstream: the host
+// in lower case without a trailing dot, an IP address in its one form
+// (IPv4-mapped IPv6 unmapped, zeros compressed), the port as a number
+// and dropped when it is the scheme's default. An attacker who can pick
+// the URL cannot split the upstream's shared bucket (issue 44).
+func hostKey(scheme, hostport string) string {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]"), ""
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.Unmap().String()
+	}
+	if port != "" {
+		if p, err := strconv.ParseUint(port, 10, 16); err == nil {
+			port = strconv.FormatUint(p, 10)
+		}
+	}
+	switch {
+	case port == "", port == "80" && strings.EqualFold(scheme, "http"), port == "443" && strings.EqualFold(scheme, "https"):
+		if strings.Contains(host, ":") {
+			return "[" + host + "]"
+		}
+		return host
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // retryAfter reads a Retry-After field at now: delay-seconds or an
