@@ -15,7 +15,10 @@ import (
 // exact delay, then goes on to the handler, with header fields that
 // describe the bucket after the wait; one that would wait longer is
 // refused as without WithDelay (429, Retry-After). A client that goes
-// away while it waits gives its booking back. max must be positive and at
+// away while it waits cancels its booking (core.Reservation.Cancel): it
+// gives back only what no later booking counts on, so on a shared key a
+// client that books and hangs up still delays those behind it (see
+// docs/waiting.md: key per client). max must be positive and at
 // most the MaxWait (core.Config) of every limiter the middleware knows at
 // construction (its default and WithRoutes'): construction panics
 // otherwise; a limiter from WithLimiterFunc books at most its own
