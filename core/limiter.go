@@ -97,6 +97,18 @@ type Config struct {
 	// max(Burst, that). Default 0: nothing is booked ahead (ReserveN takes
 	// only tokens that are there). See docs/waiting.md.
 	MaxWait time.Duration
+	// Borrow lets hot allowed keys be decided in process. 0 (default):
+	// every decision asks the store. Else a key this instance decides
+	// often (at least once per Borrow) borrows a slice of up to
+	// Rate·Borrow/Period tokens of its bucket (of every Extra limit too)
+	// in one store call and decides from it in process until it is spent
+	// or its loan ends, Borrow after the borrow was sent; then it borrows
+	// again. Never beyond the bucket's envelope: the store keeps the tokens
+	// on loan out of the refill, so admissions across every instance stay
+	// within Burst + Rate·Δ in any interval Δ; the price is under-use of at
+	// most the tokens on loan, until the loans end. 0 or 1ms–1m. Not used
+	// with a MemoryStore (nothing to save). See the README, "Hot keys".
+	Borrow time.Duration
 }
 
 // Limiter decides whether requests keyed by a subject (an IP, an API key, a
@@ -123,6 +135,14 @@ const (
 	DefaultMaxInFlight     = 4096
 )
 
+// Bounds of a non-zero Config.Borrow: a loan shorter than a millisecond
+// saves nothing, and one longer than a minute keeps its unspent tokens
+// from everyone else (and serves through an outage) too long.
+const (
+	minBorrow = time.Millisecond
+	maxBorrow = time.Minute
+)
+
 // New checks cfg and returns a Limiter. It does not contact the store: an
 // app starts even when Redis is unreachable, and FailMode covers it.
 func New(cfg Config) (*Limiter, error) {
@@ -138,6 +158,9 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	if cfg.MaxWait < 0 || cfg.MaxWait > maxMaxWait {
 		return nil, fmt.Errorf("%w: MaxWait %v is outside [0, %v]", ErrInvalidConfig, cfg.MaxWait, maxMaxWait)
+	}
+	if cfg.Borrow != 0 && (cfg.Borrow < minBorrow || cfg.Borrow > maxBorrow) {
+		return nil, fmt.Errorf("%w: Borrow %v is outside [%v, %v]; 0 turns borrowing off", ErrInvalidConfig, cfg.Borrow, minBorrow, maxBorrow)
 	}
 	cfg.Instances = gc.instances
 	if cfg.FailMode == FailLocal {

@@ -44,6 +44,9 @@ func TestNewRejects(t *testing.T) {
 		{"brace in name", func(c *core.Config) { c.Name = "a}" }, core.ErrInvalidConfig},
 		{"long name", func(c *core.Config) { c.Name = strings.Repeat("a", 65) }, core.ErrInvalidConfig},
 		{"FailLocal with negative Instances", func(c *core.Config) { c.FailMode, c.Instances = core.FailLocal, -1 }, core.ErrInvalidConfig},
+		{"negative Borrow", func(c *core.Config) { c.Borrow = -time.Millisecond }, core.ErrInvalidConfig},
+		{"Borrow under 1ms", func(c *core.Config) { c.Borrow = time.Microsecond }, core.ErrInvalidConfig},
+		{"Borrow above 1m", func(c *core.Config) { c.Borrow = time.Hour }, core.ErrInvalidConfig},
 		{"cooldown above 1s", func(c *core.Config) { c.BreakerCooldown = 2 * time.Second }, core.ErrInvalidConfig},
 		{"duplicate extra name", func(c *core.Config) {
 			c.Name = "x"
