@@ -151,8 +151,9 @@ func (l *Limiter) Wait(ctx context.Context, key string) error { return l.WaitN(c
 // how long), and returns ctx's error when ctx is already done, or ends
 // during the sleep: then it cancels its reservation. FailOpen lets it
 // through at once while the store cannot decide; FailClosed fails it at
-// once (ErrUnavailable); FailLocal books in the in-process bucket. Other
-// errors are a caller's mistake, as for AllowN.
+// once (ErrUnavailable); FailLocal books in the in-process bucket, and a
+// wait too long there is ErrWaitTooLong, as on the store. Other errors
+// are a caller's mistake, as for AllowN.
 func (l *Limiter) WaitN(ctx context.Context, key string, n int) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -162,7 +163,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int) error {
 		return err
 	}
 	if !r.OK() {
-		if r.res.Degraded {
+		if r.res.Degraded && !r.local { // FailClosed; FailLocal's refusal is too long a wait
 			return ErrUnavailable
 		}
 		return &WaitError{Wait: r.res.RetryAfter, Max: most}

@@ -154,3 +154,32 @@ func TestWaitObserver(t *testing.T) {
 		t.Errorf("charge: %+v, want about 15 forgiven", w[3])
 	}
 }
+
+// A FailLocal wait that the in-process bucket could only serve past
+// MaxWait is too long, as it would be on the store: ErrWaitTooLong with a
+// *WaitError saying how long, not ErrUnavailable (nothing is unavailable).
+func TestWaitFailLocalTooLong(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	defer c.Close()
+	m.Close() // down from the start
+	l, err := core.New(core.Config{
+		Store: core.NewRedisStore(c), Limit: core.PerSecond(2), FailMode: core.FailLocal, Instances: 1,
+		MaxWait: time.Second, Timeout: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := l.WaitN(ctx, "k", 2); err != nil { // the local burst
+		t.Fatal(err)
+	}
+	if r, _ := l.ReserveN(ctx, "k", 2); !r.OK() { // owed 1 s ahead
+		t.Fatalf("the second booking: %+v", r.Result())
+	}
+	err = l.WaitN(ctx, "k", 2) // 2 s ahead: more than MaxWait
+	var we *core.WaitError
+	if !errors.Is(err, core.ErrWaitTooLong) || errors.Is(err, core.ErrUnavailable) || !errors.As(err, &we) || we.Wait <= time.Second {
+		t.Fatalf("WaitN: %v, want ErrWaitTooLong saying more than 1s", err)
+	}
+}
