@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/bits"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -296,6 +298,11 @@ type Admission struct {
 	Trips     int64         // client round trips to Redis during the window
 	Span      time.Duration // from the first request sent to the last answer
 	Bound     int           // C + R·Span: the most an exact limiter may admit
+	// Windows is how many intervals [a, b] WindowOver checked, and
+	// WindowOver the most admissions any of them held beyond its own
+	// bound C + R·(b−a) (0: none over); see worstWindow.
+	Windows    int64
+	WindowOver int64
 }
 
 // Over is how many requests were admitted beyond the bound (0 if none).
@@ -336,8 +343,10 @@ func (r *Runner) OverAdmission(ctx context.Context, peer Peer, lim Limit, n, per
 	var (
 		mu         sync.Mutex
 		begin      = make(chan struct{})
+		start      time.Time
 		deadline   time.Time
 		lastAnswer time.Time
+		stamps     []stamp
 	)
 	for _, in := range insts {
 		for range perInstance {
@@ -347,8 +356,13 @@ func (r *Runner) OverAdmission(ctx context.Context, peer Peer, lim Limit, n, per
 				<-begin
 				var dec, ok, bad int64
 				var first error
+				var mine []stamp
 				for time.Now().Before(deadline) {
+					sent := time.Since(start)
 					allowed, err := w(ctx, "one")
+					if err == nil && allowed {
+						mine = append(mine, stamp{sent, time.Since(start)})
+					}
 					if pause > 0 {
 						time.Sleep(pause)
 					}
@@ -366,6 +380,7 @@ func (r *Runner) OverAdmission(ctx context.Context, peer Peer, lim Limit, n, per
 				a.Decisions += dec
 				a.Admitted += ok
 				a.Errors += bad
+				stamps = append(stamps, mine...)
 				if a.FirstErr == nil {
 					a.FirstErr = first
 				}
@@ -377,12 +392,46 @@ func (r *Runner) OverAdmission(ctx context.Context, peer Peer, lim Limit, n, per
 		}
 	}
 	trips := r.Env.Trips.Load()
-	start := time.Now()
+	start = time.Now()
 	deadline = start.Add(window)
 	close(begin)
 	wg.Wait()
 	a.Trips = r.Env.Trips.Load() - trips
 	a.Span = lastAnswer.Sub(start)
 	a.Bound = lim.Bound(a.Span)
+	a.WindowOver, a.Windows = worstWindow(stamps, lim)
 	return a, nil
+}
+
+// stamp is one admitted request: when it was sent and when its answer
+// came, since the run began. It was decided at some moment in between,
+// in the store or, from a borrowed slice, in process.
+type stamp struct{ sent, answered time.Duration }
+
+// worstWindow checks every interval [a, b], a the sending of an admitted
+// request and b the answer to one, against lim's bound for it, C + R·(b−a),
+// counting the admissions surely decided inside it: sent at or after a,
+// answered by b. Any other interval holds no more admissions for a longer
+// Δ, so these are all that can exceed their bound. It returns the most
+// admissions any interval held beyond its bound (0 when none did) and the
+// intervals checked. O(n²) in the admissions, which the bound keeps few.
+func worstWindow(adm []stamp, lim Limit) (over, windows int64) {
+	byAnswer := slices.SortedFunc(slices.Values(adm), func(x, y stamp) int { return cmp.Compare(x.answered, y.answered) })
+	starts := make([]time.Duration, len(adm))
+	for i, s := range adm {
+		starts[i] = s.sent
+	}
+	slices.Sort(starts)
+	for _, a := range slices.Compact(starts) {
+		var k int64
+		for _, s := range byAnswer {
+			if s.sent < a {
+				continue
+			}
+			k++
+			windows++
+			over = max(over, k-int64(lim.Bound(s.answered-a)))
+		}
+	}
+	return over, windows
 }

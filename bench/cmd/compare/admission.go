@@ -12,12 +12,6 @@ import (
 )
 
 func overAdmission(ctx context.Context, out io.Writer, c config, r *bench.Runner) error {
-	type key struct {
-		peer string
-		n    int
-	}
-	worst := map[key]bench.Admission{}
-	errs := map[key]int64{}
 	// ratelimit as configured for the run, then, unless that is already
 	// the default, once more with its default 50ms Timeout: on a starved
 	// machine it and the breaker turn stalls into FailMode decisions.
@@ -26,49 +20,66 @@ func overAdmission(ctx context.Context, out io.Writer, c config, r *bench.Runner
 	if c.timeout != 0 {
 		peers = append(peers, ratelimitPeer("ratelimit, Timeout "+timeoutText(0), func(e *bench.Env) { e.Timeout = 0 }))
 	}
+	fmt.Fprintf(out, "\n### Over-admission: instances hammering one key\n\n")
+	if err := admissionMatrix(ctx, out, c, r, peers, c.oaInstance, "oa"); err != nil {
+		return err
+	}
+	return inFlightAdmission(ctx, out, c, r)
+}
+
+// admissionMatrix runs peers at each count of instances on one key, tight
+// limit, c.oaRounds rounds (order reversed every other one), and prints
+// the worst round of each as a table, its legend first. Keys start with
+// tag.
+func admissionMatrix(ctx context.Context, out io.Writer, c config, r *bench.Runner, peers []bench.Peer, instances []int, tag string) error {
+	type key struct {
+		peer string
+		n    int
+	}
+	worst := map[key]bench.Admission{}
 	for round := range c.oaRounds {
 		order := slices.Clone(peers)
 		if round%2 == 1 {
 			slices.Reverse(order)
 		}
-		for _, n := range c.oaInstance {
+		for _, n := range instances {
 			for _, p := range order {
-				prefix := fmt.Sprintf("oa:%d:%d:%d:%s:", time.Now().UnixNano(), round, n, sanitize(p.Name))
+				prefix := fmt.Sprintf("%s:%d:%d:%d:%s:", tag, time.Now().UnixNano(), round, n, sanitize(p.Name))
 				a, err := r.OverAdmission(ctx, p, tight, n, c.oaPer, c.oaWindow, c.oaPause, prefix)
 				if err != nil {
 					return fmt.Errorf("%s × %d: %w", p.Name, n, err)
 				}
-				log.Printf("over-admission round %d %-16s ×%-2d admitted %d bound %d errors %d", round+1, p.Name, n, a.Admitted, a.Bound, a.Errors)
+				log.Printf("over-admission round %d %-16s ×%-2d admitted %d bound %d worst window over %d errors %d", round+1, p.Name, n, a.Admitted, a.Bound, a.WindowOver, a.Errors)
 				k := key{p.Name, n}
-				errs[k] += a.Errors
-				if w, ok := worst[k]; !ok || a.Over() > w.Over() || (a.Over() == w.Over() && a.Errors > w.Errors) {
+				if w, ok := worst[k]; !ok || max(a.Over(), a.WindowOver) > max(w.Over(), w.WindowOver) ||
+					(max(a.Over(), a.WindowOver) == max(w.Over(), w.WindowOver) && a.Errors > w.Errors) {
 					worst[k] = a
 				}
 			}
 		}
 	}
-	fmt.Fprintf(out, "\n### Over-admission: instances hammering one key\n\n")
 	loop := "in a closed loop"
 	if c.oaPause > 0 {
 		loop = fmt.Sprintf("pausing %v between requests", c.oaPause)
 	}
-	fmt.Fprintf(out, "Limit 100 per 10 s, burst 100; each instance its own client and limiter, %d goroutines each %s, for %v; ratelimit with FailClosed, its Timeout in the row's name. ", c.oaPer, loop, c.oaWindow)
-	fmt.Fprintf(out, "Cell: admitted / exact bound C + R·Δ (Δ from the first request sent to the last answer), then requests over the bound, errors (an error admits nothing), decisions asked and Redis round trips they took. Worst of %d round(s).\n\n", c.oaRounds)
+	fmt.Fprintf(out, "Limit 100 per 10 s, burst 100; each instance its own client and limiter, %d goroutines each %s, for %v; ratelimit with FailClosed, its Timeout %s unless the row's name says otherwise. ", c.oaPer, loop, c.oaWindow, timeoutText(c.timeout))
+	fmt.Fprintf(out, "Cell: admitted / exact bound C + R·Δ (Δ from the first request sent to the last answer), then requests over the bound; the worst window: the most admissions any interval [a, b] held beyond its own C + R·(b−a), over every a a request was sent and b an answer came (counting the admissions sent and answered inside it), and how many intervals that checked; errors (an error admits nothing), decisions asked and Redis round trips they took. Worst of %d round(s).\n\n", c.oaRounds)
 	fmt.Fprint(out, "| library |")
-	for _, n := range c.oaInstance {
+	for _, n := range instances {
 		fmt.Fprintf(out, " %d instance(s) |", n)
 	}
 	fmt.Fprint(out, "\n|---|")
-	for range c.oaInstance {
+	for range instances {
 		fmt.Fprint(out, "---|")
 	}
 	fmt.Fprintln(out)
 	var notes []string
 	for _, p := range peers {
 		fmt.Fprintf(out, "| %s |", p.Name)
-		for _, n := range c.oaInstance {
+		for _, n := range instances {
 			a := worst[key{p.Name, n}]
-			fmt.Fprintf(out, " %d / %d, over **%d**; errors %d; %d decisions, %d round trips |", a.Admitted, a.Bound, a.Over(), a.Errors, a.Decisions, a.Trips)
+			fmt.Fprintf(out, " %d / %d, over **%d**; worst window over **%d** of %d; errors %d; %d decisions, %d round trips |",
+				a.Admitted, a.Bound, a.Over(), a.WindowOver, a.Windows, a.Errors, a.Decisions, a.Trips)
 			if a.FirstErr != nil && len(notes) < 12 {
 				notes = append(notes, fmt.Sprintf("%s × %d: %v", p.Name, n, a.FirstErr))
 			}
@@ -81,7 +92,7 @@ func overAdmission(ctx context.Context, out io.Writer, c config, r *bench.Runner
 			fmt.Fprintf(out, "- %s\n", n)
 		}
 	}
-	return inFlightAdmission(ctx, out, c, r)
+	return nil
 }
 
 // inFlightAdmission is the in-flight limit's row: instances of
