@@ -87,6 +87,8 @@ type Env struct {
 	FailMode core.FailMode
 	// Observer, when set, is ratelimit's Config.Observer.
 	Observer core.Observer
+	// Borrow is ratelimit's Config.Borrow (0: off, its default).
+	Borrow time.Duration
 }
 
 // newClient returns a go-redis client with default options (the setup every
@@ -194,6 +196,7 @@ func newRatelimitRedis(env *Env, lim Limit, prefix string) (*Instance, error) {
 		Limit:    core.Limit{Rate: lim.Rate, Period: lim.Period, Burst: lim.Burst},
 		FailMode: fm,
 		Timeout:  env.Timeout,
+		Borrow:   env.Borrow,
 		Observer: causeObserver{env.Observer, &cause},
 		Logger:   slog.New(slog.DiscardHandler),
 	})

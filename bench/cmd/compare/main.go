@@ -32,20 +32,22 @@ import (
 )
 
 type config struct {
-	addr       string
-	quick      bool
-	rounds     int
-	dur        time.Duration
-	warm       time.Duration
-	conc       int
-	oaRounds   int
-	oaWindow   time.Duration
-	oaPer      int
-	oaPause    time.Duration
-	sections   string
-	timeout    time.Duration
-	apConc     []int
-	oaInstance []int
+	addr        string
+	quick       bool
+	rounds      int
+	dur         time.Duration
+	warm        time.Duration
+	conc        int
+	oaRounds    int
+	oaWindow    time.Duration
+	oaPer       int
+	oaPause     time.Duration
+	sections    string
+	timeout     time.Duration
+	apConc      []int
+	oaInstance  []int
+	borrow      time.Duration
+	hotInstance []int
 
 	rttLatency   []time.Duration
 	floodLatency time.Duration
@@ -68,8 +70,9 @@ func main() {
 	flag.IntVar(&c.oaPer, "oa-goroutines", 4, "goroutines per instance in the over-admission runs")
 	flag.DurationVar(&c.oaPause, "oa-pause", 0, "pause between one goroutine's requests in the over-admission runs (0: closed loop)")
 	flag.DurationVar(&c.timeout, "timeout", 0, "ratelimit's Config.Timeout in the throughput runs (0: its 50ms default, as DESIGN §8 asks); over-admission also runs a row with the default")
-	flag.StringVar(&c.sections, "only", "redis,memory,admission,autopipeline,rtt,flood,cluster,waiting,across",
-		"sections to run, comma-separated: redis, memory, admission, autopipeline, rtt (through a latency proxy), flood (hot key at +30ms), cluster (a 3-primary Redis Cluster of its own), waiting (instances sharing an upstream), across (three limits per request: WithAlso vs chained middlewares)")
+	flag.DurationVar(&c.borrow, "borrow", time.Second, "ratelimit's Config.Borrow in the hot and hot-admission sections' Borrow rows")
+	flag.StringVar(&c.sections, "only", "redis,memory,admission,autopipeline,rtt,flood,cluster,waiting,across,hot,hot-admission",
+		"sections to run, comma-separated: redis, memory, admission, autopipeline, rtt (through a latency proxy), flood (hot key at +30ms), cluster (a 3-primary Redis Cluster of its own), waiting (instances sharing an upstream), across (three limits per request: WithAlso vs chained middlewares), hot (an allowed hot key without and with -borrow, one Redis and a Cluster), hot-admission (over-admission at 1–64 instances without and with -borrow)")
 	rtt := flag.String("rtt", "0ms,5ms,30ms", "latencies the rtt section's proxy adds to every reply, comma-separated")
 	flag.DurationVar(&c.floodLatency, "flood-latency", 30*time.Millisecond, "latency the flood section's proxy adds to every reply")
 	flag.IntVar(&c.floodConc, "flood-goroutines", 64, "goroutines flooding the hot key")
@@ -110,6 +113,7 @@ func main() {
 	c.floodWarm = (c.floodWindow / 3).Round(time.Millisecond)
 	c.apConc = []int{1, 16, 64}
 	c.oaInstance = []int{1, 4, 16, 64}
+	c.hotInstance = []int{1, 2, 4, 8, 16, 32, 64}
 
 	log.SetFlags(0)
 	log.SetPrefix("compare: ")
@@ -180,6 +184,16 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if want("across") {
 		r.Env.Timeout = c.timeout
 		if err := acrossKeys(ctx, out, c, r); err != nil {
+			return err
+		}
+	}
+	if want("hot") {
+		if err := hotKey(ctx, out, c, r); err != nil {
+			return err
+		}
+	}
+	if want("hot-admission") {
+		if err := hotAdmission(ctx, out, c, r); err != nil {
 			return err
 		}
 	}
