@@ -270,16 +270,16 @@ func (d *across) cached(ctx context.Context) bool {
 				d.bind = c
 			}
 			if l.observer != nil {
-				l.observe(ctx, bucket.OpTake, DecisionEvent{Cached: true})
+				l.observe(ctx, bucket.OpTake, DecisionEvent{Policy: d.sets[c].name(), Cached: true})
 			}
 			continue
 		}
 		if d.probe[c] {
-			l.denials.settle(d.subj[c], d.sets[c].limits[0], d.asked[c])
+			l.denials.settle(d.cacheAsk(c), d.asked[c])
 		}
 		d.res[c] = Result{Allowed: true, Limit: d.sets[c].limits[0], Name: d.sets[c].policies[0].Name}
 		if l.observer != nil {
-			l.observe(ctx, bucket.OpTake, DecisionEvent{})
+			l.observe(ctx, bucket.OpTake, DecisionEvent{Policy: d.sets[c].name()})
 		}
 	}
 	return true
@@ -287,7 +287,7 @@ func (d *across) cached(ctx context.Context) bool {
 
 // cacheAsk is check c as its denial cache keys it.
 func (d *across) cacheAsk(c int) cacheAsk {
-	return cacheAsk{subject: d.subj[c], n: d.checks[c].N, lim: d.sets[c].limits[0]}
+	return cacheAsk{subject: d.subj[c], name: d.sets[c].policies[0].Name, n: d.checks[c].N, lim: d.sets[c].limits[0]}
 }
 
 // learn tells the denial caches asked (cached) what the store answered.
@@ -302,7 +302,7 @@ func (d *across) learn(res []Result) {
 		l := d.checks[c].Limiter.base
 		if d.failed[d.nodeOf(c)] != nil {
 			if d.probe[c] {
-				l.denials.settle(d.subj[c], d.sets[c].limits[0], at)
+				l.denials.settle(d.cacheAsk(c), at)
 			}
 			continue
 		}
@@ -461,7 +461,7 @@ func (d *across) degrade(ctx context.Context, start time.Time) bool {
 			d.local[c] = r.Fallback && op == bucket.OpTake && r.Allowed
 		}
 		if l.observer != nil {
-			l.decided(ctx, DecisionEvent{Allowed: r.Allowed, Degraded: true, Err: d.failed[u]}, start)
+			l.decided(ctx, DecisionEvent{Policy: set.name(), Allowed: r.Allowed, Degraded: true, Err: d.failed[u]}, start)
 		}
 		d.res[c] = r
 		allowed = allowed && r.Allowed
@@ -524,7 +524,7 @@ func (d *across) results(ctx context.Context) (Result, []Result) {
 		} else {
 			res[c] = d.result(c)
 			if l := d.checks[c].Limiter.base; l.observer != nil {
-				l.observe(ctx, bucket.OpTake, DecisionEvent{Allowed: d.allowed})
+				l.observe(ctx, bucket.OpTake, DecisionEvent{Policy: d.sets[c].name(), Allowed: d.allowed})
 			}
 		}
 		if !d.allowed && res[c].Allowed {

@@ -60,6 +60,7 @@ type denyShard struct {
 type denial struct {
 	until     int64  // ns on the limiter's clock: cost n is denied to callers arriving before this
 	n         int    // 0: a tombstone left by forget, denying nothing
+	name      string // the policy name it answered for (the limiter's, or Under's)
 	lim       Limit  // the limit the store answered for (AllowLimit's, or Config.Limit)
 	res       Result // what to answer, as of decidedAt
 	decidedAt int64
@@ -92,10 +93,11 @@ func (c *denyCache) shard(subject string) *denyShard {
 	return &c.shards[maphash.String(c.seed, subject)%uint64(len(c.shards))]
 }
 
-// find returns subject's denial under lim, nil if none. The shard is locked.
-func (sh *denyShard) find(subject string, lim Limit) *denial {
+// find returns subject's denial under lim in the buckets of policy name,
+// nil if none. The shard is locked.
+func (sh *denyShard) find(subject, name string, lim Limit) *denial {
 	for d := sh.m[subject]; d != nil; d = d.next {
-		if d.lim == lim && d.n != 0 {
+		if d.lim == lim && d.name == name && d.n != 0 {
 			return d
 		}
 	}
@@ -110,9 +112,11 @@ const (
 	cacheProbe        // this caller is the probe: ask the store, then record or settle
 )
 
-// cacheAsk is what the cache is asked about: cost n of subject under lim.
+// cacheAsk is what the cache is asked about: cost n of subject under lim,
+// in the buckets of policy name.
 type cacheAsk struct {
 	subject string
+	name    string
 	n       int
 	lim     Limit
 }
@@ -128,7 +132,7 @@ func (c *denyCache) lookup(a cacheAsk, arrival, now int64) (Result, <-chan struc
 	subject, n, lim := a.subject, a.n, a.lim
 	sh := c.shard(subject)
 	sh.mu.Lock()
-	d := sh.find(subject, lim)
+	d := sh.find(subject, a.name, lim)
 	if d == nil || n != d.n {
 		sh.mu.Unlock()
 		return Result{}, nil, 0, cacheMiss
@@ -259,7 +263,7 @@ func (c *denyCache) record(a cacheAsk, sent, now int64, r Result, probe bool) {
 		// predate it, and must not deny what the refund gave back.
 		return
 	}
-	d := sh.find(subject, lim)
+	d := sh.find(subject, a.name, lim)
 	if d != nil {
 		if probe && d.probing && d.probeAt == sent {
 			d.probing = false
@@ -290,17 +294,17 @@ func (c *denyCache) record(a cacheAsk, sent, now int64, r Result, probe bool) {
 		if sh.size >= c.per && !sh.sweep(c.per, now) {
 			return
 		}
-		d = &denial{until: until, n: n, lim: lim, res: r, decidedAt: sent, refill: refillTime(lim, n), took: now - sent}
+		d = &denial{until: until, n: n, name: a.name, lim: lim, res: r, decidedAt: sent, refill: refillTime(lim, n), took: now - sent}
 		sh.add(subject, d)
 	}
 }
 
-// settle tells d's waiters that the probe sent at sent got no answer
-// (degraded): one of them probes next.
-func (c *denyCache) settle(subject string, lim Limit, sent int64) {
-	sh := c.shard(subject)
+// settle tells the waiters of a's denial that the probe sent at sent got
+// no answer (degraded): one of them probes next.
+func (c *denyCache) settle(a cacheAsk, sent int64) {
+	sh := c.shard(a.subject)
 	sh.mu.Lock()
-	if d := sh.find(subject, lim); d != nil {
+	if d := sh.find(a.subject, a.name, a.lim); d != nil {
 		if d.probing && d.probeAt == sent {
 			d.probing = false
 		}

@@ -24,14 +24,14 @@ func TestDenyCacheLateAnswers(t *testing.T) {
 	const s = 1000 * int64(time.Second)
 	look := func(what string, arrival, now int64, want int) (Result, <-chan struct{}, int64) {
 		t.Helper()
-		r, ch, at, got := c.lookup(cacheAsk{"k", 1, lim}, arrival, now)
+		r, ch, at, got := c.lookup(cacheAsk{subject: "k", n: 1, lim: lim}, arrival, now)
 		if got != want {
 			t.Fatalf("%s: lookup %d, want %d", what, got, want)
 		}
 		return r, ch, at
 	}
 	look("first caller", s, s, cacheMiss)
-	c.record(cacheAsk{"k", 1, lim}, s, s+30*ms, denied(20*ms), false) // deadline s+20ms, passed on arrival
+	c.record(cacheAsk{subject: "k", n: 1, lim: lim}, s, s+30*ms, denied(20*ms), false) // deadline s+20ms, passed on arrival
 
 	r, _, _ := look("arrived at +10ms, during the call", s+10*ms, s+30*ms, cacheDeny)
 	if r.Allowed || r.RetryAfter != 0 {
@@ -48,7 +48,7 @@ func TestDenyCacheLateAnswers(t *testing.T) {
 	_, wake3, _ := look("arrived at +41ms", s+41*ms, s+41*ms, cacheWait)
 
 	// The probe sent at +30ms: denied, a token 5 ms after it left.
-	c.record(cacheAsk{"k", 1, lim}, s+30*ms, s+60*ms, denied(5*ms), true)
+	c.record(cacheAsk{subject: "k", n: 1, lim: lim}, s+30*ms, s+60*ms, denied(5*ms), true)
 	for _, ch := range []<-chan struct{}{wake, wake2, wake3} {
 		select {
 		case <-ch:
@@ -71,13 +71,13 @@ func TestDenyCacheLateAnswers(t *testing.T) {
 	// arrived may still prove denied wait for it; the next ones go on
 	// probing: the key may still be flooded.
 	spare := Result{Allowed: true, Limit: lim, Remaining: 1, ResetAfter: 20 * time.Millisecond}
-	c.record(cacheAsk{"k", 1, lim}, s+40*ms, s+70*ms, spare, true)
+	c.record(cacheAsk{subject: "k", n: 1, lim: lim}, s+40*ms, s+70*ms, spare, true)
 	look("the caller arrived at +36ms, the +50ms probe out", s+36*ms, s+70*ms, cacheWait)
 	look("the caller arrived at +55ms, after a spare token", s+55*ms, s+70*ms, cacheMiss)
 	look("arrived at +71ms: the +50ms probe is 21 ms old", s+71*ms, s+71*ms, cacheProbe)
 	// The probe sent at +50ms: 12 tokens left, a quarter of the burst.
 	// The key is no longer short: its callers ask the store.
-	c.record(cacheAsk{"k", 1, lim}, s+50*ms, s+80*ms, Result{Allowed: true, Limit: lim, Remaining: 12, ResetAfter: 760 * time.Millisecond}, true)
+	c.record(cacheAsk{subject: "k", n: 1, lim: lim}, s+50*ms, s+80*ms, Result{Allowed: true, Limit: lim, Remaining: 12, ResetAfter: 760 * time.Millisecond}, true)
 	look("arrived at +81ms", s+81*ms, s+81*ms, cacheMiss)
 }
 
@@ -93,7 +93,7 @@ func TestDenyCacheLimitsPerSubject(t *testing.T) {
 	for i := range maxLimits + 2 {
 		lim := PerHour(10 + i)
 		lims = append(lims, lim)
-		c.record(cacheAsk{"k", 1, lim}, s, s+1, denied(lim), false)
+		c.record(cacheAsk{subject: "k", n: 1, lim: lim}, s, s+1, denied(lim), false)
 	}
 	sh := c.shard("k")
 	if sh.size != maxLimits {
@@ -104,7 +104,7 @@ func TestDenyCacheLimitsPerSubject(t *testing.T) {
 		if i < len(lims)-maxLimits {
 			want = cacheMiss // replaced by newer limits
 		}
-		if _, _, _, got := c.lookup(cacheAsk{"k", 1, lim}, s+2, s+2); got != want {
+		if _, _, _, got := c.lookup(cacheAsk{subject: "k", n: 1, lim: lim}, s+2, s+2); got != want {
 			t.Errorf("limit %d: lookup %d, want %d", i, got, want)
 		}
 	}
@@ -113,12 +113,12 @@ func TestDenyCacheLimitsPerSubject(t *testing.T) {
 		t.Fatalf("after forget the shard holds %d, want the tombstone alone", sh.size)
 	}
 	for _, lim := range lims {
-		if _, _, _, got := c.lookup(cacheAsk{"k", 1, lim}, s+4, s+4); got != cacheMiss {
+		if _, _, _, got := c.lookup(cacheAsk{subject: "k", n: 1, lim: lim}, s+4, s+4); got != cacheMiss {
 			t.Errorf("after forget: lookup %d, want a miss", got)
 		}
 	}
 	// An answer sent after the refund replaces the tombstone.
-	c.record(cacheAsk{"k", 1, lims[0]}, s+5, s+6, denied(lims[0]), false)
+	c.record(cacheAsk{subject: "k", n: 1, lim: lims[0]}, s+5, s+6, denied(lims[0]), false)
 	if sh.size != 1 {
 		t.Fatalf("after a new denial the shard holds %d, want 1", sh.size)
 	}

@@ -177,7 +177,9 @@ func (g *guard) decided(ctx context.Context, e DecisionEvent, start time.Time) {
 	if g.observer == nil {
 		return
 	}
-	e.Policy = g.report.policy
+	if e.Policy == "" {
+		e.Policy = g.report.policy // a Limiter's events name their own (Under)
+	}
 	if c := g.fallback.count; c != nil {
 		e.Instances = c.get()
 	}

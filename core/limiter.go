@@ -352,7 +352,7 @@ func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (
 	// Arguments are checked: no I/O, no failure, no guard.
 	d := l.mem.table.Take1(l.mem.subject(key), n, &set.policies[0])
 	if l.observer != nil {
-		l.observe(ctx, bucket.OpTake, DecisionEvent{Allowed: d.Allowed})
+		l.observe(ctx, bucket.OpTake, DecisionEvent{Policy: set.name(), Allowed: d.Allowed})
 	}
 	r.Allowed, r.Limit, r.Name = d.Allowed, set.limits[0], set.policies[0].Name
 	r.Remaining, r.RetryAfter, r.ResetAfter = int(d.Remaining), d.RetryAfter, d.ResetAfter
@@ -390,7 +390,7 @@ func (l *Limiter) run(ctx context.Context, op int, key string, n int, set *polic
 		// Arguments are checked: no I/O, no failure, no guard.
 		o, _ := l.store.call(ctx, bucket.Ask{Op: op, Subj: key, N: n, Policies: set.policies, Each: each})
 		if l.observer != nil {
-			l.observe(ctx, op, DecisionEvent{Allowed: o.Allowed})
+			l.observe(ctx, op, DecisionEvent{Policy: set.name(), Allowed: o.Allowed})
 		}
 		return resultOf(o, each, set)
 	}
@@ -422,17 +422,17 @@ func checkCall(key string, n int, set *policySet) error {
 // Reset makes key's bucket full again (for example after a successful
 // login).
 func (l *Limiter) Reset(ctx context.Context, key string) error {
-	l = l.base
+	l, set := l.base, l.set // a view's buckets (Under's are its own)
 	if key == "" {
 		return ErrEmptyKey
 	}
 	key = l.store.subject(key)
 	if l.fallback.local != nil {
-		_ = l.fallback.local.clear(ctx, key, l.set.local.policies)
+		_ = l.fallback.local.clear(ctx, key, set.local.policies)
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	err := l.store.clear(ctx, key, l.set.policies)
+	err := l.store.clear(ctx, key, set.policies)
 	if l.denials != nil {
 		l.denials.forget(key, l.clock(), int64(l.timeout))
 	}

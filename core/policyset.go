@@ -24,6 +24,9 @@ type policySet struct {
 	shares atomic.Pointer[policySet] // FailLocal's shares for a learned count other than local's
 }
 
+// name is the set's policy name: its first policy's.
+func (s *policySet) name() string { return s.policies[0].Name }
+
 // newPolicySet validates named (the main limit first) and builds its set;
 // instances > 0 adds FailLocal's shares.
 func newPolicySet(named []NamedLimit, instances int) (*policySet, error) {
@@ -84,29 +87,41 @@ func (s *policySet) share(c *instanceCount) *policySet {
 	return sh
 }
 
-// limitSets caches the policy sets of AllowLimit's limits, so a limit read
-// per request costs its arithmetic once. Memory is bounded: past
-// maxLimitSets entries the cache starts afresh (the limits in use come back at once).
+// limitSets caches the policy sets of AllowLimit's limits (and Under's
+// names and limits), so a limit read per request costs its arithmetic
+// once. Memory is bounded: past maxLimitSets entries the cache starts
+// afresh (the limits in use come back at once).
 type limitSets struct {
 	extra     []NamedLimit // Config.Extra, decided with every limit
-	name      string       // the limiter's Name: every limit's policy name
+	name      string       // the limiter's Name: every limit's policy name but Under's
 	instances int          // FailLocal's Config.Instances; 0 otherwise
 	mu        sync.RWMutex
-	m         map[Limit]*policySet
+	m         map[namedLimit]*policySet
+}
+
+// namedLimit keys limitSets: a limit under a policy name.
+type namedLimit struct {
+	name string
+	lim  Limit
 }
 
 // maxLimitSets bounds a limiter's cached per-request limits.
 const maxLimitSets = 1024
 
 // get returns lim's policy set, or why lim cannot be decided.
-func (c *limitSets) get(lim Limit) (*policySet, error) {
+func (c *limitSets) get(lim Limit) (*policySet, error) { return c.named(c.name, lim) }
+
+// named returns the policy set of lim under policy name (a valid one),
+// or why lim cannot be decided.
+func (c *limitSets) named(name string, lim Limit) (*policySet, error) {
+	k := namedLimit{name, lim}
 	c.mu.RLock()
-	s, ok := c.m[lim]
+	s, ok := c.m[k]
 	c.mu.RUnlock()
 	if ok {
 		return s, nil
 	}
-	named := append([]NamedLimit{{Name: c.name, Limit: lim}}, c.extra...)
+	named := append([]NamedLimit{{Name: name, Limit: lim}}, c.extra...)
 	s, err := newPolicySet(named, c.instances)
 	if err != nil {
 		return nil, fmt.Errorf("core: AllowLimit %v: %w", lim, wrapInvalidLimit(err))
@@ -116,9 +131,9 @@ func (c *limitSets) get(lim Limit) (*policySet, error) {
 		clear(c.m)
 	}
 	if c.m == nil {
-		c.m = make(map[Limit]*policySet)
+		c.m = make(map[namedLimit]*policySet)
 	}
-	c.m[lim] = s
+	c.m[k] = s
 	c.mu.Unlock()
 	return s, nil
 }

@@ -30,8 +30,7 @@ func (l *Limiter) takeCached(ctx context.Context, q query) Result {
 	// One deadline for the whole decision, whatever it waits on; the
 	// caller's cancellation never shortens it (see Config.Timeout).
 	start := time.Now()
-	lim := q.set.limits[0]
-	ca := cacheAsk{subject: key, n: n, lim: lim}
+	ca := cacheAsk{subject: key, name: q.set.policies[0].Name, n: n, lim: q.set.limits[0]}
 	arrival := l.clock()
 	var t *time.Timer
 	for {
@@ -43,7 +42,7 @@ func (l *Limiter) takeCached(ctx context.Context, q query) Result {
 				t.Stop()
 			}
 			if l.observer != nil {
-				l.observe(ctx, bucket.OpTake, DecisionEvent{Cached: true})
+				l.observe(ctx, bucket.OpTake, DecisionEvent{Policy: q.set.name(), Cached: true})
 			}
 			return r
 		case cacheWait:
@@ -75,7 +74,7 @@ func (l *Limiter) takeCached(ctx context.Context, q query) Result {
 		if !r.Degraded {
 			l.denials.record(ca, now, l.clock(), r, state == cacheProbe)
 		} else if state == cacheProbe {
-			l.denials.settle(key, lim, now)
+			l.denials.settle(ca, now)
 		}
 		return r
 	}
@@ -108,7 +107,7 @@ func (l *Limiter) remote(ctx context.Context, q query, start time.Time) Result {
 	}
 	r := resultOf(o, q.each, q.set)
 	if l.observer != nil && q.op == bucket.OpTake {
-		l.decided(ctx, DecisionEvent{Allowed: r.Allowed}, start)
+		l.decided(ctx, DecisionEvent{Policy: q.set.name(), Allowed: r.Allowed}, start)
 	}
 	return r
 }
@@ -129,7 +128,7 @@ func (l *Limiter) degrade(ctx context.Context, br *breaker, q query, cause error
 	l.report.degradedBy("", cause, now)
 	r := l.fallback.decide(br, now, q.op, q.key, q.n, q.set)
 	if l.observer != nil && q.op == bucket.OpTake {
-		l.decided(ctx, DecisionEvent{Allowed: r.Allowed, Degraded: true, Err: cause}, start)
+		l.decided(ctx, DecisionEvent{Policy: q.set.name(), Allowed: r.Allowed, Degraded: true, Err: cause}, start)
 	}
 	return r
 }
