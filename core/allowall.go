@@ -401,15 +401,14 @@ func (d *across) decideNode(ctx context.Context, u int, deadline time.Time) {
 		d.ownerOf(i).base.beat() // FailLocal's instance count rides the call
 	}
 	g := &d.ownerOf(from).base.guard
-	br, probe, err := g.begin(d.parts[from].Subj)
-	if err == nil {
+	var o bucket.Outcome
+	_, err := g.call(ctx, d.parts[from].Subj, deadline, func(ctx context.Context) (err error) {
 		a := d.ask(bucket.OpTake, from, to)
 		a.Deadline, a.Bound = deadline, g.bound
-		var o bucket.Outcome
 		o, err = d.store.call(ctx, a)
-		err = g.end(br, probe, err, deadline)
-		d.took[u] = err == nil && o.Allowed
-	}
+		return err
+	})
+	d.took[u] = err == nil && o.Allowed
 	d.failed[u] = err
 }
 
@@ -496,13 +495,12 @@ func (d *across) giveBack(ctx context.Context, u int) {
 	}
 	l := d.ownerOf(from).base
 	each := make([]bucket.Outcome, len(parts))
-	br, probe, err := l.begin(parts[0].Subj)
-	if err != nil {
-		return
-	}
 	deadline := time.Now().Add(l.timeout)
-	_, err = l.store.call(ctx, bucket.Ask{Op: bucket.OpRefund, Subj: parts[0].Subj, Policies: pols, Each: each, Across: parts, Deadline: deadline, Bound: l.bound})
-	if l.end(br, probe, err, deadline) != nil {
+	_, err := l.call(ctx, parts[0].Subj, deadline, func(ctx context.Context) error {
+		_, err := l.store.call(ctx, bucket.Ask{Op: bucket.OpRefund, Subj: parts[0].Subj, Policies: pols, Each: each, Across: parts, Deadline: deadline, Bound: l.bound})
+		return err
+	})
+	if err != nil {
 		return
 	}
 	for k, i := range at {

@@ -270,13 +270,16 @@ func (c *Concurrency) acquire(ctx context.Context, key, id string) (*Lease, Resu
 // ask asks the store for req's slot through the guard, by Timeout from
 // start, and degrades by FailMode when it cannot answer.
 func (c *Concurrency) ask(ctx context.Context, req *leaseRequest, start time.Time) (*Lease, Result) {
-	br, probe, err := c.begin(req.subj)
-	if err != nil {
-		return c.degrade(ctx, br, req, err, time.Time{})
-	}
+	var a bucket.LeaseAnswer
 	deadline := start.Add(c.timeout)
-	a, err := c.store.acquire(withoutCancel(ctx), deadline, c.bound, req)
-	if err = c.end(br, probe, err, deadline); err != nil {
+	br, err := c.call(ctx, req.subj, deadline, func(ctx context.Context) (err error) {
+		a, err = c.store.acquire(ctx, deadline, c.bound, req)
+		return err
+	})
+	if err != nil {
+		if !asked(err) {
+			start = time.Time{}
+		}
 		return c.degrade(ctx, br, req, err, start)
 	}
 	l, r, _ := c.granted(ctx, req, a, heldInStore, start)
@@ -364,13 +367,11 @@ func (c *Concurrency) degrade(ctx context.Context, br *breaker, req *leaseReques
 // remove deletes lease id of subj from the store through the guard,
 // within Timeout.
 func (c *Concurrency) remove(ctx context.Context, subj, id string) error {
-	br, probe, err := c.begin(subj)
-	if err != nil {
-		return err
-	}
 	deadline := time.Now().Add(c.timeout)
-	err = c.store.release(withoutCancel(ctx), deadline, c.bound, c.name, subj, id)
-	return c.end(br, probe, err, deadline)
+	_, err := c.call(ctx, subj, deadline, func(ctx context.Context) error {
+		return c.store.release(ctx, deadline, c.bound, c.name, subj, id)
+	})
+	return err
 }
 
 // Release gives the slot back. It runs with ctx's values but never its
@@ -552,13 +553,12 @@ func (c *Concurrency) renewChunk(ls []*Lease) []renewal {
 		got, _ := c.mem.renew(context.Background(), time.Time{}, 0, c.name, c.lease, ls)
 		return got
 	}
-	br, probe, err := c.begin(ls[0].subj)
 	var got []renewal
-	if err == nil {
-		deadline := time.Now().Add(c.timeout)
-		got, err = c.store.renew(context.Background(), deadline, c.bound, c.name, c.lease, ls)
-		err = c.end(br, probe, err, deadline)
-	}
+	deadline := time.Now().Add(c.timeout)
+	_, err := c.call(context.Background(), ls[0].subj, deadline, func(ctx context.Context) (err error) {
+		got, err = c.store.renew(ctx, deadline, c.bound, c.name, c.lease, ls)
+		return err
+	})
 	if err != nil {
 		c.report.degradedBy("renew", err, c.clock())
 		return make([]renewal, len(ls))
@@ -576,13 +576,11 @@ func (c *Concurrency) adopt(l *Lease, down bool) (renewal, bool) {
 	err := ErrCircuitOpen
 	var a bucket.LeaseAnswer
 	if !down {
-		var br *breaker
-		var probe bool
-		if br, probe, err = c.begin(l.subj); err == nil {
-			deadline := time.Now().Add(c.timeout)
-			a, err = c.store.acquire(context.Background(), deadline, c.bound, req)
-			err = c.end(br, probe, err, deadline)
-		}
+		deadline := time.Now().Add(c.timeout)
+		_, err = c.call(context.Background(), l.subj, deadline, func(ctx context.Context) (err error) {
+			a, err = c.store.acquire(ctx, deadline, c.bound, req)
+			return err
+		})
 	}
 	if err != nil {
 		return c.fallback.local.renewLease(c.name, l.subj, l.id, c.lease), true

@@ -111,16 +111,26 @@ func (g *guard) init(cfg guardConfig) error {
 	return nil
 }
 
-// begin returns the breaker of the node deciding subj, and whether the
-// store may be called now: if not, ErrCircuitOpen; probe says the call is
-// the probe of a half-open breaker (end must follow the call).
-func (g *guard) begin(subj string) (br *breaker, probe bool, err error) {
-	br = g.breakers.forKey(subj)
+// call makes one store call, f, for subject subj through the guard: past
+// the breaker of subj's node, with ctx's values but never its
+// cancellation, by deadline (f passes it and g.bound to the store). It
+// returns that breaker, for the fallback, and nil when the store
+// answered; else why not: ErrCircuitOpen when the breaker kept the store
+// uncalled, or the failure's cause (see end). It is the one bracket
+// around every store call of every kind of limiter.
+func (g *guard) call(ctx context.Context, subj string, deadline time.Time, f func(ctx context.Context) error) (*breaker, error) {
+	br := g.breakers.forKey(subj)
 	call, probe := br.allow(g.clock())
 	if !call {
-		return br, false, ErrCircuitOpen
+		return br, ErrCircuitOpen
 	}
-	return br, probe, nil
+	return br, g.end(br, probe, f(withoutCancel(ctx)), deadline)
+}
+
+// asked reports whether a call that returned err reached the store: not
+// when the breaker kept it uncalled or the bound refused it.
+func asked(err error) bool {
+	return !errors.Is(err, ErrCircuitOpen) && !errors.Is(err, ErrOverloaded)
 }
 
 // end records how a store call made through br by deadline went: err nil

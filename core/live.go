@@ -67,13 +67,13 @@ func (g *guard) heartbeat() {
 	if c := g.fallback.count; c == nil || !c.learn {
 		return
 	}
-	br, probe, err := g.begin(transport.LiveSubj)
-	if err != nil {
-		return
-	}
+	var n int
 	deadline := time.Now().Add(g.timeout)
-	n, err := g.store.live(context.Background(), deadline, g.bound, g.report.policy, liveTTL)
-	if g.end(br, probe, err, deadline) == nil {
+	_, err := g.call(context.Background(), transport.LiveSubj, deadline, func(ctx context.Context) (err error) {
+		n, err = g.store.live(ctx, deadline, g.bound, g.report.policy, liveTTL)
+		return err
+	})
+	if err == nil {
 		g.fallback.count.n.Store(int64(min(max(n, 1), maxLearned)))
 	}
 }

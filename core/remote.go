@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
@@ -92,15 +91,14 @@ func (l *Limiter) observe(ctx context.Context, op int, e DecisionEvent) {
 // deadline: Timeout from start.
 func (l *Limiter) remote(ctx context.Context, q query, start time.Time) Result {
 	l.beat()
-	br, probe, err := l.begin(q.key)
-	if err != nil {
-		return l.degrade(ctx, br, q, err, time.Time{})
-	}
-	// The caller's values, never its cancellation or deadline.
+	var o bucket.Outcome
 	deadline := start.Add(l.timeout)
-	o, err := l.store.call(withoutCancel(ctx), bucket.Ask{Op: q.op, Subj: q.key, N: q.n, Policies: q.set.policies, Each: q.each, Deadline: deadline, Bound: l.bound})
-	if err = l.end(br, probe, err, deadline); err != nil {
-		if errors.Is(err, ErrOverloaded) {
+	br, err := l.call(ctx, q.key, deadline, func(ctx context.Context) (err error) {
+		o, err = l.store.call(ctx, bucket.Ask{Op: q.op, Subj: q.key, N: q.n, Policies: q.set.policies, Each: q.each, Deadline: deadline, Bound: l.bound})
+		return err
+	})
+	if err != nil {
+		if !asked(err) {
 			start = time.Time{}
 		}
 		return l.degrade(ctx, br, q, err, start)
