@@ -454,7 +454,7 @@ func newRule(full string, d yamlDescriptor) (*rule, error) {
 		return nil, fmt.Errorf("usage limit '%s' cannot be unlimited", full)
 	}
 	if lim, ok := r.Limit(); ok {
-		if _, err := core.New(core.Config{Store: core.NewMemoryStore(), Limit: lim, Name: r.Name, FailMode: core.FailOpen}); err != nil {
+		if err := lim.Validate(); err != nil {
 			return nil, fmt.Errorf("rate limit of '%s': %w", full, err)
 		}
 	}

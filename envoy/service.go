@@ -16,6 +16,7 @@ import (
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/policyname"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -88,23 +89,21 @@ type Service struct {
 
 	cfg    ServiceConfig
 	config atomic.Pointer[Config]
-
-	mu       sync.RWMutex
-	limiters map[string]*core.Limiter // by a configured rule's Name
-	own      *core.Limiter            // descriptors' own limits without a rule
+	// limiter decides every rule, each through its view under the rule's
+	// Name and limit (core's Under): one guard (breakers, bound, denial
+	// cache, log line) for the service, whatever its rules.
+	limiter *core.Limiter
 }
 
 const (
 	// maxDescriptors bounds the descriptors of one request; more are
 	// refused (InvalidArgument) before anything is decided.
 	maxDescriptors = 256
-	// maxLimiters bounds the limiters kept, one per configured rule name
-	// (never a name a request chose); past it they are made afresh.
-	maxLimiters = 1 << 14
 	// ownName is the policy Name of descriptors' own limits without a
 	// rule: their buckets' keys carry the domain and entry keys (see the
-	// package doc, "Buckets"), so a request cannot create limiters,
-	// policy names or metric series.
+	// package doc, "Buckets"), so a request cannot create policy names or
+	// metric series. It is the Service's limiter's Name, so its log lines
+	// and breaker changes name it.
 	ownName = "envoy-descriptor-limit"
 )
 
@@ -123,12 +122,18 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Service{cfg: cfg, limiters: make(map[string]*core.Limiter)}
-	own, err := s.newLimiter(ownName, core.PerSecond(1))
+	fm := cfg.FailMode
+	if fm == 0 {
+		fm = core.FailOpen // Degraded results become gRPC errors
+	}
+	l, err := core.New(core.Config{
+		Store: cfg.Store, Limit: core.PerSecond(1), Name: ownName, FailMode: fm, Instances: cfg.Instances,
+		Timeout: cfg.Timeout, Observer: cfg.Observer, Logger: cfg.Logger,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("envoy: %w", err)
 	}
-	s.own = own
+	s := &Service{cfg: cfg, limiter: l}
 	s.config.Store(&Config{domains: map[string]*node{}})
 	return s, nil
 }
@@ -136,43 +141,6 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 // SetConfig makes c the config of the requests that start from now on.
 // Buckets carry over: a rule whose limit changed keeps what was spent.
 func (s *Service) SetConfig(c *Config) { s.config.Store(c) }
-
-func (s *Service) newLimiter(name string, lim core.Limit) (*core.Limiter, error) {
-	fm := s.cfg.FailMode
-	if fm == 0 {
-		fm = core.FailOpen // Degraded results become gRPC errors
-	}
-	return core.New(core.Config{
-		Store: s.cfg.Store, Limit: lim, Name: name, FailMode: fm, Instances: s.cfg.Instances,
-		Timeout: s.cfg.Timeout, Observer: s.cfg.Observer, Logger: s.cfg.Logger,
-	})
-}
-
-// limiter returns the limiter of a configured rule's policy name, made
-// with lim if it is new; decisions use views of their own limit (With),
-// so whichever limit made it does not matter.
-func (s *Service) limiter(name string, lim core.Limit) (*core.Limiter, error) {
-	s.mu.RLock()
-	l := s.limiters[name]
-	s.mu.RUnlock()
-	if l != nil {
-		return l, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if l := s.limiters[name]; l != nil {
-		return l, nil
-	}
-	l, err := s.newLimiter(name, lim)
-	if err != nil {
-		return nil, err
-	}
-	if len(s.limiters) >= maxLimiters {
-		clear(s.limiters)
-	}
-	s.limiters[name] = l
-	return l, nil
-}
 
 // plan is one descriptor's part of a request.
 type plan struct {
@@ -501,8 +469,8 @@ func (p *plan) ruleLimit(r *rule) {
 // settle applies to p what only the whole request tells, and readies it
 // for deciding: a rule another descriptor's rule replaces decides nothing,
 // an unlimited rule answers OK with the most remaining and takes nothing,
-// and any other rule that does not always refuse gets its limiter, a view
-// deciding under p.lim.
+// and any other rule that does not always refuse gets its limiter: the
+// Service's, under the rule's Name and p.lim.
 func (s *Service) settle(p *plan, replaced map[string]bool) error {
 	if p.rule != nil && p.rule.LimitName != "" && replaced[p.rule.LimitName] {
 		*p = plan{status: p.status}
@@ -514,14 +482,7 @@ func (s *Service) settle(p *plan, replaced map[string]bool) error {
 	if p.rule == nil || p.refuse {
 		return nil
 	}
-	l := s.own
-	if p.rule.Name != ownName {
-		var err error
-		if l, err = s.limiter(p.rule.Name, p.lim); err != nil {
-			return status.Errorf(codes.Internal, "rate limit %s: %v", p.rule.Name, err)
-		}
-	}
-	v, err := l.With(p.lim)
+	v, err := s.limiter.Under(policyname.Of(p.rule.Name), p.lim)
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "rate limit %s: %v", p.rule.FullKey, err)
 	}
