@@ -350,7 +350,7 @@ func (d *across) group(unit func(string) string) {
 // node, all at once; then, if the whole is refused, the nodes that took
 // give it back.
 func (d *across) remote(ctx context.Context) {
-	if nodes := d.store.nodes(); nodes != nil {
+	if d.store.breakers().node != nil { // a store of several nodes
 		d.group(d.store.unit)
 	}
 	nu := len(d.units) - 1

@@ -6,30 +6,42 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/ratelimit/internal/logline"
 	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
-// breaker stops calling a failing store. It counts failed store calls,
-// not the decisions riding in them: a batch of a hundred decisions that
-// failed together is one failure. After threshold consecutive failed
-// calls it opens for cooldown; then
-// one caller probes the store while the others stay degraded; the
-// probe's success closes it, its failure re-opens it. While open, a
-// decision costs no network at all.
+// breaker stops calling a failing store node. It is the store's, shared
+// by every limiter on it (see nodeBreakers), and counts failed store
+// calls, not the decisions riding in them: a batch of a hundred decisions
+// that failed together is one failure. When a limiter's call makes the
+// consecutive failed calls reach that limiter's threshold it opens for
+// that limiter's cooldown (its trip); then one caller probes the store
+// while the others stay degraded; the probe's success closes it, its
+// failure re-opens it. While open, a decision costs no network at all.
 type breaker struct {
-	threshold int64
-	cooldown  int64 // ns
+	node string // the node's address, for the log; "" for a store of one node
 
 	fails     atomic.Int64
 	openUntil atomic.Int64 // monotonic ns; 0 when closed
 	probing   atomic.Bool
+	opener    atomic.Pointer[guard] // whose call opened it: it reports the closing too
+	opens     logline.Line          // the log line of its openings
 
 	mu      sync.Mutex
 	counted [8]uint64 // the last failed calls counted, by call id
 	next    int
 }
 
-// Times are the owner's clock, in ns.
+// trip is how a limiter's failed calls open a breaker: at failures
+// consecutive failed calls, for cooldown (BreakerFailures and
+// BreakerCooldown).
+type trip struct {
+	failures int64
+	cooldown int64 // ns
+}
+
+// Times are ns on the package's monotonic clock (a test may give a
+// limiter its own).
 
 // allow reports whether to call the store at now, and whether that call is
 // the probe of a half-open breaker.
@@ -73,26 +85,21 @@ func (b *breaker) success(probe bool) (closed bool) {
 	return closed
 }
 
-// failure records a failed store call of unknown identity: each counts.
-func (b *breaker) failure(probe bool, now int64) (opened bool) {
-	return b.failedCall(probe, now, 0)
-}
-
-// failedCall records that the store call call (0: unknown) failed for one
-// of its decisions; it reports whether that opened the breaker (a failed
-// probe re-opens it without reporting again). The other decisions of a
-// call already counted count nothing.
-func (b *breaker) failedCall(probe bool, now int64, call uint64) (opened bool) {
+// failedCall records that the store call call (0: unknown, each then
+// counts) failed for one of its decisions, under t; it reports whether
+// that opened the breaker (a failed probe re-opens it without reporting
+// again). The other decisions of a call already counted count nothing.
+func (b *breaker) failedCall(probe bool, now int64, call uint64, t trip) (opened bool) {
 	if probe {
-		b.openUntil.Store(now + b.cooldown)
+		b.openUntil.Store(now + t.cooldown)
 		b.probing.Store(false)
 		return false
 	}
 	if call != 0 && !b.first(call) {
 		return false
 	}
-	if b.fails.Add(1) >= b.threshold && b.openUntil.Load() == 0 {
-		return b.openUntil.CompareAndSwap(0, now+b.cooldown)
+	if b.fails.Add(1) >= t.failures && b.openUntil.Load() == 0 {
+		return b.openUntil.CompareAndSwap(0, now+t.cooldown)
 	}
 	return false
 }
@@ -130,9 +137,12 @@ func callOf(err error) uint64 {
 	return 0
 }
 
-// nodeBreakers holds a breaker per store node (Redis Cluster shard, Ring
-// shard), so a dead node degrades only the subjects it owns; a store of
-// one node has one.
+// nodeBreakers holds a store's breakers: one per store node (Redis
+// Cluster shard, Ring shard), so a dead node degrades only the subjects it
+// owns; a store of one node has one. They are the store's, not a
+// limiter's: every Limiter and Concurrency on the store reaches a node
+// through its one breaker, so one outage is one opening per node,
+// whatever the number of limiters (DESIGN §4).
 type nodeBreakers struct {
 	one    breaker                     // the store's, or its only node's
 	byNode sync.Map                    // node → *breaker, when node is set
@@ -148,6 +158,6 @@ func (nb *nodeBreakers) forKey(key string) *breaker {
 	if b, ok := nb.byNode.Load(node); ok {
 		return b.(*breaker)
 	}
-	b, _ := nb.byNode.LoadOrStore(node, &breaker{threshold: nb.one.threshold, cooldown: nb.one.cooldown})
+	b, _ := nb.byNode.LoadOrStore(node, &breaker{node: node})
 	return b.(*breaker)
 }

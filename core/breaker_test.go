@@ -3,7 +3,9 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,22 +18,23 @@ import (
 // of unknown identity count one each.
 func TestBreakerCountsCallsNotDecisions(t *testing.T) {
 	t.Parallel()
-	b := &breaker{threshold: 3, cooldown: int64(time.Second)}
+	tr := trip{failures: 3, cooldown: int64(time.Second)}
+	b := &breaker{}
 	for range 100 {
-		if b.failedCall(false, 0, 42) {
+		if b.failedCall(false, 0, 42, tr) {
 			t.Fatal("one failed call carrying 100 decisions opened the breaker")
 		}
 	}
-	if b.failedCall(false, 0, 43) {
+	if b.failedCall(false, 0, 43, tr) {
 		t.Fatal("two failed calls opened a breaker of threshold 3")
 	}
-	if !b.failedCall(false, 0, 44) {
+	if !b.failedCall(false, 0, 44, tr) {
 		t.Fatal("three failed calls did not open a breaker of threshold 3")
 	}
-	u := &breaker{threshold: 3, cooldown: int64(time.Second)}
-	u.failure(false, 0)
-	u.failure(false, 0)
-	if !u.failure(false, 0) {
+	u := &breaker{}
+	u.failedCall(false, 0, 0, tr)
+	u.failedCall(false, 0, 0, tr)
+	if !u.failedCall(false, 0, 0, tr) {
 		t.Fatal("three failures of unknown calls did not open the breaker")
 	}
 }
@@ -71,5 +74,69 @@ func TestFailedBatchOpensNoBreaker(t *testing.T) {
 	}
 	if until := l.breakers.one.openUntil.Load(); until != 0 {
 		t.Fatal("one failed call's decisions opened the breaker")
+	}
+}
+
+// switchable is a stand-in store deciding as the store it embeds while
+// up, and failing every call while down.
+type switchable struct {
+	Store
+	down *atomic.Bool
+}
+
+func (s switchable) Answer(context.Context, bucket.Ask) (Outcome, bool, error) {
+	if s.down.Load() {
+		return Outcome{}, false, errors.New("connection refused")
+	}
+	return Outcome{}, true, nil
+}
+
+// changes records BreakerChange calls.
+type changes struct {
+	Observer
+	got []string
+}
+
+func (c *changes) Decision(DecisionEvent) {}
+func (c *changes) BreakerChange(policy string, open bool) {
+	c.got = append(c.got, fmt.Sprint(policy, " ", open))
+}
+
+// TestBreakerClosingToItsOpener: a store's breaker, opened by one
+// limiter's call, closed by another's probe, is told closed to the
+// Observer told it open, under the same policy: a gauge per policy never
+// stays open.
+func TestBreakerClosingToItsOpener(t *testing.T) {
+	t.Parallel()
+	down := new(atomic.Bool)
+	down.Store(true)
+	s := switchable{Store: NewMemoryStore(), down: down}
+	var oa, ob changes
+	mk := func(name string, o Observer) *Limiter {
+		l, err := New(Config{Store: s, Name: name, Limit: PerSecond(10), FailMode: FailOpen, BreakerFailures: 2,
+			BreakerCooldown: time.Second, Observer: o, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	a, b := mk("a", &oa), mk("b", &ob)
+	now := int64(1)
+	a.clock = func() int64 { return now }
+	b.clock = a.clock
+	ctx := context.Background()
+	for range 3 {
+		a.Allow(ctx, "k")
+	}
+	if r, _ := b.Allow(ctx, "k"); !r.Degraded {
+		t.Fatalf("b with a's breaker open: %+v; want degraded", r)
+	}
+	down.Store(false)
+	now += int64(time.Second)
+	if r, _ := b.Allow(ctx, "k"); r.Degraded {
+		t.Fatalf("b's probe on a store up again: %+v", r)
+	}
+	if fmt.Sprint(oa.got, ob.got) != "[a true a false] []" {
+		t.Fatalf("a's Observer heard %v, b's %v; want a's to hear the opening and the closing, b's nothing", oa.got, ob.got)
 	}
 }

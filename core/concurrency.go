@@ -53,14 +53,14 @@ type ConcurrencyConfig struct {
 	// ("100 a minute and at most 2 at once", one round trip). Each acquire
 	// costs one token. Rate must use the same Store and names of its own;
 	// its FailMode decides its part when the store cannot answer. The
-	// call is the Concurrency's: bounded by its Timeout, through its
-	// breaker (Rate's denial cache is not asked). See Acquire for the
+	// call is the Concurrency's: bounded by its Timeout, through the
+	// node's breaker (Rate's denial cache is not asked). See Acquire for the
 	// Result.
 	Rate *Limiter
 	// BreakerFailures, BreakerCooldown, MaxInFlight and Logger are
 	// Config's, with the same meaning and defaults: a Concurrency reaches
-	// its store through the same guard as a Limiter (a breaker per store
-	// node, the bound on calls running in the store, the throttled log
+	// its store through the same guard as a Limiter (the store's breaker
+	// per node, shared with the store's other limiters, the bound on calls running in the store, the throttled log
 	// line naming Name). FailLocal's leases need no bound of their own:
 	// at most Max / Instances per key, each ending within Lease.
 	BreakerFailures int

@@ -47,8 +47,9 @@
 //     divided by Config.Instances.
 //
 // A decision waits at most Config.Timeout (default 50ms), and a circuit
-// breaker, one per node of a Cluster or Ring, stops calling a failing
-// Redis for a short cool-down. A decision the store could not make says
+// breaker, the store's, one per node of a Cluster or Ring for every
+// limiter on the store, stops calling a failing Redis for a short
+// cool-down. A decision the store could not make says
 // Result.Degraded and reaches Config.Observer (with its cause) and, at
 // most once per 10 seconds, Config.Logger. The caller's context gives a
 // decision its values, never its cancellation or deadline: a request whose

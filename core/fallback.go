@@ -13,9 +13,10 @@ import (
 // share of the limit, or among leases holding an instance's share of the
 // slots (FailLocal).
 type fallback struct {
-	mode  FailMode
-	local *MemoryStore   // FailLocal's buckets and leases; nil for the other modes
-	count *instanceCount // FailLocal's instances; nil for the other modes
+	mode     FailMode
+	cooldown time.Duration  // FailClosed's RetryAfter while the breaker is closed (BreakerCooldown)
+	local    *MemoryStore   // FailLocal's buckets and leases; nil for the other modes
+	count    *instanceCount // FailLocal's instances; nil for the other modes
 }
 
 // defaultLocalMaxKeys bounds FailLocal's buckets unless LocalMaxKeys says.
@@ -31,12 +32,12 @@ func newFallback(mode FailMode, maxKeys, instances int) fallback {
 }
 
 // closedRetry is FailClosed's RetryAfter: until br, the breaker of the
-// store's node, lets a call through again (its cooldown when closed).
-func closedRetry(br *breaker, now int64) time.Duration {
+// store's node, lets a call through again (the cooldown when closed).
+func (f *fallback) closedRetry(br *breaker, now int64) time.Duration {
 	if retry := br.retryIn(now); retry > 0 {
 		return retry
 	}
-	return time.Duration(br.cooldown)
+	return f.cooldown
 }
 
 // decide answers op for key under set while the store cannot; br is the
@@ -47,7 +48,7 @@ func (f *fallback) decide(br *breaker, now int64, op int, key string, n int, set
 	case f.mode == FailOpen || (!admits(op) && f.mode == FailClosed):
 		return Result{Allowed: true, Limit: set.limits[0], Name: name, Degraded: true}
 	case f.mode == FailClosed:
-		return Result{Limit: set.limits[0], Name: name, RetryAfter: closedRetry(br, now), Degraded: true}
+		return Result{Limit: set.limits[0], Name: name, RetryAfter: f.closedRetry(br, now), Degraded: true}
 	}
 	local := set.share(f.count)
 	if n > local.minCap {
@@ -76,7 +77,7 @@ func (f *fallback) acquire(br *breaker, now int64, req *leaseRequest) (a bucket.
 	case FailOpen:
 		return bucket.LeaseAnswer{Allowed: true}, heldNowhere
 	case FailClosed:
-		return bucket.LeaseAnswer{RetryAfter: closedRetry(br, now)}, heldNowhere
+		return bucket.LeaseAnswer{RetryAfter: f.closedRetry(br, now)}, heldNowhere
 	}
 	return f.local.acquireLocal(req), heldLocally
 }

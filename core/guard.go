@@ -15,23 +15,27 @@ import (
 // this process, so that a store failure is one thing whoever meets it
 // (DESIGN §2a, "One control plane"):
 //
-//   - a circuit breaker per store node, configured by the same fields;
+//   - the store's circuit breaker per node, shared by every limiter on
+//     the store, which each trips by the same fields;
 //   - one bound per store call: Timeout from the call's start, and
 //     MaxInFlight calls running in the store (the store enforces both);
 //   - one rule for what a failure is and its cause (end);
 //   - one fallback per FailMode (fallback);
 //   - one report: the Observer (Decision with its Err, BreakerChange) and
 //     one log line per interval naming the policy (reporter);
-//   - one clock, injectable, for breakers, caches and the log throttle.
+//   - one clock, monotonic and the same for every limiter (the breakers
+//     are shared), injectable in tests, for breakers, caches and the log
+//     throttle.
 //
 // A store in this process (a MemoryStore) answers at once and never fails
 // a checked call: its limiters call it directly, past the guard.
 type guard struct {
 	store    storeCalls // Config.Store, resolved once (resolveStore)
 	timeout  time.Duration
-	bound    int64        // MaxInFlight
-	clock    func() int64 // ns, monotonic
-	breakers nodeBreakers
+	bound    int64         // MaxInFlight
+	clock    func() int64  // ns, monotonic
+	breakers *nodeBreakers // the store's
+	trip     trip          // how this limiter's failed calls open them
 	fallback fallback
 	observer Observer
 	report   reporter
@@ -93,23 +97,34 @@ func (g *guard) init(cfg guardConfig) error {
 	if err != nil {
 		return err
 	}
-	start := time.Now()
 	*g = guard{
-		store:   store,
-		timeout: orDefault(cfg.timeout, DefaultTimeout),
-		bound:   int64(orDefault(cfg.maxInFlight, DefaultMaxInFlight)),
-		clock:   func() int64 { return int64(time.Since(start)) },
-		breakers: nodeBreakers{node: store.nodes(), one: breaker{
-			threshold: int64(orDefault(cfg.failures, DefaultBreakerFailures)),
-			cooldown:  int64(orDefault(cfg.cooldown, DefaultBreakerCooldown)),
-		}},
+		store:    store,
+		timeout:  orDefault(cfg.timeout, DefaultTimeout),
+		bound:    int64(orDefault(cfg.maxInFlight, DefaultMaxInFlight)),
+		clock:    monotonic,
+		breakers: store.breakers(),
+		trip: trip{
+			failures: int64(orDefault(cfg.failures, DefaultBreakerFailures)),
+			cooldown: int64(orDefault(cfg.cooldown, DefaultBreakerCooldown)),
+		},
 		fallback: newFallback(cfg.mode, cfg.localMaxKeys, cfg.instances),
 		observer: cfg.observer,
 		report:   newReporter(cfg),
 	}
+	if g.breakers == nil {
+		g.breakers = new(nodeBreakers) // an in-process store's, never tripped
+	}
+	g.fallback.cooldown = time.Duration(g.trip.cooldown)
 	g.report.timeout, g.report.count = g.timeout, g.fallback.count
 	return nil
 }
+
+// epoch starts the clock of every guard.
+var epoch = time.Now()
+
+// monotonic is the guards' clock: ns since epoch, on the monotonic clock,
+// so that the limiters sharing a store's breakers read their times alike.
+func monotonic() int64 { return int64(time.Since(epoch)) }
 
 // call makes one store call, f, for subject subj through the guard: past
 // the breaker of subj's node, with ctx's values but never its
@@ -146,7 +161,11 @@ func asked(err error) bool {
 func (g *guard) end(br *breaker, probe bool, err error, deadline time.Time) error {
 	if err == nil {
 		if br.success(probe) {
-			g.recovered()
+			opener := br.opener.Swap(nil)
+			if opener == nil {
+				opener = g
+			}
+			opener.recovered(br)
 		}
 		return nil
 	}
@@ -164,20 +183,33 @@ func (g *guard) end(br *breaker, probe bool, err error, deadline time.Time) erro
 	case transport.SlotMoving(err), timedOut && told && last == nil && dialErr == nil:
 		br.release(probe)
 	default:
-		if br.failedCall(probe, g.clock(), call) && g.observer != nil {
-			g.observer.BreakerChange(g.report.policy, true)
+		if now := g.clock(); br.failedCall(probe, now, call, g.trip) {
+			g.opened(br, err, now)
 		}
 	}
 	return err
 }
 
-// recovered notes a closed breaker: the observer always, the log at most
-// once per interval.
-func (g *guard) recovered() {
+// opened notes that g's call, failed because of cause, opened br at now:
+// once per opening, whatever the number of limiters on the store, its
+// Observer hears it under its policy, and the log at most once per
+// interval and node. g reports the closing too (recovered), so an
+// Observer hears both of a pair.
+func (g *guard) opened(br *breaker, cause error, now int64) {
+	br.opener.Store(g)
+	if g.observer != nil {
+		g.observer.BreakerChange(g.report.policy, true)
+	}
+	g.report.opened(br, cause, time.Duration(g.trip.cooldown), now)
+}
+
+// recovered notes that a probe closed br, which g opened: the observer
+// always, the log at most once per interval.
+func (g *guard) recovered(br *breaker) {
 	if g.observer != nil {
 		g.observer.BreakerChange(g.report.policy, false)
 	}
-	g.report.recovered(g.clock())
+	g.report.recovered(br.node, g.clock())
 }
 
 // decided tells the Observer about one decision (an acquire, or a

@@ -129,7 +129,8 @@ func storeErrorKind(err error) string {
 // TestGuardOutageReportedAlike: one Redis outage under FailOpen is
 // reported the same under an in-flight limiter as under a rate limiter:
 // the same Observer events (degraded, with causes of the same metrics
-// kind), and the same one throttled log line naming the policy.
+// kind), and the same throttled log lines naming the policy: decisions
+// degraded, the breaker opened.
 func TestGuardOutageReportedAlike(t *testing.T) {
 	m := miniredis.RunT(t)
 	addr := m.Addr()
@@ -179,8 +180,9 @@ func TestGuardOutageReportedAlike(t *testing.T) {
 	if strings.Join(rate.kinds, ",") != strings.Join(inflight.kinds, ",") {
 		t.Errorf("metrics kinds differ: rate %v, in-flight %v", rate.kinds, inflight.kinds)
 	}
-	if n := strings.Count(inflight.log, "level=WARN"); n != 1 || !strings.Contains(inflight.log, "policy=guarded") {
-		t.Errorf("in-flight limiter logged %d warnings, want 1 naming the policy:\n%s", n, inflight.log)
+	degraded, opened := strings.Count(inflight.log, "decisions degraded"), strings.Count(inflight.log, "circuit breaker open")
+	if n := strings.Count(inflight.log, "level=WARN"); n != 2 || degraded != 1 || opened != 1 || !strings.Contains(inflight.log, "policy=guarded") {
+		t.Errorf("in-flight limiter logged %d warnings, want 2 naming the policy (decisions degraded, the breaker opened):\n%s", n, inflight.log)
 	}
 	if rate.log != inflight.log {
 		t.Errorf("log lines differ:\nrate:      %s\nin-flight: %s", rate.log, inflight.log)

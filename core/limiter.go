@@ -59,12 +59,17 @@ type Config struct {
 	// memory. Default 65536 (about 10 MB).
 	LocalMaxKeys int
 	// BreakerFailures is how many consecutive failed store calls open the
-	// circuit breaker. A call counts once however many decisions rode in
-	// it, so a flood of decisions batched into a few calls is a few
-	// failures, not thousands. Default 3.
+	// circuit breaker. The breakers are the store's, one per Redis node,
+	// shared by every Limiter and Concurrency on it (one outage, one
+	// opening per node): a failed call of this limiter opens its node's
+	// breaker when the node's consecutive failed calls, whichever
+	// limiter's, reach this limiter's BreakerFailures. A call counts once
+	// however many decisions rode in it, so a flood of decisions batched
+	// into a few calls is a few failures, not thousands. Default 3.
 	BreakerFailures int
-	// BreakerCooldown is how long an open breaker keeps the store uncalled
-	// before one probe; at most 1s. Default 500ms.
+	// BreakerCooldown is how long a breaker this limiter's call opened (or
+	// whose probe it failed) keeps the node uncalled before one probe, for
+	// every limiter on the store; at most 1s. Default 500ms.
 	BreakerCooldown time.Duration
 	// MaxInFlight bounds the decisions still running in the store: queued
 	// or in a store call, including calls that outlive their callers'
@@ -88,7 +93,9 @@ type Config struct {
 	// decision was degraded).
 	Observer Observer
 	// Logger receives one warning per 10 seconds at most while decisions
-	// are degraded, naming the policy, with how many were and the cause.
+	// are degraded, naming the policy, with how many were and the cause;
+	// and a breaker's opening (at most one line per 10 seconds and node)
+	// and closing when this limiter's call opened it.
 	// Default slog.Default().
 	Logger *slog.Logger
 	// MaxWait is how far ahead a key's bucket may be booked: a reservation

@@ -105,7 +105,7 @@ func (s *MemoryStore) live(context.Context, time.Time, int64, string, time.Durat
 
 func (s *MemoryStore) remote() bool                       { return false }
 func (s *MemoryStore) why() (dialErr, last error, _ bool) { return nil, nil, true }
-func (s *MemoryStore) nodes() func(string) string         { return nil }
+func (s *MemoryStore) breakers() *nodeBreakers            { return nil }
 func (s *MemoryStore) unit(string) string                 { return "" }
 func (s *MemoryStore) policyNames() *nameBook             { return &s.names }
 func (s *MemoryStore) memory() *MemoryStore               { return s }

@@ -21,8 +21,11 @@ type Observer interface {
 	// store's error). Peek and Refund decide nothing and are not reported
 	// here (a degraded one says Result.Degraded, and is logged).
 	Decision(e DecisionEvent)
-	// BreakerChange is called when the circuit breaker opens (the store
-	// stops being called) or closes (a probe succeeded).
+	// BreakerChange is called when a circuit breaker opens (the store node
+	// stops being called) or closes (a probe succeeded). The breakers are
+	// the store's, shared by its limiters: an opening is told once, to the
+	// Observer of the limiter whose call opened it, under its policy, and
+	// the closing to the same, whoever probed.
 	BreakerChange(policy string, open bool)
 }
 

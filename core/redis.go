@@ -50,6 +50,7 @@ type RedisStore struct {
 	t      *transport.Store // its calls: queues, scripts, replies
 	prefix string           // WithPrefix's, read by NewRedisStore
 	names  nameBook         // the policy names of the limiters using the store
+	nodes  nodeBreakers     // its breakers, every limiter's on it
 }
 
 // RedisOption configures a RedisStore.
@@ -87,6 +88,9 @@ func NewRedisStore(client redis.UniversalClient, opts ...RedisOption) *RedisStor
 		o(s)
 	}
 	s.t = transport.New(client, s.prefix)
+	if s.t.Split() {
+		s.nodes.node = s.t.Node
+	}
 	return s
 }
 
@@ -139,9 +143,4 @@ func (s *RedisStore) why() (dialErr, last error, told bool) {
 
 func (s *RedisStore) unit(subj string) string { return s.t.Unit(subj) }
 
-func (s *RedisStore) nodes() func(string) string {
-	if s.t.Split() {
-		return s.t.Node
-	}
-	return nil
-}
+func (s *RedisStore) breakers() *nodeBreakers { return &s.nodes }

@@ -53,11 +53,28 @@ func (r *reporter) degradedBy(op string, cause error, now int64) {
 	}
 }
 
-// recovered logs, at most once per interval, that the store answers again,
-// with the degraded decisions not yet logged.
-func (r *reporter) recovered(now int64) {
+// opened logs, at most once per interval and node, that a call of this
+// limiter, failed because of cause, opened br for cooldown, with the
+// openings of br not yet logged.
+func (r *reporter) opened(br *breaker, cause error, cooldown time.Duration, now int64) {
+	if n, due := br.opens.Count(now, logInterval); due {
+		args := []any{"policy", r.policy, "cooldown", cooldown.String(), "openings", n, "cause", cause.Error()}
+		if br.node != "" {
+			args = append(args, "node", br.node)
+		}
+		r.logger.Warn("ratelimit: circuit breaker open; store node not called until a probe answers", args...)
+	}
+}
+
+// recovered logs, at most once per interval, that the store (node, when
+// it has several) answers again, with the degraded decisions not yet
+// logged.
+func (r *reporter) recovered(node string, now int64) {
 	if r.recovery.Due(now, logInterval) {
-		r.logger.Info("ratelimit: store answering again; decisions no longer degraded",
-			"policy", r.policy, "degraded_since_last_log", r.degraded.Flush())
+		args := []any{"policy", r.policy, "degraded_since_last_log", r.degraded.Flush()}
+		if node != "" {
+			args = append(args, "node", node)
+		}
+		r.logger.Info("ratelimit: store answering again; decisions no longer degraded", args...)
 	}
 }

@@ -53,6 +53,7 @@ type hookStore struct {
 	s        standin.Store
 	inner    storeCalls // the core.Store s embeds: it decides what s passes
 	inflight atomic.Int64
+	nodes    nodeBreakers // one node
 }
 
 // answer is the stand-in's answer to a, or inner's when it passes a on.
@@ -111,7 +112,7 @@ func (h *hookStore) clear(ctx context.Context, subject string, policies []bucket
 func (*hookStore) remote() bool                          { return true }
 func (*hookStore) subject(key string) string             { return transport.HashSubject(key) }
 func (*hookStore) why() (dialErr, last error, told bool) { return nil, nil, false }
-func (*hookStore) nodes() func(string) string            { return nil }
+func (h *hookStore) breakers() *nodeBreakers             { return &h.nodes }
 func (*hookStore) unit(string) string                    { return "" }
 func (*hookStore) policyNames() *nameBook                { return nil }
 func (*hookStore) memory() *MemoryStore                  { return nil }

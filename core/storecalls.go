@@ -33,9 +33,9 @@ type storeCalls interface {
 	// error, and its last call's error (nil when it succeeded); told is
 	// false when the store says nothing of either.
 	why() (dialErr, last error, told bool)
-	// nodes returns what names the node deciding a subject, nil for a
-	// store of one node (the Limiter keeps a breaker per node).
-	nodes() func(subject string) string
+	// breakers returns the store's circuit breakers, one per node, which
+	// every limiter on it shares; nil for a store in this process.
+	breakers() *nodeBreakers
 	// unit names what one decision across subjects (bucket.Ask.Across)
 	// may span in one call: the subjects of one unit go together.
 	unit(subject string) string
