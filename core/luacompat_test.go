@@ -153,6 +153,30 @@ func scriptProgram(t *testing.T) string {
 	call++
 	keys, args = s.t.Encode(ctx, call, false, across(bucket.OpTake, gih, []int{1, 1, 6}, five, hour, five), across(bucket.OpRefund, gih, []int{1, 1, 1}, five, hour, five))
 	step("across batch", transport.TokenBuckets, keys, args)
+	// Lending (Config.Borrow): a slice of both limits lent, a take and a
+	// batch beside the loan, the loan returned with 1 unspent, re-sent.
+	lend := func(ret, id uint64, back, want int64) bucket.Ask {
+		a := req(bucket.WithArg(bucket.OpLend, 100_000), "kim", 1, five, hour)
+		a.Lend = &bucket.Lend{Return: ret, Back: []int64{back, back}, ID: id, Want: []int64{want, want}}
+		return a
+	}
+	call++
+	keys, args = s.t.Encode(ctx, call, false, lend(0, 11, 0, 2))
+	step("lend", transport.TokenBuckets, keys, args)
+	call++
+	keys, args = s.t.Encode(ctx, call, true, req(bucket.OpTake, "kim", 1, five))
+	step("take beside a loan", transport.TokenBuckets, keys, args)
+	call++
+	keys, args = s.t.Encode(ctx, call, false, req(bucket.OpTake, "kim", 1, five, hour), lend(11, 12, 1, 1))
+	step("lend batch", transport.TokenBuckets, keys, args)
+	call++
+	keys, args = s.t.Encode(ctx, call, false, lend(12, 0, 1, 0))
+	step("return", transport.TokenBuckets, keys, args)
+	step("return re-sent", transport.TokenBuckets, keys, args)
+	fmt.Fprintf(&b, "stub.advance(200000)\n")
+	call++
+	keys, args = s.t.Encode(ctx, call, false, req(bucket.OpPeek, "kim", 1, five, hour))
+	step("after the loans", transport.TokenBuckets, keys, args)
 	// Leases: two of Max 2 held, a third refused, in one call; renewed; one with a
 	// token of the rate limit.
 	lease := []string{"p:{erin}:slots"}

@@ -22,6 +22,24 @@ type Ask struct {
 	Deadline time.Time
 	Bound    int64
 	Across   []Part // nil, or index-aligned with Policies
+	Lend     *Lend  // OpLend's loans; nil otherwise
+}
+
+// Lend is what an OpLend asks of Subj's buckets under the Ask's
+// Policies (see Lender, the model): first loan Return (0: none) ends,
+// giving back Back[i] tokens unspent of policy i's slice, if it is still
+// out; then loan ID (0: none) borrows Want[i] tokens of every policy i
+// for the operation's argument (µs on the store's clock), all or
+// nothing, only when every bucket holds them. The outcome is allowed
+// when the slice was lent (or, with ID 0, the loan was returned), with
+// the tokens left in each bucket besides its loans. Loan ids are unique
+// across instances (the caller's to make so); Back and Want are
+// index-aligned with Policies.
+type Lend struct {
+	Return uint64
+	Back   []int64
+	ID     uint64
+	Want   []int64
 }
 
 // Part is one bucket's subject and cost in a decision across subjects
@@ -47,6 +65,7 @@ const (
 	OpCharge  = 5 // n taken, never refused; the debt bounded by max(C, R·arg µs)
 	OpCancel  = 6 // n given back by a reservation due at arg µs on the store's clock, if not yet due
 	OpPause   = 7 // the bucket owes at least what refills in arg µs (an upstream's Retry-After)
+	OpLend    = 8 // slices of the bucket lent for arg µs and returned (see Lend)
 )
 
 // opBits is the width of an operation in its word.

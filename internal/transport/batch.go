@@ -614,7 +614,7 @@ func (s *Store) settle(ctx context.Context, batch []*request, call uint64, reply
 	}
 	for _, r := range batch {
 		w := 1 + 3*len(r.Policies)
-		if op, _ := bucket.SplitOp(r.Op); op > bucket.OpRefund {
+		if op, _ := bucket.SplitOp(r.Op); op > bucket.OpRefund && op != bucket.OpLend {
 			w++ // bucket.Outcome.Extra
 		}
 		end := FieldsEnd(reply, w)

@@ -51,8 +51,11 @@ func (s *Store) encode(ctx context.Context, call uint64, batch []*request) ([]st
 			run++
 		}
 		op, x := bucket.SplitOp(r.Op)
-		if r.Across != nil {
+		switch {
+		case r.Across != nil:
 			op += acrossOp
+		case op == bucket.OpLend:
+			op = lendOp
 		}
 		args = append(args, op, r.N, m)
 		for _, j := range idx[:m] {
@@ -63,6 +66,12 @@ func (s *Store) encode(ctx context.Context, call uint64, batch []*request) ([]st
 		case r.Across != nil:
 			for _, p := range r.Across {
 				args = append(args, p.N)
+			}
+		case op == lendOp:
+			ln := r.Lend
+			args = append(args, x, loanID(ln.Return), loanID(ln.ID))
+			for i := range ln.Want {
+				args = append(args, ln.Back[i], ln.Want[i])
 			}
 		case op > bucket.OpRefund:
 			args = append(args, x)
@@ -127,7 +136,7 @@ func (s *Store) encodeShort(ctx context.Context, call uint64, batch []*request) 
 // what a, with indexes ai, asks (of other buckets). bi holds at least
 // b's indexes.
 func sameShape(a, b *request, ai, bi []int) bool {
-	if b.Op != a.Op || b.N != a.N || len(b.Policies) != len(a.Policies) || a.Across != nil || b.Across != nil {
+	if b.Op != a.Op || b.N != a.N || len(b.Policies) != len(a.Policies) || a.Across != nil || b.Across != nil || a.Lend != nil {
 		return false
 	}
 	for i, j := range ai {
@@ -141,6 +150,17 @@ func sameShape(a, b *request, ai, bi []int) bool {
 // acrossOp is added to a take's or refund's operation across subjects
 // (see TokenBuckets).
 const acrossOp = 7
+
+// lendOp is bucket.OpLend's operation in TokenBuckets.
+const lendOp = 12
+
+// loanID is a loan's id as TokenBuckets keeps it: "-" for none.
+func loanID(id uint64) string {
+	if id == 0 {
+		return "-"
+	}
+	return strconv.FormatUint(id, 36)
+}
 
 // recordKey names the replay record of call, in subj's slot. The space
 // after the hash tag keeps it apart from every bucket (a policy name has

@@ -110,7 +110,7 @@ KEYS[nb + 1] = record
 // TokenBucketsLua is TokenBuckets' source; AcquireWithRate
 // (leasescripts.go) runs it as a function.
 const TokenBucketsLua = `
-local ceil, floor, match, format = math.ceil, math.floor, string.match, string.format
+local ceil, floor, match, format, sub = math.ceil, math.floor, string.match, string.format, string.sub
 local KEYS = KEYS
 local nk = #KEYS
 local vals = mget(KEYS)
@@ -126,25 +126,30 @@ local now = t[1] * 1000000 + t[2]
 -- the arithmetic below for that case; otherwise it goes on below, in the
 -- arguments of a batch of one.
 local ARGV = ARGV
-if #ARGV == 3 then
-  local desc, v = ARGV[2], vals[1]
+-- straight reads value v of a bucket for the straight line: the numbers
+-- of policy desc and the units v holds refilled to now, with the current
+-- tick; nil when the line cannot decide it (a bucket in another policy,
+-- stamped ahead, in debt or with loans out: see lending).
+local function straight(desc, v)
   local cap, rate, unit, tick = match(desc, '^(%d+):(%d+):(%d+):(%d+)$')
-  -- el: ticks since the bucket's stamp; -1: not this line's to decide
-  local tok, el, at = cap, -1, 0
+  if not cap then return nil end
+  cap, rate, unit, tick = cap + 0, rate + 0, unit + 0, tick + 0
+  if rate <= 0 or unit <= 0 or tick <= 0 then return nil end
+  local at, tok, el = floor(now / tick), cap, 0
+  if v then
+    local units, ts, d = match(v, '^(%d+):(%d+):(.*)')
+    if d ~= desc then return nil end
+    tok, el = units + 0, at - ts
+    if el < 0 then return nil end
+  end
+  if tok >= cap or el >= ceil((cap - tok) / rate) then tok = cap else tok = tok + el * rate end
+  return cap, rate, unit, tick, tok, at
+end
+if #ARGV == 3 then
+  local desc = ARGV[2]
+  local cap, rate, unit, tick, tok, at = straight(desc, vals[1])
   if cap then
-    cap, rate, unit, tick = cap + 0, rate + 0, unit + 0, tick + 0
-    tok = cap
-  end
-  if cap and rate > 0 and unit > 0 and tick > 0 then
-    at, el = floor(now / tick), 0
-    if v then
-      local units, ts, d = match(v, '^(%d+):(%d+):(.*)')
-      if d == desc then tok, el = units + 0, at - ts else el = -1 end
-    end
-  end
-  if el >= 0 then
     local phase = now - at * tick
-    if tok >= cap or el >= ceil((cap - tok) / rate) then tok = cap else tok = tok + el * rate end
     local need = ARGV[3] * unit
     if tok < need then
       local reset = 0
@@ -168,22 +173,8 @@ elseif ARGV[2] == 'A' then
   -- below, as a batch of one take across subjects (operation 8).
   local m, S, all = (#ARGV - 2) / 2, {}, true
   for i = 1, m do
-    local desc, v = ARGV[1 + 2 * i], vals[i]
-    local cap, rate, unit, tick = match(desc, '^(%d+):(%d+):(%d+):(%d+)$')
-    local tok, el, at = cap, -1, 0
-    if cap then
-      cap, rate, unit, tick = cap + 0, rate + 0, unit + 0, tick + 0
-      tok = cap
-    end
-    if cap and rate > 0 and unit > 0 and tick > 0 then
-      at, el = floor(now / tick), 0
-      if v then
-        local units, ts, d = match(v, '^(%d+):(%d+):(.*)')
-        if d == desc then tok, el = units + 0, at - ts else el = -1 end
-      end
-    end
-    if el < 0 then S = false; break end
-    if tok >= cap or el >= ceil((cap - tok) / rate) then tok = cap else tok = tok + el * rate end
+    local cap, rate, unit, tick, tok, at = straight(ARGV[1 + 2 * i], vals[i])
+    if not cap then S = false; break end
     local n = ARGV[2 + 2 * i] + 0
     if tok < n * unit or n == 0 and tok < unit then all = false end
     local j = 7 * i
@@ -253,11 +244,11 @@ for j = 1, P do pols[j] = policy(ARGV[4 + j]) end
 -- A bucket is read where it is first asked and written where it is last
 -- asked. A bucket asked again (R pairs: its position in KEYS, that of its
 -- previous one) passes its state on: U, T and Q hold units (false: full),
--- stamp and policy (false: not one), as read or as written, and W its
--- expiry if written.
-local from, later, U, T, Q, W = false, false, nil, nil, nil, nil
+-- stamp and policy (false: not one), as read or as written, W its
+-- expiry if written, and LN its loans (see lending).
+local from, later, U, T, Q, W, LN = false, false, nil, nil, nil, nil, nil
 if R > 0 then
-  from, later, U, T, Q, W = {}, {}, {}, {}, {}, {}
+  from, later, U, T, Q, W, LN = {}, {}, {}, {}, {}, {}, {}
   for j = 5 + P, 3 + P + 2 * R, 2 do
     local i, e = ARGV[j] + 0, ARGV[j + 1] + 0
     from[i], later[e] = e, true
@@ -268,18 +259,67 @@ end
 -- costs about as much as deciding a bucket: a request's part of the reply
 -- is one per policy, a bucket's value one per write.
 local wrote, exs = false, {}
-local function put(key, ex, units, p)
+local function put(key, ex, units, p, ln)
+  local sfx = false
+  if ln and ln[1] then
+    -- Loans out: the bucket lives until the last ends.
+    local parts, last = {}, 0
+    for j = 1, #ln do
+      local l = ln[j]
+      parts[j] = format(';%s,%d,%d', l[1], l[2], l[3])
+      if l[3] > last then last = l[3] end
+    end
+    sfx = table.concat(parts)
+    last = ceil((last - now) / 1000000) + 1
+    if last > ex then ex = last end
+  end
   local e = exs[-ex] -- a negative key: gopher-lua (miniredis) would grow an array to a long expiry
   if e == nil then e = format('%d', ex); exs[-ex] = e end
   if not p[8] then p[8] = format(':%d:', p[5]) .. p[6] end
-  redis.call('SETEX', key, e, format('%d', units) .. p[8])
+  if sfx then
+    redis.call('SETEX', key, e, format('%d', units) .. p[8] .. sfx)
+  else
+    redis.call('SETEX', key, e, format('%d', units) .. p[8])
+  end
   wrote = true
+end
+-- Lending (operation 12, core's Config.Borrow; internal/bucket's Lender
+-- is its model and proof). A bucket with slices out on loan ends its
+-- value with them, ";<loan id>,<tokens>,<end µs>" each; without them it
+-- reads as it always has. Its units are then what it holds plus the
+-- tokens on loan (L): they refill as ever, capped at the capacity, so
+-- the tokens it may take or lend, units less L, refill at most to the
+-- capacity less L. A loan ends at its end (refilled to then, the bucket
+-- loses its tokens, spent or not) or when returned while still out (it
+-- loses the tokens spent). loans reads such a suffix of a bucket
+-- holding units at tick ts in policy q, and ends the loans due by now:
+-- it returns the units, the stamp and the loans still out ({id, tokens,
+-- end} each, in the order they end).
+local function loans(rest, units, ts, q)
+  local ln = {}
+  for id, t, e in string.gmatch(rest, ';([^,;]+),(%d+),(%d+)') do ln[#ln + 1] = {id, t + 0, e + 0} end
+  table.sort(ln, function(x, y) return x[3] < y[3] end)
+  local cap, rate, unit, tick = q[1], q[2], q[3], q[4]
+  while ln[1] and ln[1][3] <= now do
+    local et = floor(ln[1][3] / tick)
+    if et > ts then
+      local el = et - ts
+      if units >= cap or el >= ceil((cap - units) / rate) then units = cap else units = units + el * rate end
+      ts = et
+    end
+    units = units - ln[1][2] * unit
+    table.remove(ln, 1)
+  end
+  return units, ts, ln
 end
 -- per policy of the run's requests: its policy; per policy of the
 -- request being decided: tokens, whether stamped ahead, units in its own
 -- policy, and that policy. A request's part of the reply goes where its
 -- buckets' values were, in vals.
 local rp, toks, aheads, owns, kept, stamped = {false}, {false}, {false}, {false}, {false}, {false}
+-- per policy of the request being decided: the tokens its bucket has on
+-- loan, and its loans (false: none).
+local lents, lns = {false}, {false}
 -- waiting is the arithmetic of operations 4 to 7 on policy p's bucket,
 -- which holds tok units, for n tokens (need units); x is the operation's
 -- argument. 4 reserves: takes n, the bucket owing what it lacks (the
@@ -361,8 +401,15 @@ while d < D do
   -- Operations 4 to 7 take one more argument (see waiting); 8 and 10
   -- are 1 and 3 across subjects, each bucket with its own cost, given
   -- after the count (a take's 0 takes nothing and asks for one token).
-  local x, cs = 0, false
-  if op > 7 then
+  -- 12 lends (in runs of one): the loan's term (µs), the id of a loan to
+  -- return and of one to lend ('-': none), then per policy the returned
+  -- loan's tokens unspent and the tokens to lend.
+  local x, cs, lend = 0, false, false
+  if op == 12 then
+    x, lend = ARGV[a] + 0, {ARGV[a + 1], ARGV[a + 2]}
+    for i = 1, 2 * m do lend[2 + i] = ARGV[a + 2 + i] + 0 end
+    a = a + 3 + 2 * m
+  elseif op > 7 then
     cs, op = {}, op - 7
     for i = 1, m do cs[i] = int(ARGV[a + i - 1]) end
     a = a + m
@@ -374,28 +421,34 @@ while d < D do
       -- stamped ahead of the clock, and the units it holds in its own
       -- policy q.
       local p, b = rp[i], k + i
-      local units, ts, rq = false, 0, false
+      local units, ts, rq, ln = false, 0, false, false
       local e = from and from[b]
       if e then
-        units, ts, rq = U[e], T[e], Q[e]
+        units, ts, rq, ln = U[e], T[e], Q[e], LN[e]
       else
         local v = vals[b]
         if v then
-          local u, x, desc = match(v, '^(-?%d+):(%d+):(.*)')
+          local u, x, desc, at = match(v, '^(-?%d+):(%d+):([^;]*)()')
           if u then
             units, ts, rq = u + 0, x + 0, byDesc[desc]
             if rq == nil then rq = policy(desc) end
+            if at <= #v then units, ts, ln = loans(sub(v, at), units, ts, rq or p) end
           end
         end
       end
-      if later and later[b] then U[b], T[b], Q[b], W[b] = units, ts, rq, e and W[e] end
-      local tok, ahead, own, q, st = p[1], false, nil, nil, nil
+      if later and later[b] then U[b], T[b], Q[b], W[b], LN[b] = units, ts, rq, e and W[e], ln end
+      local tok, ahead, own, q, st, lent = p[1], false, nil, nil, nil, 0
       if units then
         q = rq or p
         local el = q[5] - ts
         tok, ahead = units, el < 0
         if ahead then el = 0 end
         if tok >= q[1] or el >= ceil((q[1] - tok) / q[2]) then tok = q[1] else tok = tok + el * q[2] end
+        if ln then
+          -- What may be taken or lent is what the bucket holds less L.
+          for j = 1, #ln do lent = lent + ln[j][2] end
+          tok, units = tok - lent * q[3], units - lent * q[3]
+        end
         own = tok
         if q ~= p then
           -- Two readings, the larger holds: the bucket refilled in q to
@@ -411,7 +464,7 @@ while d < D do
           stamped[i] = st
         end
       end
-      toks[i], aheads[i], owns[i], kept[i] = tok, ahead, own, q
+      toks[i], aheads[i], owns[i], kept[i], lents[i], lns[i] = tok, ahead, own, q, lent, ln
       local c = n
       if cs then c = cs[i]; if c == 0 then c = 1 end end
       if tok < c * p[3] then allowed = 0 end
@@ -421,6 +474,46 @@ while d < D do
       if allowed == 1 then write = -1 end
     elseif op == 3 then
       allowed, write = 1, 1
+    elseif op == 12 then
+      -- The loan returned (if still out) gives back its unspent tokens;
+      -- then a slice is lent, all or nothing, only when every bucket
+      -- holds it whole. allowed: a slice lent, or (none asked) a loan
+      -- returned.
+      local back = false
+      for i = 1, m do
+        local ln = lns[i]
+        for j = 1, ln and #ln or 0 do
+          if ln[j][1] == lend[1] then
+            local r = lend[1 + 2 * i]
+            if r > ln[j][2] then r = ln[j][2] end
+            if r > 0 then toks[i] = toks[i] + r * rp[i][3] end
+            lents[i] = lents[i] - ln[j][2]
+            table.remove(ln, j)
+            back = true
+            break
+          end
+        end
+      end
+      allowed = 0
+      if lend[2] ~= '-' then
+        allowed = 1
+        for i = 1, m do
+          local w = lend[2 + 2 * i]
+          if w <= 0 or toks[i] < w * rp[i][3] then allowed = 0 end
+        end
+        if allowed == 1 then
+          for i = 1, m do
+            local w = lend[2 + 2 * i]
+            toks[i], lents[i] = toks[i] - w * rp[i][3], lents[i] + w
+            if not lns[i] then lns[i] = {} end
+            local ln = lns[i]
+            ln[#ln + 1] = {lend[2], w, now + x}
+          end
+        end
+      elseif back then
+        allowed = 1
+      end
+      if allowed == 1 or back then write = 3 end
     elseif op > 3 then
       allowed, write = 1, 2
       if op == 4 then
@@ -456,9 +549,12 @@ while d < D do
         if left > cap then left = cap end
       elseif wr == 2 then
         left, retry, extra = waiting(op, x, p, n, need, left, extra)
-      elseif allowed == 0 and left < need then
+      elseif allowed == 0 and left < need and wr == 0 then
         retry = ceil((need - left) / rate) * tick - phase
       end
+      -- With loans out, what may be taken refills to the capacity less L.
+      local lu = lents[i] * unit
+      if left > cap - lu then left = cap - lu end
       if left < cap then reset = ceil((cap - left) / rate) * tick - phase end
       local q = kept[i]
       if q and q ~= p and wr == 0 and not (op == 1 and aheads[i]) then
@@ -494,14 +590,15 @@ while d < D do
       end
       local again = later and later[b]
       if wr ~= 0 or (op == 1 and aheads[i]) then
-        local ex = ceil(reset / 1000000) + 1
-        if again then U[b], T[b], Q[b], W[b] = left, p[5], p, ex else put(KEYS[b], ex, left, p) end
+        local ex, ln = ceil(reset / 1000000) + 1, lns[i]
+        local held = left + lu
+        if again then U[b], T[b], Q[b], W[b], LN[b] = held, p[5], p, ex, ln else put(KEYS[b], ex, held, p, ln) end
       elseif from and not again then
         local e = from[b]
-        if e and W[e] then put(KEYS[b], W[e], U[e], Q[e]) end
+        if e and W[e] then put(KEYS[b], W[e], U[e], Q[e], LN[e]) end
       end
     end
-    if op > 3 then vals[k + m] = vals[k + m] .. format(',%d', extra) end
+    if op > 3 and op < 12 then vals[k + m] = vals[k + m] .. format(',%d', extra) end
     k = k + m
   end
 end

@@ -114,6 +114,11 @@ func (s *Store) Do(ctx context.Context, a bucket.Ask) (bucket.Outcome, error) {
 	} else {
 		err = bucket.CheckOp(a.Op, a.Subj, a.N, a.Policies)
 	}
+	if kind, _ := bucket.SplitOp(a.Op); err == nil && (kind == bucket.OpLend) != (a.Lend != nil && a.Across == nil) {
+		err = bucket.ErrInvalidConfig
+	} else if a.Lend != nil && (len(a.Lend.Back) != len(a.Policies) || len(a.Lend.Want) != len(a.Policies)) {
+		err = bucket.ErrInvalidConfig
+	}
 	if err != nil {
 		return bucket.Outcome{}, err
 	}
