@@ -116,6 +116,10 @@ func run(lookup func(string) (string, bool), logOut io.Writer) error {
 
 	opts := []grpc.ServerOption{
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: s.GRPCMaxConnAge, MaxConnectionAgeGrace: s.GRPCMaxConnGrace}),
+		// gRPC's default flow-control windows, fixed: a window sized by
+		// bandwidth-delay estimates sends a PING to time each burst of data
+		// received, about one per request for calls this small.
+		grpc.InitialWindowSize(64 << 10), grpc.InitialConnWindowSize(64 << 10),
 	}
 	if s.GRPCUseTLS {
 		c, err := serverTLS(s)
