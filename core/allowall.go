@@ -34,7 +34,10 @@ type Check struct {
 // It returns the binding Result first — the refusing check with the
 // longest RetryAfter, else the check with the fewest Remaining for its
 // burst — then one Result per check, in order. In a refused call a check
-// within its limit says Allowed, with its Remaining untouched.
+// within its limit says Allowed, with its Remaining untouched. Of more
+// than one check, the binding Result's Policies lists every check's
+// policies, check by check (as RateLimit-Policy lists them), and it is
+// Degraded when any check is.
 //
 // Every limiter must use the same store. The checks of one store node
 // (every check on a standalone Redis, Sentinel or memory store, one Ring
@@ -64,17 +67,41 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, []Result, error) {
 	}
 	if d.store.remote() {
 		if d.cached(ctx) {
-			return d.res[d.bind], d.res, nil
+			return whole(d.res[d.bind], d.res), d.res, nil
 		}
 		d.remote(ctx)
 		first, res := d.results(ctx)
 		d.learn(res)
-		return first, res, nil
+		return whole(first, res), res, nil
 	}
 	o, _ := d.store.call(ctx, d.ask(bucket.OpTake, 0, len(d.parts)))
 	d.allowed = o.Allowed
 	first, res := d.results(ctx)
-	return first, res, nil
+	return whole(first, res), res, nil
+}
+
+// whole is first, the binding Result of res, as AllowAll returns it: of
+// several checks, with every check's policies, and Degraded when any
+// check is.
+func whole(first Result, res []Result) Result {
+	if len(res) == 1 {
+		return first
+	}
+	n := 0
+	for _, r := range res {
+		n += max(1, len(r.Policies))
+		first.Degraded = first.Degraded || r.Degraded
+	}
+	ps := make([]PolicyResult, 0, n)
+	for _, r := range res {
+		if r.Policies != nil {
+			ps = append(ps, r.Policies...)
+			continue
+		}
+		ps = append(ps, PolicyResult{Name: r.Name, Limit: r.Limit, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter})
+	}
+	first.Policies = ps
+	return first
 }
 
 // checkError is a caller's mistake in one check of AllowAll.

@@ -168,7 +168,7 @@ func TestAllowAllFailedNode(t *testing.T) {
 	faultHealthyOne(t, x)
 	p.SetMode(faultproxy.Refuse)
 	first, rs, err := core.AllowAll(ctx, core.Check{x, ka, 2}, core.Check{open, kb, 1})
-	if err != nil || !first.Allowed || rs[0].Degraded || rs[0].Remaining != 8 || !rs[1].Degraded || !rs[1].Allowed {
+	if err != nil || !first.Allowed || !first.Degraded || rs[0].Degraded || rs[0].Remaining != 8 || !rs[1].Degraded || !rs[1].Allowed {
 		t.Fatalf("a's check and FailOpen's on the failed shard: %+v %+v %v", first, rs, err)
 	}
 	first, rs, err = core.AllowAll(ctx, core.Check{x, ka, 2}, core.Check{closed, kb, 1})
@@ -177,5 +177,11 @@ func TestAllowAllFailedNode(t *testing.T) {
 	}
 	if got := bucketTokens(t, a.Client(), store.Key("x", ka), x.Limit()); got != 8 {
 		t.Errorf("x: %d tokens; want 8: the refused whole gave back what a took", got)
+	}
+	// Redis refuses x's check: it binds, and the whole is Degraded since
+	// open's check is.
+	first, rs, err = core.AllowAll(ctx, core.Check{x, ka, 9}, core.Check{open, kb, 1})
+	if err != nil || first.Allowed || first.Name != "x" || !first.Degraded || rs[0].Degraded || !rs[1].Degraded {
+		t.Fatalf("x refuses, open's shard failed: %+v %+v %v", first, rs, err)
 	}
 }

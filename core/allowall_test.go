@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,9 @@ func TestAllowAll(t *testing.T) {
 			if first.Name != "ip" || first.Remaining != 1 {
 				t.Errorf("binding result %+v; want ip's, the fewest left for its burst", first)
 			}
+			if got := policyNames(first); got != "ip 1, tenant 4, tenant-hour 5, route 99" {
+				t.Errorf("binding result's policies: %s; want every check's", got)
+			}
 			first, rs = all(core.Check{ip, "10.0.0.1", 2}, core.Check{tenant, "acme", 1}, core.Check{route, "*", 1})
 			if first.Allowed || first.Name != "ip" || first.RetryAfter <= 0 || rs[0].Allowed || rs[0].Remaining != 1 {
 				t.Fatalf("ip short: first %+v, ip %+v", first, rs[0])
@@ -104,6 +108,15 @@ func TestAllowAll(t *testing.T) {
 			}
 		})
 	}
+}
+
+// policyNames lists r.Policies as "name remaining, …".
+func policyNames(r core.Result) string {
+	var s []string
+	for _, p := range r.Policies {
+		s = append(s, p.Name+" "+strconv.Itoa(p.Remaining))
+	}
+	return strings.Join(s, ", ")
 }
 
 // TestAllowAllMistakes: a caller's mistake is an error naming the check,
@@ -218,6 +231,9 @@ func TestAllowAllDenialCache(t *testing.T) {
 		first, rs, err := core.AllowAll(ctx, core.Check{ip, "a", 1}, core.Check{tenant, "t", 1})
 		if err != nil || first.Allowed || first.Name != "ip" || first.RetryAfter <= 0 || !rs[1].Allowed || rs[1].Name != "tenant" {
 			t.Fatalf("flood: %+v %+v %v", first, rs, err)
+		}
+		if len(first.Policies) != 2 || first.Policies[0].Name != "ip" || first.Policies[1].Name != "tenant" {
+			t.Fatalf("flood: binding result's policies %+v; want ip's and tenant's", first.Policies)
 		}
 		if r, _ := ip.Allow(ctx, "a"); r.Allowed {
 			t.Fatalf("AllowN after AllowAll's denial: %+v", r)

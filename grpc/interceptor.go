@@ -161,9 +161,8 @@ func (in *rateInterceptor) decide(ctx context.Context, fullMethod string) (metad
 		n = in.cost(ctx, fullMethod)
 	}
 	var res core.Result
-	degraded := false // a check of several was degraded
 	if checks != nil {
-		res, degraded, err = allowAll(ctx, checks, lim, key, n)
+		res, err = allowAll(ctx, checks, lim, key, n)
 	} else {
 		res, err = lim.AllowN(ctx, key, n)
 	}
@@ -173,10 +172,7 @@ func (in *rateInterceptor) decide(ctx context.Context, fullMethod string) (metad
 	if in.observe != nil {
 		in.observe(ctx, fullMethod, res, nil, in.dryRun)
 	}
-	var md metadata.MD
-	if !degraded {
-		md = in.metadata(in.fields[lim], res)
-	}
+	md := in.metadata(in.fields[lim], res)
 	if res.Allowed || in.dryRun {
 		return md, nil
 	}

@@ -98,32 +98,21 @@ func (g *Gate) alsoKeys(r *http.Request) ([]core.Check, core.Result, error) {
 }
 
 // allowAll decides checks, whose first is the Gate's own (lim, for key),
-// each for n tokens, in one core.AllowAll. It returns the binding result
-// with every check's policies listed, and whether a check was degraded.
-func (g *Gate) allowAll(ctx context.Context, checks []core.Check, lim *core.Limiter, key string, n int) (core.Result, bool, error) {
+// each for n tokens, in one core.AllowAll, whose binding result lists
+// every check's policies and is Degraded when any check is.
+func (g *Gate) allowAll(ctx context.Context, checks []core.Check, lim *core.Limiter, key string, n int) (core.Result, error) {
 	checks[0] = core.Check{Limiter: lim, Key: key}
 	for i := range checks {
 		if err := costError(checks[i].Limiter, n); err != nil {
-			return core.Result{}, false, err
+			return core.Result{}, err
 		}
 		checks[i].N = n
 	}
-	res, each, err := core.AllowAll(ctx, checks...)
+	res, _, err := core.AllowAll(ctx, checks...)
 	if err != nil {
-		return core.Result{}, false, &alsoError{err}
+		return core.Result{}, &alsoError{err}
 	}
-	degraded := false
-	ps := make([]core.PolicyResult, 0, len(each)+1)
-	for _, e := range each {
-		degraded = degraded || e.Degraded
-		if e.Policies != nil {
-			ps = append(ps, e.Policies...)
-			continue
-		}
-		ps = append(ps, core.PolicyResult{Name: e.Name, Limit: e.Limit, Remaining: e.Remaining, RetryAfter: e.RetryAfter, ResetAfter: e.ResetAfter})
-	}
-	res.Policies = ps
-	return res, degraded, nil
+	return res, nil
 }
 
 // limiterHeaders formats the header values of lim's decisions: its

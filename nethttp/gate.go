@@ -289,9 +289,8 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 		}
 	}
 	var res core.Result
-	degraded := false // a check of several was degraded
 	if checks != nil {
-		res, degraded, err = g.allowAll(ctx, checks, dl, key, n)
+		res, err = g.allowAll(ctx, checks, dl, key, n)
 	} else if res, err = dl.AllowN(ctx, key, n); err != nil && perRequest {
 		err = &limitError{err}
 	}
@@ -305,16 +304,15 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	if g.delay > 0 && !res.Allowed && !res.Degraded && res.RetryAfter <= g.delay {
 		res = g.shape(ctx, r, c, res) // WithDelay: delay.go
 	}
-	degraded = degraded || res.Degraded
 	if g.observe != nil {
 		g.observe(r, res, nil, g.dryRun)
 	}
 	h := w.Header()
-	if !degraded && g.style != HeadersNone {
+	if !res.Degraded && g.style != HeadersNone {
 		setRateLimit(h, g.style, g.headersFor(lim), &res, g.now)
 	}
 	if res.Allowed || g.dryRun {
-		if g.countIf != nil && res.Allowed && !degraded && !g.dryRun {
+		if g.countIf != nil && res.Allowed && !res.Degraded && !g.dryRun {
 			return true, c
 		}
 		return true, charge{}
