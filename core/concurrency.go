@@ -116,7 +116,6 @@ const DefaultLease = 15 * time.Second
 // and share it.
 type Concurrency struct {
 	guard                            // how it reaches the store (see guard)
-	mem        *MemoryStore          // the store, when it is one
 	name       string                // ConcurrencyConfig.Name
 	max        int                   // ConcurrencyConfig.Max
 	localMax   int                   // FailLocal's Max / Instances
@@ -178,7 +177,6 @@ func NewConcurrency(cfg ConcurrencyConfig) (*Concurrency, error) {
 	if cfg.Rate != nil && cfg.Rate.store != c.store {
 		return nil, fmt.Errorf("%w: ConcurrencyConfig.Rate must use the Concurrency's Store: one store call decides both", ErrInvalidConfig)
 	}
-	c.mem = c.store.memory()
 	c.leaseObs, _ = cfg.Observer.(LeaseObserver)
 	if c.lease < 3*c.timeout || c.lease < time.Millisecond || c.lease > 24*time.Hour {
 		return nil, fmt.Errorf("%w: Lease %v: between 3 × Timeout (%v) and 24h, so a renewal can be late and still arrive in time", ErrInvalidConfig, c.lease, c.timeout)
@@ -259,8 +257,8 @@ func (c *Concurrency) acquire(ctx context.Context, key, id string) (*Lease, Resu
 		req.each = make([]bucket.Outcome, len(req.policies))
 	}
 	req.queues = &c.acquiring
-	if c.mem != nil {
-		a, _ := c.mem.acquire(ctx, time.Time{}, 0, req)
+	if !c.store.remote() {
+		a, _ := c.store.acquire(ctx, time.Time{}, 0, req)
 		return c.granted(ctx, req, a, heldInStore, time.Time{})
 	}
 	l, r := c.ask(ctx, req, time.Now())
@@ -402,9 +400,8 @@ func (l *Lease) Release(ctx context.Context) error {
 	case from == heldLocally:
 		c.fallback.local.releaseLease(c.name, l.subj, l.id)
 		return nil
-	case c.mem != nil:
-		c.mem.releaseLease(c.name, l.subj, l.id)
-		return nil
+	case !c.store.remote():
+		return c.store.release(ctx, time.Time{}, 0, c.name, l.subj, l.id)
 	}
 	err := c.remove(ctx, l.subj, l.id)
 	if err != nil {
@@ -549,8 +546,8 @@ func (c *Concurrency) renewAll(ls []*Lease) []renewal {
 // renewChunk renews ls (at most maxRenewLeases, all held in the store) in
 // one store call, bounded by Timeout from its own start.
 func (c *Concurrency) renewChunk(ls []*Lease) []renewal {
-	if c.mem != nil {
-		got, _ := c.mem.renew(context.Background(), time.Time{}, 0, c.name, c.lease, ls)
+	if !c.store.remote() {
+		got, _ := c.store.renew(context.Background(), time.Time{}, 0, c.name, c.lease, ls)
 		return got
 	}
 	var got []renewal

@@ -123,7 +123,6 @@ type Config struct {
 // policy at startup and share it.
 type Limiter struct {
 	guard                  // how it reaches the store (see guard)
-	mem      *MemoryStore  // the store, when it is one: see take
 	set      *policySet    // Limit, then Extra
 	perLimit limitSets     // AllowLimit's limits, then Extra
 	denials  *denyCache    // nil when disabled, or for an in-process store
@@ -189,8 +188,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 	store := l.store
-	l.mem = store.memory()
-	if l.mem == nil && cfg.DenyCacheSize != -1 {
+	if store.remote() && cfg.DenyCacheSize != -1 {
 		l.denials = newDenyCache(orDefault(cfg.DenyCacheSize, defaultDenyCacheSize), l.timeout)
 	}
 	if book := store.policyNames(); book != nil {
@@ -345,19 +343,21 @@ func (l *Limiter) RefundLimit(ctx context.Context, key string, n int, lim Limit)
 	return l.base.decide(ctx, bucket.OpRefund, key, n, set)
 }
 
-// take is AllowN under set. Allow and AllowN inline into their callers,
-// so a memory decision under one limit crosses one frame, this one, which
-// builds the Result (13 words) in place (BENCHMARKS.md, "Tricks kept").
-// Every other case goes on in decide.
+// take is AllowN under set. A store in this process decides a take
+// under one limit in place (take1), and this frame builds the Result (13
+// words) in place (BENCHMARKS.md, "Tricks kept"). Every other case goes
+// on in decide.
 func (l *Limiter) take(ctx context.Context, key string, n int, set *policySet) (r Result, err error) {
-	if l.mem == nil || len(set.policies) > 1 {
+	if len(set.policies) > 1 {
 		return l.decide(ctx, bucket.OpTake, key, n, set)
 	}
 	if key == "" || n < 1 || n > set.minCap {
 		return r, checkCall(key, n, set)
 	}
-	// Arguments are checked: no I/O, no failure, no guard.
-	d := l.mem.table.Take1(l.mem.subject(key), n, &set.policies[0])
+	d, ok := l.store.take1(key, n, &set.policies[0])
+	if !ok {
+		return l.decide(ctx, bucket.OpTake, key, n, set)
+	}
 	if l.observer != nil {
 		l.observe(ctx, bucket.OpTake, DecisionEvent{Policy: set.name(), Allowed: d.Allowed})
 	}

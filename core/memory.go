@@ -108,7 +108,10 @@ func (s *MemoryStore) why() (dialErr, last error, _ bool) { return nil, nil, tru
 func (s *MemoryStore) breakers() *nodeBreakers            { return nil }
 func (s *MemoryStore) unit(string) string                 { return "" }
 func (s *MemoryStore) policyNames() *nameBook             { return &s.names }
-func (s *MemoryStore) memory() *MemoryStore               { return s }
+
+func (s *MemoryStore) take1(key string, n int, p *bucket.Policy) (bucket.Decision, bool) {
+	return s.table.Take1(s.subject(key), n, p), true
+}
 
 // subject digests only a long key, and a key starting with '~' (no key
 // may spell another's digest): a memory store takes any byte.

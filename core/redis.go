@@ -134,7 +134,9 @@ func (s *RedisStore) live(ctx context.Context, deadline time.Time, bound int64, 
 func (s *RedisStore) remote() bool              { return true }
 func (s *RedisStore) subject(key string) string { return transport.HashSubject(key) }
 func (s *RedisStore) policyNames() *nameBook    { return &s.names }
-func (s *RedisStore) memory() *MemoryStore      { return nil }
+func (s *RedisStore) take1(string, int, *bucket.Policy) (bucket.Decision, bool) {
+	return bucket.Decision{}, false
+}
 
 func (s *RedisStore) why() (dialErr, last error, told bool) {
 	dialErr, last = s.t.Why()

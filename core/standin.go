@@ -115,7 +115,9 @@ func (*hookStore) why() (dialErr, last error, told bool) { return nil, nil, fals
 func (h *hookStore) breakers() *nodeBreakers             { return &h.nodes }
 func (*hookStore) unit(string) string                    { return "" }
 func (*hookStore) policyNames() *nameBook                { return nil }
-func (*hookStore) memory() *MemoryStore                  { return nil }
+func (*hookStore) take1(string, int, *bucket.Policy) (bucket.Decision, bool) {
+	return bucket.Decision{}, false
+}
 
 func (*hookStore) acquire(context.Context, time.Time, int64, *leaseRequest) (bucket.LeaseAnswer, error) {
 	return bucket.LeaseAnswer{}, errNoLeases

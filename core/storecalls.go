@@ -42,9 +42,12 @@ type storeCalls interface {
 	// policyNames returns the book of the store's limiters' policy names,
 	// nil when the store keeps none.
 	policyNames() *nameBook
-	// memory returns the store when it is a MemoryStore, else nil: the
-	// in-process store, which its limiters call past the guard.
-	memory() *MemoryStore
+	// take1 decides a take of n tokens of key (as a limiter gives it)
+	// under p, one policy, arguments checked, at once and in place when
+	// the store is in this process (ok); a store outside it says !ok,
+	// and the take goes through the guard. A Limiter's hot path
+	// (BENCHMARKS.md, "Tricks kept").
+	take1(key string, n int, p *bucket.Policy) (d bucket.Decision, ok bool)
 
 	// A Concurrency's leases, each call by deadline and within bound, as
 	// call.
