@@ -104,6 +104,11 @@ func whole(first Result, res []Result) Result {
 	return first
 }
 
+// Store returns the store l decides on (Config.Store). Limiters whose
+// Stores are equal can be checked together (AllowAll): an adapter that
+// combines limiters compares them when it is built.
+func (l *Limiter) Store() Store { return l.base.store }
+
 // checkError is a caller's mistake in one check of AllowAll.
 type checkError struct {
 	i   int

@@ -155,6 +155,10 @@ func TestAllowAllMistakes(t *testing.T) {
 			t.Errorf("%s after mistakes: %d left; want 3", l.Name(), r.Remaining)
 		}
 	}
+	// Store tells them apart beforehand, as adapters do when built.
+	if a.Store() != store || b.Store() != a.Store() || a10.Store() != a.Store() || other.Store() == a.Store() {
+		t.Errorf("Store: a, b, a10 on one store, other not: %p %p %p %p", a.Store(), b.Store(), a10.Store(), other.Store())
+	}
 }
 
 // TestAllowAllFailModes: a store that cannot decide leaves each check to

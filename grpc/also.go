@@ -15,6 +15,16 @@ type alsoError struct{ err error }
 func (e *alsoError) Error() string { return "grpc: WithAlso: " + e.err.Error() }
 func (e *alsoError) Unwrap() error { return e.err }
 
+// checkAlso panics when a WithAlso limiter decides on another store than
+// l, a limiter the interceptor knows at construction.
+func (c *config) checkAlso(l *core.Limiter) {
+	for _, a := range c.also {
+		if a.lim.Store() != l.Store() {
+			panic(fmt.Sprintf("grpc: WithAlso: limiter %q uses another store than limiter %q: the checks of one call must share a store (core.AllowAll)", a.lim.Name(), l.Name()))
+		}
+	}
+}
+
 // costError is AllowN's error for a cost n that lim could never allow,
 // or nil. AllowAll refuses such a check instead, as a call over its
 // limit; WithCost's bug must be codes.Internal, whatever the check.

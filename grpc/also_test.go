@@ -2,6 +2,8 @@ package grpc_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,6 +102,32 @@ func TestWithAlsoConcurrencyPanics(t *testing.T) {
 		}
 	}()
 	ratelimit.ConcurrencyUnaryServerInterceptor(c, ratelimit.WithAlso(tenant, ratelimit.Metadata("x-tenant")))
+}
+
+// TestWithAlsoAnotherStore: a WithAlso limiter on another store than the
+// interceptor's own or a WithMethods limiter panics at construction.
+func TestWithAlsoAnotherStore(t *testing.T) {
+	t.Parallel()
+	peer, tenant := alsoLimiters(t)
+	elsewhere := limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Name: "elsewhere", Limit: core.PerMinute(3), FailMode: core.FailOpen})
+	key := ratelimit.Metadata("x-tenant")
+	for name, f := range map[string]func(){
+		"own":      func() { ratelimit.UnaryServerInterceptor(elsewhere, ratelimit.WithAlso(tenant, key)) },
+		"WithAlso": func() { ratelimit.StreamServerInterceptor(peer, ratelimit.WithAlso(elsewhere, key)) },
+		"WithMethods": func() {
+			ratelimit.UnaryServerInterceptor(peer, ratelimit.WithAlso(tenant, key), ratelimit.WithMethods(map[string]*core.Limiter{"/s.S/M": elsewhere}))
+		},
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "uses another store than limiter") {
+					t.Errorf("%s: panic %v; want one naming the other store", name, p)
+				}
+			}()
+			f()
+		}()
+	}
+	ratelimit.UnaryServerInterceptor(peer, ratelimit.WithAlso(tenant, key)) // one store: no panic
 }
 
 // TestWithAlsoCost: a cost a WithAlso limiter can never allow is

@@ -105,7 +105,9 @@ func newRateInterceptor(l *core.Limiter, opts []Option) *rateInterceptor {
 	in := &rateInterceptor{interceptor: newInterceptor(opts), def: l}
 	in.unchecked = checkMethods(in.methods)
 	in.fields = map[*core.Limiter]*nethttp.Fields{l: nethttp.NewFields(l.Limit(), l.Name(), in.style)}
+	in.checkAlso(l)
 	for _, ml := range in.methods {
+		in.checkAlso(ml)
 		if in.fields[ml] == nil {
 			in.fields[ml] = nethttp.NewFields(ml.Limit(), ml.Name(), in.style)
 		}

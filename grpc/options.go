@@ -124,7 +124,9 @@ func WithMethods(methods map[string]*core.Limiter) Option {
 // tenant in a metadata field, or a constant "*" for a global ceiling), in
 // the same core.AllowAll call as the interceptor's own decision: all or
 // nothing, one store round trip; several WithAlso add several checks, on
-// the store of the interceptor's limiters. As nethttp.WithAlso: every
+// the store of the interceptor's limiters (the interceptor panics when l
+// uses another store than its own or a WithMethods limiter). As
+// nethttp.WithAlso: every
 // check takes the call's cost (one some check could never allow is
 // codes.Internal, as WithCost says); the metadata describes the binding result
 // and ratelimit-policy lists every check's policies; RetryInfo is the

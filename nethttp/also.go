@@ -14,8 +14,10 @@ import (
 // core.AllowAll call as the middleware's own decision: all or nothing, so
 // a request either check refuses takes nothing from either, and the whole
 // costs one store round trip. Several WithAlso add several checks; every
-// limiter must use the store of the middleware's (core.AllowAll's rule;
-// a request decided across two stores gets the ErrorHandler's 500).
+// limiter must use the store of the middleware's (core.AllowAll's rule):
+// construction panics when l's store is not that of the middleware's
+// limiter or of a WithRoutes limiter; a WithLimiterFunc limiter on another
+// store gets the ErrorHandler's 500.
 //
 // Every check takes the request's cost (WithCost); a cost some check's
 // limiter could never allow is WithCost's bug, the ErrorHandler's 500, as
@@ -42,6 +44,18 @@ func WithAlso(l *core.Limiter, key keyfuncs.KeyFunc) Option {
 	mustNotBeNil(l == nil, "WithAlso")
 	mustNotBeNil(key == nil, "WithAlso")
 	return func(c *config) { c.also = append(c.also, alsoCheck{lim: l, key: key}) }
+}
+
+// checkAlso panics when a WithAlso limiter decides on another store than
+// limiters, which the Gate knows at construction (its own and WithRoutes').
+func (c *config) checkAlso(limiters ...*core.Limiter) {
+	for _, a := range c.also {
+		for _, l := range limiters {
+			if a.lim.Store() != l.Store() {
+				panic(fmt.Sprintf("nethttp: WithAlso: limiter %q uses another store than limiter %q: the checks of one request must share a store (core.AllowAll)", a.lim.Name(), l.Name()))
+			}
+		}
+	}
 }
 
 // alsoCheck is one WithAlso.

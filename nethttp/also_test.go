@@ -3,6 +3,7 @@ package nethttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -384,22 +385,30 @@ func TestWithAlsoRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	waits := limitertest.New(t, core.Config{Store: s.store, Name: "waits", Limit: core.PerMinute(3), FailMode: core.FailOpen, MaxWait: time.Second})
+	elsewhere := limitertest.New(t, core.Config{Store: core.NewMemoryStore(), Name: "elsewhere", Limit: core.PerMinute(3), FailMode: core.FailOpen})
 	also := WithAlso(s.tenant, tenantKey)
 	for name, f := range map[string]func(){
-		"nil limiter":  func() { WithAlso(nil, tenantKey) },
-		"nil key":      func() { WithAlso(s.tenant, nil) },
-		"WithDelay":    func() { NewGate(waits, WithDelay(time.Second), also) },
-		"Concurrency":  func() { Concurrency(conc, also) },
-		"Transport":    func() { Transport(s.client, nil, also) },
-		"WithDelay, ←": func() { NewGate(waits, also, WithDelay(time.Second)) },
+		"another store":            func() { Middleware(elsewhere, also) },
+		"another store, WithAlso":  func() { NewGate(s.client, WithAlso(elsewhere, tenantKey)) },
+		"another store, WithRoute": func() { NewGate(s.client, also, WithRoutes(map[string]*core.Limiter{"/x": elsewhere})) },
+		"nil limiter":              func() { WithAlso(nil, tenantKey) },
+		"nil key":                  func() { WithAlso(s.tenant, nil) },
+		"WithDelay":                func() { NewGate(waits, WithDelay(time.Second), also) },
+		"Concurrency":              func() { Concurrency(conc, also) },
+		"Transport":                func() { Transport(s.client, nil, also) },
+		"WithDelay, ←":             func() { NewGate(waits, also, WithDelay(time.Second)) },
 	} {
 		func() {
 			defer func() {
-				if recover() == nil {
+				p := recover()
+				if p == nil {
 					t.Errorf("%s: no panic", name)
+				} else if msg := fmt.Sprint(p); strings.HasPrefix(name, "another store") && !strings.Contains(msg, "uses another store than limiter") {
+					t.Errorf("%s: panic %q; want it to name the limiters and their stores", name, msg)
 				}
 			}()
 			f()
 		}()
 	}
+	NewGate(s.client, also, WithRoutes(map[string]*core.Limiter{"/x": waits})) // one store: no panic
 }

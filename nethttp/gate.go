@@ -77,9 +77,11 @@ func (rt Router) NewGate(l *core.Limiter, opts ...Option) *Gate {
 	}
 	g.table = newRouteTable(g.routes)
 	g.checkDelay(l)
+	g.checkAlso(l)
 	g.headers = map[*core.Limiter]*policyHeaders{l: g.limiterHeaders(l)}
 	for _, rl := range g.routes {
 		g.checkDelay(rl)
+		g.checkAlso(rl)
 		if g.headers[rl] == nil {
 			g.headers[rl] = g.limiterHeaders(rl)
 		}
