@@ -127,6 +127,7 @@ type Limiter struct {
 	perLimit limitSets     // AllowLimit's limits, then Extra
 	denials  *denyCache    // nil when disabled, or for an in-process store
 	maxWait  time.Duration // Config.MaxWait
+	borrow   *sliceTable   // Config.Borrow's; nil when off
 
 	// base is the limiter whose state this one uses: itself, or for a
 	// view (With) the limiter it was made from, deciding under set.
@@ -188,6 +189,9 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 	store := l.store
+	if store.remote() {
+		l.borrow = newSlices(cfg.Borrow, set)
+	}
 	if store.remote() && cfg.DenyCacheSize != -1 {
 		l.denials = newDenyCache(orDefault(cfg.DenyCacheSize, defaultDenyCacheSize), l.timeout)
 	}
@@ -402,6 +406,11 @@ func (l *Limiter) run(ctx context.Context, op int, key string, n int, set *polic
 		return resultOf(o, each, set)
 	}
 	q := query{op: op, key: key, n: n, set: set, each: each}
+	if op == bucket.OpTake && l.borrow != nil && set == l.set {
+		if r, ok := l.fromSlice(ctx, q); ok {
+			return r
+		}
+	}
 	if op == bucket.OpTake && l.denials != nil {
 		return l.takeCached(ctx, q)
 	}
@@ -440,6 +449,9 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	err := l.store.clear(ctx, key, set.policies)
+	if l.borrow != nil {
+		l.borrow.drop(key)
+	}
 	if l.denials != nil {
 		l.denials.forget(key, l.clock(), int64(l.timeout))
 	}

@@ -38,6 +38,12 @@ type DecisionEvent struct {
 	Latency  time.Duration // time spent waiting for the store; 0 when not asked
 	Err      error         // why the decision was degraded, else nil
 	DryRun   bool          // a refusal under a context from WithDryRun: not enforced
+	// Borrowed is a take decided from a slice borrowed from the store
+	// (Config.Borrow): in process, or by the call that borrowed it.
+	// Lent is the tokens that call borrowed (of each limit), and
+	// Returned the unspent tokens of the key's last slice it gave back.
+	Borrowed       bool
+	Lent, Returned int
 	// Instances is, with FailLocal, how many instances its in-process
 	// buckets share the limit with: Config.Instances, or the live count
 	// learned when that is 0. 0 for the other modes.

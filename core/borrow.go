@@ -1,0 +1,222 @@
+package core
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
+)
+
+// Hot allowed keys decided in process (Config.Borrow, DESIGN §14).
+//
+// A key this limiter decides at least once per Borrow borrows a slice of
+// its buckets in one store call (bucket.OpLend): k tokens of every
+// policy, all or nothing, k the fewest whole tokens any policy refills in
+// Borrow and at most half the smallest burst. The store keeps them out
+// of its refill until the loan ends (see bucket.Lender, the model and its
+// proof), so deciding from the slice never admits beyond the bucket's
+// envelope on any instance. Each decision from the slice takes n of k,
+// until the slice is spent or its loan ends for this instance: Borrow
+// after the borrow was sent, on the monotonic clock, never after the
+// store's own end. Then the next decision borrows again, giving back
+// what is left of the last slice in the same call; a key that cooled
+// down keeps its slice until its loan ends (the store drops what is
+// unspent then): the under-use, at most the tokens on loan.
+//
+// Near empty, the store lends nothing (no bucket can spare k): the
+// decision, and the key's decisions for the next Borrow, go to the store
+// one by one, as without borrowing — denials, RetryAfter and the denial
+// cache exactly as they are. Only takes under the limiter's own limits
+// borrow: a view of another limit (With, AllowLimit), Peek, Refund,
+// ReserveN, WaitN and Charge ask the store, which counts the tokens on
+// loan as taken.
+
+// maxSlices bounds the keys a limiter tracks for borrowing: a key past
+// it is decided by the store, as without Borrow.
+const maxSlices = 4096
+
+// sliceTable is a Limiter's slice table.
+type sliceTable struct {
+	term time.Duration // Config.Borrow
+	k    int64         // tokens per slice, of every policy
+
+	mu     sync.Mutex
+	keys   map[string]*slice // by subject as the store keys it
+	nextID uint64            // loan ids: a random start, then one up
+}
+
+// slice is one key's state: its last decision and its loan, if any.
+type slice struct {
+	last  int64   // its last decision (the limiter's clock, ns)
+	id    uint64  // the loan out; 0: none usable
+	end   int64   // the loan's end for this instance: sent + term
+	spent int64   // tokens taken from the slice, of every policy
+	level []int64 // per policy: tokens in the bucket at the borrow, the slice with them
+	busy  bool    // a borrow is in flight
+	quiet int64   // no borrow before: the store lent nothing, or failed
+}
+
+// newSlices returns the slice table of a limiter borrowing for term
+// under set, nil when no slice of at least two tokens fits every policy
+// (a slice of one saves no call).
+func newSlices(term time.Duration, set *policySet) *sliceTable {
+	if term <= 0 {
+		return nil
+	}
+	k := int64(set.minCap / 2)
+	for i := range set.policies {
+		p := &set.policies[i]
+		k = min(k, bucket.SliceUnits(p, term.Microseconds())/p.Unit)
+	}
+	if k < 2 {
+		return nil
+	}
+	return &sliceTable{term: term, k: k, keys: make(map[string]*slice), nextID: rand.Uint64() >> 1}
+}
+
+// fromSlice decides a take of n tokens of key (as the store keys it)
+// under l's own limits from the key's slice, borrowing one when the key
+// is hot and has none; ok is false when the store decides the take, as
+// without borrowing.
+func (l *Limiter) fromSlice(ctx context.Context, q query) (r Result, ok bool) {
+	s, n := l.borrow, int64(q.n)
+	now, term := l.clock(), int64(l.borrow.term)
+	s.mu.Lock()
+	e := s.keys[q.key]
+	if e == nil {
+		if len(s.keys) >= maxSlices {
+			s.sweep(now)
+		}
+		if len(s.keys) < maxSlices {
+			s.keys[q.key] = &slice{last: now}
+		}
+		s.mu.Unlock()
+		return r, false
+	}
+	hot := now-e.last < term
+	e.last = now
+	if e.id != 0 && now < e.end && e.spent+n <= s.k {
+		e.spent += n
+		r = s.result(e, q.set)
+		s.mu.Unlock()
+		if l.observer != nil {
+			l.decided(ctx, DecisionEvent{Policy: q.set.name(), Allowed: true, Borrowed: true}, time.Time{})
+		}
+		return r, true
+	}
+	if !hot || e.busy || now < e.quiet || n > s.k {
+		s.mu.Unlock()
+		return r, false
+	}
+	// Borrow, returning what is left of the last slice.
+	ret, back := e.id, s.k-e.spent
+	if ret == 0 {
+		back = 0
+	}
+	if s.nextID++; s.nextID == 0 {
+		s.nextID++
+	}
+	id := s.nextID
+	e.id, e.busy = 0, true
+	s.mu.Unlock()
+
+	start, sent := time.Now(), l.clock()
+	o, each, br, err := l.lend(ctx, q, ret, back, id, start)
+	s.mu.Lock()
+	e.busy = false
+	if err != nil || !o.Allowed {
+		// Nothing to decide from: the store decides the key's takes one
+		// by one for a while (a slice lent to a lost reply stays unused
+		// until its loan ends).
+		e.quiet = sent + term
+		s.mu.Unlock()
+		if err != nil {
+			if !asked(err) {
+				start = time.Time{}
+			}
+			return l.degrade(ctx, br, q, err, start), true
+		}
+		return r, false
+	}
+	e.id, e.end, e.spent = id, sent+term, n
+	if e.level == nil {
+		e.level = make([]int64, len(each))
+	}
+	for i := range each {
+		e.level[i] = each[i].Remaining + s.k
+	}
+	r = s.result(e, q.set)
+	s.mu.Unlock()
+	if l.observer != nil {
+		l.decided(ctx, DecisionEvent{Policy: q.set.name(), Allowed: true, Borrowed: true, Lent: int(s.k), Returned: int(back)}, start)
+	}
+	return r, true
+}
+
+// lend asks the store, through the guard, to end loan ret (0: none) with
+// back tokens unspent and to lend loan id for the key's policies.
+func (l *Limiter) lend(ctx context.Context, q query, ret uint64, back int64, id uint64, start time.Time) (o bucket.Outcome, each []bucket.Outcome, br *breaker, err error) {
+	l.beat()
+	s, m := l.borrow, len(q.set.policies)
+	ln := &bucket.Lend{Return: ret, ID: id, Back: make([]int64, m), Want: make([]int64, m)}
+	for i := range m {
+		ln.Back[i], ln.Want[i] = back, s.k
+	}
+	each = make([]bucket.Outcome, m)
+	deadline := start.Add(l.timeout)
+	br, err = l.call(ctx, q.key, deadline, func(ctx context.Context) (err error) {
+		o, err = l.store.call(ctx, bucket.Ask{Op: bucket.WithArg(bucket.OpLend, s.term.Microseconds()), Subj: q.key, N: 1,
+			Policies: q.set.policies, Each: each, Deadline: deadline, Bound: l.bound, Lend: ln})
+		return err
+	})
+	return o, each, br, err
+}
+
+// result is an allowed take from slice e under set: Remaining is the
+// bucket's level at the borrow less the slice spent since (what the
+// instances borrowing besides it took is not seen until its next
+// borrow), ResetAfter how long that many tokens take to refill.
+func (s *sliceTable) result(e *slice, set *policySet) Result {
+	best := 0
+	for i := range e.level {
+		if e.level[i] < e.level[best] {
+			best = i
+		}
+	}
+	rem := func(i int) (int, time.Duration) {
+		p := &set.policies[i]
+		left := max(0, e.level[i]-e.spent)
+		missing := p.Capacity - left*p.Unit
+		return int(left), time.Duration(bucket.CeilDiv(missing, p.Refill)*p.Tick) * time.Microsecond
+	}
+	r := Result{Allowed: true, Limit: set.limits[best], Name: set.policies[best].Name}
+	r.Remaining, r.ResetAfter = rem(best)
+	if len(set.policies) > 1 {
+		r.Policies = make([]PolicyResult, len(set.policies))
+		for i := range set.policies {
+			pr := &r.Policies[i]
+			pr.Name, pr.Limit = set.policies[i].Name, set.limits[i]
+			pr.Remaining, pr.ResetAfter = rem(i)
+		}
+	}
+	return r
+}
+
+// sweep forgets the keys that cooled down: not decided within a term,
+// with no loan still usable and no borrow in flight. s.mu is held.
+func (s *sliceTable) sweep(now int64) {
+	for k, e := range s.keys {
+		if !e.busy && now-e.last >= int64(s.term) && (e.id == 0 || now >= e.end) {
+			delete(s.keys, k)
+		}
+	}
+}
+
+// drop forgets key's slice (Reset: its bucket and loans are gone).
+func (s *sliceTable) drop(key string) {
+	s.mu.Lock()
+	delete(s.keys, key)
+	s.mu.Unlock()
+}

@@ -1,0 +1,239 @@
+package core_test
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
+	"github.com/sluicehq/ratelimit/internal/redistest"
+)
+
+// borrowObserver counts decisions answered from slices, and the tokens
+// borrowed and returned.
+type borrowObserver struct {
+	borrowed, lent, returned, store atomic.Int64
+}
+
+func (o *borrowObserver) Decision(e core.DecisionEvent) {
+	if e.Borrowed {
+		o.borrowed.Add(1)
+	} else {
+		o.store.Add(1)
+	}
+	o.lent.Add(int64(e.Lent))
+	o.returned.Add(int64(e.Returned))
+}
+
+func (o *borrowObserver) BreakerChange(string, bool) {}
+
+// TestBorrowNeverOverAdmits (issue 42): instances, each its own client
+// and Limiter with Borrow on, race on one key for longer than many
+// loans: the cost admitted stays within C + R·Δ, most decisions come
+// from slices, and nothing is degraded. Without the store keeping the
+// loans out of its refill (a loan's tokens refilled at once), every
+// instance would admit its slices beyond the envelope.
+func TestBorrowNeverOverAdmits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-Redis load test")
+	}
+	for _, instances := range []int{1, 8, 24} {
+		t.Run("instances="+itoa(instances), func(t *testing.T) { borrowExactness(t, instances) })
+	}
+}
+
+func itoa(n int) string {
+	if n < 10 {
+		return string(rune('0' + n))
+	}
+	return itoa(n/10) + string(rune('0'+n%10))
+}
+
+func borrowExactness(t *testing.T, instances int) {
+	addr, prefix := redistest.Addr(t), redistest.Prefix(t)
+	lim := core.Limit{Rate: 200, Period: time.Second, Burst: 50}
+	obs := new(borrowObserver)
+	limiters := make([]*core.Limiter, instances)
+	for i := range limiters {
+		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 4})
+		t.Cleanup(func() { c.Close() })
+		limiters[i] = limitertest.New(t, core.Config{
+			Store: core.NewRedisStore(c, core.WithPrefix(prefix)), Limit: lim, Name: "hot",
+			FailMode: core.FailClosed, Timeout: 5 * time.Second, Borrow: 50 * time.Millisecond, Observer: obs,
+		})
+	}
+	var admitted, denied, degraded atomic.Int64
+	start := time.Now()
+	stop := start.Add(600 * time.Millisecond)
+	var wg sync.WaitGroup
+	for _, l := range limiters {
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stop) {
+					res, err := l.Allow(context.Background(), "k")
+					switch {
+					case err != nil:
+						t.Error(err)
+						return
+					case res.Degraded:
+						degraded.Add(1)
+					case res.Allowed:
+						admitted.Add(1)
+					default:
+						denied.Add(1)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	bound := int64(lim.Capacity()) + int64(float64(lim.Rate)*elapsed.Seconds()/lim.Period.Seconds()) + 1
+	t.Logf("%d instances, %v: admitted %d (bound C + R·Δ = %d), denied %d, degraded %d; from slices %d, from the store %d; tokens lent %d, returned %d",
+		instances, elapsed.Round(time.Millisecond), admitted.Load(), bound, denied.Load(), degraded.Load(),
+		obs.borrowed.Load(), obs.store.Load(), obs.lent.Load(), obs.returned.Load())
+	if degraded.Load() != 0 {
+		t.Errorf("%d decisions degraded", degraded.Load())
+	}
+	if admitted.Load() > bound {
+		t.Errorf("admitted %d > C + R·Δ = %d: over-admission", admitted.Load(), bound)
+	}
+	if obs.borrowed.Load() == 0 {
+		t.Errorf("no decision came from a slice")
+	}
+}
+
+// borrowRig is a limiter with Borrow on a miniredis whose clock, and the
+// limiter's, move only by hand, together.
+type borrowRig struct {
+	m       *miniredis.Miniredis
+	now     time.Duration
+	advance func(time.Duration)
+	obs     *borrowObserver
+	store   *core.RedisStore
+}
+
+func newBorrowRig(t *testing.T) *borrowRig {
+	r := &borrowRig{m: miniredis.RunT(t), obs: new(borrowObserver)}
+	epoch := time.Unix(1_700_000_000, 0)
+	r.m.SetTime(epoch)
+	r.advance = func(d time.Duration) { r.now += d; r.m.SetTime(epoch.Add(r.now)) }
+	return r
+}
+
+func (r *borrowRig) limiter(t *testing.T, cfg core.Config) *core.Limiter {
+	c := redis.NewClient(&redis.Options{Addr: r.m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	r.store = core.NewRedisStore(c)
+	cfg.Store, cfg.Observer = r.store, r.obs
+	cfg.FailMode, cfg.Timeout = core.FailClosed, 5*time.Second
+	l := limitertest.New(t, cfg)
+	core.SetClock(l, func() time.Duration { return r.now })
+	return l
+}
+
+// TestBorrowHotKeyFromSlices: a hot allowed key is decided in process:
+// 2000 decisions under two limits cost two store decisions and one
+// borrow; Remaining counts down from the bucket's level as the store's
+// would, and the store keeps both limits' loans.
+func TestBorrowHotKeyFromSlices(t *testing.T) {
+	rig := newBorrowRig(t)
+	l := rig.limiter(t, core.Config{Limit: core.PerSecond(100_000), Name: "big", Borrow: time.Second,
+		Extra: []core.NamedLimit{{Name: "big2", Limit: core.PerSecond(50_000)}}})
+	ctx := context.Background()
+	for i := range 2000 {
+		res, err := l.Allow(ctx, "k")
+		if err != nil || !res.Allowed || res.Degraded {
+			t.Fatalf("decision %d: %+v, %v", i, res, err)
+		}
+		if want := 50_000 - 1 - i; res.Remaining != want || res.Name != "big2" || len(res.Policies) != 2 {
+			t.Fatalf("decision %d: Remaining %d of %s, want %d of big2 (%+v)", i, res.Remaining, res.Name, want, res)
+		}
+	}
+	if got := rig.obs.store.Load(); got != 1 {
+		t.Errorf("%d decisions by the store, want 1 (the key's first)", got)
+	}
+	if got, lent := rig.obs.borrowed.Load(), rig.obs.lent.Load(); got != 1999 || lent != 25_000 {
+		t.Errorf("from slices %d, lent %d; want 1999 from one slice of 25000 (half the smaller burst)", got, lent)
+	}
+	for _, name := range []string{"big", "big2"} {
+		if v, _ := rig.m.Get(rig.store.Key(name, "k")); !strings.Contains(v, ",25000,") {
+			t.Errorf("bucket %s = %q: no loan of 25000", name, v)
+		}
+	}
+}
+
+// TestBorrowExactNearEmpty: near empty the store lends nothing, and the
+// key's decisions go to the store one by one: every answer — allowed or
+// not, Remaining, RetryAfter — is the one a limiter without Borrow gives
+// on a twin key.
+func TestBorrowExactNearEmpty(t *testing.T) {
+	rig := newBorrowRig(t)
+	lim := core.PerMinute(10)
+	plain := rig.limiter(t, core.Config{Limit: lim, Name: "plain"})
+	hot := rig.limiter(t, core.Config{Limit: lim, Name: "hot", Borrow: time.Minute})
+	ctx := context.Background()
+	for i := range 14 {
+		if i == 12 {
+			rig.advance(6 * time.Second) // one token back
+		}
+		want, _ := plain.Allow(ctx, "k")
+		got, _ := hot.Allow(ctx, "k")
+		want.Limit, want.Name = got.Limit, got.Name
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("decision %d: with Borrow %+v, without %+v", i, got, want)
+		}
+	}
+	if rig.obs.borrowed.Load() == 0 {
+		t.Fatal("no decision came from a slice: the test shows nothing")
+	}
+}
+
+// TestBorrowOutage: a slice in hand serves while the store is down,
+// until its loan ends for this instance; then FailMode decides.
+func TestBorrowOutage(t *testing.T) {
+	rig := newBorrowRig(t)
+	l := rig.limiter(t, core.Config{Limit: core.PerSecond(1000), Name: "o", Borrow: 100 * time.Millisecond})
+	ctx := context.Background()
+	for range 2 { // the second borrows a slice of 100
+		if res, _ := l.Allow(ctx, "k"); !res.Allowed {
+			t.Fatalf("before the outage: %+v", res)
+		}
+	}
+	rig.m.SetError("LOADING down for the test")
+	for i := range 50 {
+		rig.advance(time.Millisecond)
+		if res, _ := l.Allow(ctx, "k"); !res.Allowed || res.Degraded {
+			t.Fatalf("decision %d from the slice during the outage: %+v", i, res)
+		}
+	}
+	rig.advance(50 * time.Millisecond) // past the loan's end
+	if res, _ := l.Allow(ctx, "k"); res.Allowed || !res.Degraded {
+		t.Fatalf("after the loan's end: %+v, want FailClosed's denial", res)
+	}
+}
+
+// TestBorrowZeroUnchanged: with Borrow 0 no decision comes from a slice
+// and no bucket records a loan.
+func TestBorrowZeroUnchanged(t *testing.T) {
+	rig := newBorrowRig(t)
+	l := rig.limiter(t, core.Config{Limit: core.PerSecond(1000), Name: "z"})
+	for range 100 {
+		if res, _ := l.Allow(context.Background(), "k"); !res.Allowed {
+			t.Fatalf("denied: %+v", res)
+		}
+	}
+	if v, _ := rig.m.Get(rig.store.Key("z", "k")); rig.obs.borrowed.Load() != 0 || strings.Contains(v, ";") {
+		t.Fatalf("Borrow 0: %d from slices, bucket %q", rig.obs.borrowed.Load(), v)
+	}
+}
