@@ -51,6 +51,7 @@ type Collector struct {
 	requests    *prometheus.CounterVec
 	leases      leaseVecs
 	waits       waitVecs
+	borrow      borrowVecs
 
 	mu       sync.Mutex // serialises additions to policies and http
 	policies sync.Map   // policy name → *policyMetrics
@@ -76,6 +77,7 @@ type policyMetrics struct {
 	instances                                        atomic.Pointer[prometheus.Gauge] // a FailLocal policy's, from its first decision
 	leases                                           atomic.Pointer[leaseMetrics]     // an in-flight limit's, from its first lease event
 	waits                                            atomic.Pointer[waitMetrics]      // from the policy's first booking or charge
+	borrow                                           atomic.Pointer[borrowMetrics]    // from the policy's first decision from a slice
 }
 
 // Option configures New.
@@ -145,6 +147,7 @@ func New(opts ...Option) *Collector {
 	}
 	c.leases = newLeaseVecs(ns)
 	c.waits = newWaitVecs(ns)
+	c.borrow = newBorrowVecs(ns)
 	return c
 }
 
@@ -159,6 +162,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.requests.Describe(ch)
 	c.leases.describe(ch)
 	c.waits.describe(ch)
+	c.borrow.describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -172,6 +176,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.requests.Collect(ch)
 	c.leases.collect(ch)
 	c.waits.collect(ch)
+	c.borrow.collect(ch)
 }
 
 // Decision implements core.Observer.
@@ -202,6 +207,16 @@ func (c *Collector) Decision(e core.DecisionEvent) {
 	}
 	if e.Instances > 0 {
 		c.instancesOf(p, e.Policy).Set(float64(e.Instances))
+	}
+	if e.Borrowed {
+		b := c.borrowOf(p, e.Policy)
+		b.decisions.Inc()
+		if e.Lent > 0 {
+			b.lent.Add(float64(e.Lent))
+		}
+		if e.Returned > 0 {
+			b.returned.Add(float64(e.Returned))
+		}
 	}
 }
 

@@ -26,6 +26,9 @@
 //	ratelimit_inflight_held{policy}                gauge      slots of an in-flight limit held by this instance's requests
 //	ratelimit_lease_renewals_total{policy}         counter    leases extended by this instance's renewals
 //	ratelimit_lease_expiries_total{policy}         counter    leases found past their deadline (holder stopped renewing) and removed
+//	ratelimit_borrowed_decisions_total{policy}     counter    decisions answered from a slice borrowed from the store (Config.Borrow; also in decisions_total)
+//	ratelimit_lent_tokens_total{policy}            counter    tokens borrowed into slices
+//	ratelimit_returned_tokens_total{policy}        counter    unspent tokens of slices given back
 //
 // An in-flight limit (core.Concurrency, this Collector as its
 // ConcurrencyConfig.Observer) counts its acquires in decisions_total under
