@@ -496,3 +496,42 @@ func TestHeadersShadowJSONMetrics(t *testing.T) {
 		}
 	}
 }
+
+// Issue 41's case, as an operator meets it: on Redis, a give-back of 100
+// (is_negative_hits) on a bucket of 10 that is empty gives back up to the
+// burst and answers OK, and a cost above the burst is OVER_LIMIT — never
+// a gRPC error.
+func TestRedisGiveBackAboveBurst(t *testing.T) {
+	t.Parallel()
+	root := runtimeDir(t, map[string]string{"edge.yaml": `
+domain: edge
+descriptors:
+  - key: ten
+    rate_limit: {unit: minute, requests_per_unit: 10}
+`})
+	p := start(t, root, "REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redistest.Addr(t), "CACHE_KEY_PREFIX="+redistest.Prefix(t))
+	hits := func(n uint64, back bool) *rlpb.RateLimitDescriptor {
+		d := desc("ten", "k")
+		d.HitsAddend, d.IsNegativeHits = wrapperspb.UInt64(n), back
+		return d
+	}
+	for _, step := range []struct {
+		d         *rlpb.RateLimitDescriptor
+		code      rlspb.RateLimitResponse_Code
+		remaining uint32
+	}{
+		{hits(10, false), ok, 0},    // the bucket emptied
+		{hits(100, true), ok, 10},   // 100 given back: up to the burst
+		{hits(11, false), over, 10}, // above the burst: never passes
+		{hits(10, false), ok, 0},    // the burst, back
+	} {
+		resp, err := p.ask(t, step.d)
+		if err != nil {
+			t.Fatalf("hits %d (negative %v): %v", step.d.HitsAddend.GetValue(), step.d.IsNegativeHits, err)
+		}
+		if st := resp.Statuses[0]; resp.OverallCode != step.code || st.LimitRemaining != step.remaining {
+			t.Fatalf("hits %d (negative %v): %v with %d remaining, want %v with %d",
+				step.d.HitsAddend.GetValue(), step.d.IsNegativeHits, resp.OverallCode, st.LimitRemaining, step.code, step.remaining)
+		}
+	}
+}
