@@ -49,7 +49,10 @@ type Check struct {
 // Each check asks its limiter's denial cache (Config.DenyCacheSize) as
 // AllowN does, and teaches it the store's answer: a check known refused
 // there refuses the whole with no store call, and the checks not asked
-// then say Allowed with only Limit and Name set.
+// then say Allowed with only Limit and Name set: nothing is taken from
+// them, but what they hold is known only to the store, and asking it
+// would spend the round trip the cache saves (a flood on a refused key
+// costs none), so their Remaining reads 0.
 //
 // A check whose N exceeds its burst can never pass: it is refused (the
 // whole with it) with RetryAfter past its ResetAfter, not an error. A

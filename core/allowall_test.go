@@ -236,6 +236,11 @@ func TestAllowAllDenialCache(t *testing.T) {
 		if err != nil || first.Allowed || first.Name != "ip" || first.RetryAfter <= 0 || !rs[1].Allowed || rs[1].Name != "tenant" {
 			t.Fatalf("flood: %+v %+v %v", first, rs, err)
 		}
+		// The tenant's check, not asked: allowed, untouched, its
+		// Remaining unknown without the round trip the cache saves.
+		if r := rs[1]; r.Remaining != 0 || r.RetryAfter != 0 || r.Limit != tenant.Limit() || r.Degraded {
+			t.Fatalf("flood: the check not asked %+v; want allowed, Remaining 0, the tenant's limit", r)
+		}
 		if len(first.Policies) != 2 || first.Policies[0].Name != "ip" || first.Policies[1].Name != "tenant" {
 			t.Fatalf("flood: binding result's policies %+v; want ip's and tenant's", first.Policies)
 		}
