@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/bucket"
 	"github.com/sluicehq/ratelimit/internal/fakestore"
 	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
@@ -158,8 +159,8 @@ func TestAllowLimitFailLocal(t *testing.T) {
 type planStore struct{ calls atomic.Int64 }
 
 func (s *planStore) store() core.Store {
-	return fakestore.New(func(ctx context.Context, c fakestore.Call) (core.Outcome, error) {
-		return s.Take(ctx, c.Subject, c.N, c.Policies, c.Each)
+	return fakestore.New(func(ctx context.Context, c bucket.Ask) (core.Outcome, error) {
+		return s.Take(ctx, c.Subj, c.N, c.Policies, c.Each)
 	})
 }
 

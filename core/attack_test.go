@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/bucket"
 	"github.com/sluicehq/ratelimit/internal/fakestore"
 	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
@@ -232,8 +233,8 @@ type recordingStore struct {
 
 // store returns a store deciding in a MemoryStore, noting subjects.
 func (s *recordingStore) store() core.Store {
-	return fakestore.Over(core.NewMemoryStore(), func(_ context.Context, c fakestore.Call) error {
-		if l := int64(len(c.Subject)); l > s.longest.Load() {
+	return fakestore.Over(core.NewMemoryStore(), func(_ context.Context, c bucket.Ask) error {
+		if l := int64(len(c.Subj)); l > s.longest.Load() {
 			s.longest.Store(l)
 		}
 		return nil

@@ -76,21 +76,21 @@ func newSlices(term time.Duration, set *policySet) *sliceTable {
 	return &sliceTable{term: term, k: k, keys: make(map[string]*slice), nextID: rand.Uint64() >> 1}
 }
 
-// fromSlice decides a take of n tokens of key (as the store keys it)
+// fromSlice decides a, a take of a.N tokens of a.Subj (as the store keys it)
 // under l's own limits from the key's slice, borrowing one when the key
 // is hot and has none; ok is false when the store decides the take, as
 // without borrowing.
-func (l *Limiter) fromSlice(ctx context.Context, q query) (r Result, ok bool) {
-	s, n := l.borrow, int64(q.n)
+func (l *Limiter) fromSlice(ctx context.Context, a bucket.Ask, set *policySet) (r Result, ok bool) {
+	s, n := l.borrow, int64(a.N)
 	now, term := l.clock(), int64(l.borrow.term)
 	s.mu.Lock()
-	e := s.keys[q.key]
+	e := s.keys[a.Subj]
 	if e == nil {
 		if len(s.keys) >= maxSlices {
 			s.sweep(now)
 		}
 		if len(s.keys) < maxSlices {
-			s.keys[q.key] = &slice{last: now}
+			s.keys[a.Subj] = &slice{last: now}
 		}
 		s.mu.Unlock()
 		return r, false
@@ -99,10 +99,10 @@ func (l *Limiter) fromSlice(ctx context.Context, q query) (r Result, ok bool) {
 	e.last = now
 	if e.id != 0 && now < e.end && e.spent+n <= s.k {
 		e.spent += n
-		r = s.result(e, q.set)
+		r = s.result(e, set)
 		s.mu.Unlock()
 		if l.observer != nil {
-			l.decided(ctx, DecisionEvent{Policy: q.set.name(), Allowed: true, Borrowed: true}, time.Time{})
+			l.decided(ctx, DecisionEvent{Policy: set.name(), Allowed: true, Borrowed: true}, time.Time{})
 		}
 		return r, true
 	}
@@ -123,7 +123,7 @@ func (l *Limiter) fromSlice(ctx context.Context, q query) (r Result, ok bool) {
 	s.mu.Unlock()
 
 	start, sent := time.Now(), l.clock()
-	o, each, br, err := l.lend(ctx, q, ret, back, id, start)
+	o, each, br, err := l.lend(ctx, a.Subj, set, ret, back, id, start)
 	s.mu.Lock()
 	e.busy = false
 	if err != nil || !o.Allowed {
@@ -136,7 +136,7 @@ func (l *Limiter) fromSlice(ctx context.Context, q query) (r Result, ok bool) {
 			if !asked(err) {
 				start = time.Time{}
 			}
-			return l.degrade(ctx, br, q, err, start), true
+			return l.degrade(ctx, br, a, set, err, start), true
 		}
 		return r, false
 	}
@@ -147,28 +147,28 @@ func (l *Limiter) fromSlice(ctx context.Context, q query) (r Result, ok bool) {
 	for i := range each {
 		e.level[i] = each[i].Remaining + s.k
 	}
-	r = s.result(e, q.set)
+	r = s.result(e, set)
 	s.mu.Unlock()
 	if l.observer != nil {
-		l.decided(ctx, DecisionEvent{Policy: q.set.name(), Allowed: true, Borrowed: true, Lent: int(s.k), Returned: int(back)}, start)
+		l.decided(ctx, DecisionEvent{Policy: set.name(), Allowed: true, Borrowed: true, Lent: int(s.k), Returned: int(back)}, start)
 	}
 	return r, true
 }
 
 // lend asks the store, through the guard, to end loan ret (0: none) with
 // back tokens unspent and to lend loan id for the key's policies.
-func (l *Limiter) lend(ctx context.Context, q query, ret uint64, back int64, id uint64, start time.Time) (o bucket.Outcome, each []bucket.Outcome, br *breaker, err error) {
+func (l *Limiter) lend(ctx context.Context, key string, set *policySet, ret uint64, back int64, id uint64, start time.Time) (o bucket.Outcome, each []bucket.Outcome, br *breaker, err error) {
 	l.beat()
-	s, m := l.borrow, len(q.set.policies)
+	s, m := l.borrow, len(set.policies)
 	ln := &bucket.Lend{Return: ret, ID: id, Back: make([]int64, m), Want: make([]int64, m)}
 	for i := range m {
 		ln.Back[i], ln.Want[i] = back, s.k
 	}
 	each = make([]bucket.Outcome, m)
 	deadline := start.Add(l.timeout)
-	br, err = l.call(ctx, q.key, deadline, func(ctx context.Context) (err error) {
-		o, err = l.store.call(ctx, bucket.Ask{Op: bucket.WithArg(bucket.OpLend, s.term.Microseconds()), Subj: q.key, N: 1,
-			Policies: q.set.policies, Each: each, Deadline: deadline, Bound: l.bound, Lend: ln})
+	br, err = l.call(ctx, key, deadline, func(ctx context.Context) (err error) {
+		o, err = l.store.call(ctx, bucket.Ask{Op: bucket.WithArg(bucket.OpLend, s.term.Microseconds()), Subj: key, N: 1,
+			Policies: set.policies, Each: each, Deadline: deadline, Bound: l.bound, Lend: ln})
 		return err
 	})
 	return o, each, br, err

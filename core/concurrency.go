@@ -354,7 +354,7 @@ func (c *Concurrency) degrade(ctx context.Context, br *breaker, req *leaseReques
 		return l, r
 	}
 	rate := c.rate
-	rr := rate.degrade(ctx, rate.breakers.forKey(req.subj), query{op: bucket.OpTake, key: req.subj, n: 1, set: rate.set}, cause, start)
+	rr := rate.degrade(ctx, rate.breakers.forKey(req.subj), bucket.Ask{Op: bucket.OpTake, Subj: req.subj, N: 1, Policies: rate.set.policies}, rate.set, cause, start)
 	if !rr.Allowed {
 		_ = l.Release(ctx) // held in process, or nowhere: no store call
 		return nil, rr

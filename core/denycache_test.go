@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/bucket"
 	"github.com/sluicehq/ratelimit/internal/fakestore"
 	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
@@ -25,8 +26,8 @@ type countingStore struct {
 
 // store returns a store deciding in s.inner, counting its takes.
 func (s *countingStore) store() core.Store {
-	return fakestore.Over(s.inner, func(_ context.Context, c fakestore.Call) error {
-		if c.Op == fakestore.Take {
+	return fakestore.Over(s.inner, func(_ context.Context, c bucket.Ask) error {
+		if c.Op == bucket.OpTake {
 			s.calls.Add(1)
 		}
 		return nil

@@ -397,24 +397,24 @@ func (l *Limiter) run(ctx context.Context, op int, key string, n int, set *polic
 	if len(set.policies) > 1 {
 		each = make([]bucket.Outcome, len(set.policies))
 	}
+	a := bucket.Ask{Op: op, Subj: key, N: n, Policies: set.policies, Each: each}
 	if !l.store.remote() {
 		// Arguments are checked: no I/O, no failure, no guard.
-		o, _ := l.store.call(ctx, bucket.Ask{Op: op, Subj: key, N: n, Policies: set.policies, Each: each})
+		o, _ := l.store.call(ctx, a)
 		if l.observer != nil {
 			l.observe(ctx, op, DecisionEvent{Policy: set.name(), Allowed: o.Allowed})
 		}
 		return resultOf(o, each, set)
 	}
-	q := query{op: op, key: key, n: n, set: set, each: each}
 	if op == bucket.OpTake && l.borrow != nil && set == l.set {
-		if r, ok := l.fromSlice(ctx, q); ok {
+		if r, ok := l.fromSlice(ctx, a, set); ok {
 			return r
 		}
 	}
 	if op == bucket.OpTake && l.denials != nil {
-		return l.takeCached(ctx, q)
+		return l.takeCached(ctx, a, set)
 	}
-	r := l.remote(ctx, q, time.Now())
+	r := l.remote(ctx, a, set, time.Now())
 	if op != bucket.OpTake && op != bucket.OpPeek && l.denials != nil {
 		l.denials.forget(key, l.clock(), int64(l.timeout))
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/bucket"
 	"github.com/sluicehq/ratelimit/internal/fakestore"
 	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
@@ -23,11 +24,11 @@ type heldStore struct {
 }
 
 func (s *heldStore) store() core.Store {
-	return fakestore.New(func(ctx context.Context, c fakestore.Call) (core.Outcome, error) {
-		if c.Op == fakestore.Refund {
-			return s.Refund(ctx, c.Subject, c.N, c.Policies, c.Each)
+	return fakestore.New(func(ctx context.Context, c bucket.Ask) (core.Outcome, error) {
+		if c.Op == bucket.OpRefund {
+			return s.Refund(ctx, c.Subj, c.N, c.Policies, c.Each)
 		}
-		return s.Take(ctx, c.Subject, c.N, c.Policies, c.Each)
+		return s.Take(ctx, c.Subj, c.N, c.Policies, c.Each)
 	})
 }
 

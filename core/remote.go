@@ -7,29 +7,17 @@ import (
 	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
-// query is one decision asked of a Limiter's store: op (a take, peek or
-// refund, or a waiting operation with its argument) for n tokens of key,
-// as the store keys it, under set, filling each when set has several
-// policies.
-type query struct {
-	op   int
-	key  string
-	n    int
-	set  *policySet
-	each []bucket.Outcome
-}
-
-// takeCached is a take (q.op) from a remote store through the denial
-// cache: a key the store denied is denied here to the callers that
+// takeCached is a take (a.Op, under set) from a remote store through
+// the denial cache: a key the store denied is denied here to the callers that
 // arrived before its bucket could serve them, and callers on a key found
 // short wait for the next answer rather than each sending their own call
 // (see denyCache).
-func (l *Limiter) takeCached(ctx context.Context, q query) Result {
-	key, n := q.key, q.n
+func (l *Limiter) takeCached(ctx context.Context, a bucket.Ask, set *policySet) Result {
+	key, n := a.Subj, a.N
 	// One deadline for the whole decision, whatever it waits on; the
 	// caller's cancellation never shortens it (see Config.Timeout).
 	start := time.Now()
-	ca := cacheAsk{subject: key, name: q.set.policies[0].Name, n: n, lim: q.set.limits[0]}
+	ca := cacheAsk{subject: key, name: set.policies[0].Name, n: n, lim: set.limits[0]}
 	arrival := l.clock()
 	var t *time.Timer
 	for {
@@ -41,7 +29,7 @@ func (l *Limiter) takeCached(ctx context.Context, q query) Result {
 				t.Stop()
 			}
 			if l.observer != nil {
-				l.observe(ctx, bucket.OpTake, DecisionEvent{Policy: q.set.name(), Cached: true})
+				l.observe(ctx, bucket.OpTake, DecisionEvent{Policy: set.name(), Cached: true})
 			}
 			return r
 		case cacheWait:
@@ -61,7 +49,7 @@ func (l *Limiter) takeCached(ctx context.Context, q query) Result {
 				t.Stop()
 			case <-t.C:
 				if time.Since(start) >= l.timeout {
-					return l.degrade(ctx, l.breakers.forKey(key), q, ErrTimeout, start)
+					return l.degrade(ctx, l.breakers.forKey(key), a, set, ErrTimeout, start)
 				}
 			}
 			continue
@@ -69,7 +57,7 @@ func (l *Limiter) takeCached(ctx context.Context, q query) Result {
 		if t != nil {
 			t.Stop()
 		}
-		r = l.remote(ctx, q, start)
+		r = l.remote(ctx, a, set, start)
 		if !r.Degraded {
 			l.denials.record(ca, now, l.clock(), r, state == cacheProbe)
 		} else if state == cacheProbe {
@@ -87,25 +75,26 @@ func (l *Limiter) observe(ctx context.Context, op int, e DecisionEvent) {
 	}
 }
 
-// remote asks the store q through the guard, by the decision's
-// deadline: Timeout from start.
-func (l *Limiter) remote(ctx context.Context, q query, start time.Time) Result {
+// remote asks the store a (under set) through the guard, by the
+// decision's deadline: Timeout from start.
+func (l *Limiter) remote(ctx context.Context, a bucket.Ask, set *policySet, start time.Time) Result {
 	l.beat()
 	var o bucket.Outcome
 	deadline := start.Add(l.timeout)
-	br, err := l.call(ctx, q.key, deadline, func(ctx context.Context) (err error) {
-		o, err = l.store.call(ctx, bucket.Ask{Op: q.op, Subj: q.key, N: q.n, Policies: q.set.policies, Each: q.each, Deadline: deadline, Bound: l.bound})
+	a.Deadline, a.Bound = deadline, l.bound
+	br, err := l.call(ctx, a.Subj, deadline, func(ctx context.Context) (err error) {
+		o, err = l.store.call(ctx, a)
 		return err
 	})
 	if err != nil {
 		if !asked(err) {
 			start = time.Time{}
 		}
-		return l.degrade(ctx, br, q, err, start)
+		return l.degrade(ctx, br, a, set, err, start)
 	}
-	r := resultOf(o, q.each, q.set)
-	if l.observer != nil && q.op == bucket.OpTake {
-		l.decided(ctx, DecisionEvent{Policy: q.set.name(), Allowed: r.Allowed}, start)
+	r := resultOf(o, a.Each, set)
+	if l.observer != nil && a.Op == bucket.OpTake {
+		l.decided(ctx, DecisionEvent{Policy: set.name(), Allowed: r.Allowed}, start)
 	}
 	return r
 }
@@ -119,14 +108,15 @@ func withoutCancel(ctx context.Context) context.Context {
 	return context.WithoutCancel(ctx)
 }
 
-// degrade decides q by FailMode because the store could not, and
-// reports why; start is when the store was asked (zero: it was not).
-func (l *Limiter) degrade(ctx context.Context, br *breaker, q query, cause error, start time.Time) Result {
+// degrade decides a (under set) by FailMode because the store could
+// not, and reports why; start is when the store was asked (zero: it was
+// not).
+func (l *Limiter) degrade(ctx context.Context, br *breaker, a bucket.Ask, set *policySet, cause error, start time.Time) Result {
 	now := l.clock()
 	l.report.degradedBy("", cause, now)
-	r := l.fallback.decide(br, now, q.op, q.key, q.n, q.set)
-	if l.observer != nil && q.op == bucket.OpTake {
-		l.decided(ctx, DecisionEvent{Policy: q.set.name(), Allowed: r.Allowed, Degraded: true, Err: cause}, start)
+	r := l.fallback.decide(br, now, a.Op, a.Subj, a.N, set)
+	if l.observer != nil && a.Op == bucket.OpTake {
+		l.decided(ctx, DecisionEvent{Policy: set.name(), Allowed: r.Allowed, Degraded: true, Err: cause}, start)
 	}
 	return r
 }

@@ -24,7 +24,7 @@ import (
 // countingStore allows everything, with 4 tokens left, as a store outside
 // the process, counting its calls.
 func countingStore(calls *atomic.Int64) core.Store {
-	return fakestore.New(func(_ context.Context, c fakestore.Call) (bucket.Outcome, error) {
+	return fakestore.New(func(_ context.Context, c bucket.Ask) (bucket.Outcome, error) {
 		calls.Add(1)
 		for i := range c.Each {
 			c.Each[i] = bucket.Outcome{Allowed: true, Remaining: 4, ResetAfter: time.Second}

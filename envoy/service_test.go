@@ -276,7 +276,7 @@ func TestBlockedNeedsNoStore(t *testing.T) {
 }
 
 // failingStore fails every call.
-var failingStore = fakestore.New(func(context.Context, fakestore.Call) (bucket.Outcome, error) {
+var failingStore = fakestore.New(func(context.Context, bucket.Ask) (bucket.Outcome, error) {
 	return bucket.Outcome{}, errors.New("store down")
 })
 
@@ -312,7 +312,7 @@ func TestBadRequests(t *testing.T) {
 
 // stalledStore answers nothing until the decision's deadline, counting calls.
 func stalledStore(calls *atomic.Int64) core.Store {
-	return fakestore.New(func(ctx context.Context, _ fakestore.Call) (bucket.Outcome, error) {
+	return fakestore.New(func(ctx context.Context, _ bucket.Ask) (bucket.Outcome, error) {
 		calls.Add(1)
 		<-ctx.Done()
 		return bucket.Outcome{}, ctx.Err()

@@ -14,51 +14,29 @@ import (
 	"github.com/sluicehq/ratelimit/internal/standin"
 )
 
-// Op is what a call asks of the store.
-type Op int
-
-// The operations, with the stores' numbers.
-const (
-	Take   Op = bucket.OpTake
-	Peek   Op = bucket.OpPeek
-	Refund Op = bucket.OpRefund
-	Reset  Op = standin.OpReset // Limiter.Reset: n is 0, each nil, the outcome ignored
-)
-
-// Call is one store call: op for n tokens of subject under policies,
-// filling each (when not nil) with every policy's outcome. ctx has the
+// Func answers a call: a as a store gets it (a.Op is bucket.OpTake,
+// OpPeek, OpRefund…, or standin.OpReset for Limiter.Reset); ctx has the
 // decision's deadline.
-type Call struct {
-	Op       Op
-	Subject  string
-	N        int
-	Policies []bucket.Policy
-	Each     []bucket.Outcome
-	Across   []bucket.Part // a decision across subjects (core.AllowAll): see bucket.Ask
-}
-
-// Func answers a call.
-type Func func(ctx context.Context, c Call) (bucket.Outcome, error)
+type Func func(ctx context.Context, a bucket.Ask) (bucket.Outcome, error)
 
 // store is a stand-in (standin.Store): answer answers its calls, or when
 // nil, check sees each and the embedded store decides those it passes.
 type store struct {
 	core.Store // Over's inner store; nil for New's, never called
 	answer     Func
-	check      func(ctx context.Context, c Call) error
+	check      func(ctx context.Context, a bucket.Ask) error
 }
 
 var _ standin.Store = (*store)(nil)
 
 // Answer answers a (see standin.Store).
 func (s *store) Answer(ctx context.Context, a bucket.Ask) (bucket.Outcome, bool, error) {
-	c := Call{Op: Op(a.Op), Subject: a.Subj, N: a.N, Policies: a.Policies, Each: a.Each, Across: a.Across}
 	if s.answer != nil {
-		o, err := s.answer(ctx, c)
+		o, err := s.answer(ctx, a)
 		return o, false, err
 	}
 	if s.check != nil {
-		if err := s.check(ctx, c); err != nil {
+		if err := s.check(ctx, a); err != nil {
 			return bucket.Outcome{}, false, err
 		}
 	}
@@ -78,6 +56,6 @@ func New(f Func) core.Store {
 // outside the process (a MemoryStore then decides as Redis would be
 // asked); before each call, f (if not nil) sees it and may fail it with
 // an error.
-func Over(inner core.Store, f func(ctx context.Context, c Call) error) core.Store {
+func Over(inner core.Store, f func(ctx context.Context, a bucket.Ask) error) core.Store {
 	return &store{Store: inner, check: f}
 }

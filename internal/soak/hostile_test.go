@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/bucket"
 	"github.com/sluicehq/ratelimit/internal/fakestore"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 	"github.com/sluicehq/ratelimit/keyfuncs"
@@ -63,9 +64,9 @@ type subjectRecorder struct {
 
 // store returns a store deciding in a MemoryStore that records subjects.
 func (s *subjectRecorder) store() core.Store {
-	return fakestore.Over(core.NewMemoryStore(), func(_ context.Context, c fakestore.Call) error {
+	return fakestore.Over(core.NewMemoryStore(), func(_ context.Context, c bucket.Ask) error {
 		s.mu.Lock()
-		s.subjects[c.Subject] = true
+		s.subjects[c.Subj] = true
 		s.mu.Unlock()
 		return nil
 	})
