@@ -89,6 +89,9 @@ type Env struct {
 	Observer core.Observer
 	// Borrow is ratelimit's Config.Borrow (0: off, its default).
 	Borrow time.Duration
+	// Borrowed, when set, counts ratelimit's decisions allowed from a
+	// borrowed slice (DecisionEvent.Borrowed).
+	Borrowed *atomic.Int64
 }
 
 // newClient returns a go-redis client with default options (the setup every
@@ -197,7 +200,7 @@ func newRatelimitRedis(env *Env, lim Limit, prefix string) (*Instance, error) {
 		FailMode: fm,
 		Timeout:  env.Timeout,
 		Borrow:   env.Borrow,
-		Observer: causeObserver{env.Observer, &cause},
+		Observer: causeObserver{env.Observer, &cause, env.Borrowed},
 		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -207,16 +210,21 @@ func newRatelimitRedis(env *Env, lim Limit, prefix string) (*Instance, error) {
 	return &Instance{NewWorker: shared(ratelimitWorker(l, &cause)), Close: closeAll(c)}, nil
 }
 
-// causeObserver keeps the cause of the last degraded decision, and passes
-// every event on to next (if not nil).
+// causeObserver keeps the cause of the last degraded decision, counts
+// the decisions allowed from borrowed slices, and passes every event on to
+// next (if not nil).
 type causeObserver struct {
-	next  core.Observer
-	cause *atomic.Pointer[error]
+	next     core.Observer
+	cause    *atomic.Pointer[error]
+	borrowed *atomic.Int64 // nil: not counted
 }
 
 func (o causeObserver) Decision(e core.DecisionEvent) {
 	if e.Err != nil {
 		o.cause.Store(&e.Err)
+	}
+	if e.Borrowed && e.Allowed && o.borrowed != nil {
+		o.borrowed.Add(1)
 	}
 	if o.next != nil {
 		o.next.Decision(e)

@@ -35,6 +35,7 @@ type Measurement struct {
 	Elapsed                    time.Duration
 	Mallocs                    uint64        // heap allocations in this process, all goroutines
 	Trips                      int64         // client round trips (go-redis hook)
+	Borrowed                   int64         // ratelimit's decisions allowed from borrowed slices
 	Server                     ServerStats   // Redis work, when there is a server
 	CPU                        time.Duration // this process's CPU time (user + system)
 	Latency                    Histogram
@@ -152,7 +153,7 @@ type Runner struct {
 
 // NewRunner connects to the Redis at addr (empty: memory peers only).
 func NewRunner(addr string) *Runner {
-	r := &Runner{Env: &Env{Addr: addr, Trips: &TripCounter{}}}
+	r := &Runner{Env: &Env{Addr: addr, Trips: &TripCounter{}, Borrowed: &atomic.Int64{}}}
 	if addr != "" {
 		r.Admin = redis.NewClient(&redis.Options{Addr: addr})
 	}
@@ -162,7 +163,7 @@ func NewRunner(addr string) *Runner {
 // NewClusterRunner is a Runner whose Redis peers use a cluster client to
 // the nodes at addrs (see Env.Cluster).
 func NewClusterRunner(addrs []string) *Runner {
-	r := &Runner{Env: &Env{Cluster: addrs, Trips: &TripCounter{}}}
+	r := &Runner{Env: &Env{Cluster: addrs, Trips: &TripCounter{}, Borrowed: &atomic.Int64{}}}
 	for _, a := range addrs {
 		r.Nodes = append(r.Nodes, redis.NewClient(&redis.Options{Addr: a}))
 	}
@@ -219,7 +220,7 @@ func (r *Runner) Throughput(ctx context.Context, inst *Instance, keys []string, 
 	if s0, _, err = r.serverStats(ctx); err != nil {
 		return Measurement{}, err
 	}
-	t0 := r.Env.Trips.Load()
+	t0, b0 := r.Env.Trips.Load(), r.Env.Borrowed.Load()
 	cpu0 := processCPU()
 	runtime.ReadMemStats(&m0)
 
@@ -280,6 +281,7 @@ func (r *Runner) Throughput(ctx context.Context, inst *Instance, keys []string, 
 	total.CPU = processCPU() - cpu0
 	total.Mallocs = m1.Mallocs - m0.Mallocs
 	total.Trips = r.Env.Trips.Load() - t0
+	total.Borrowed = r.Env.Borrowed.Load() - b0
 	if s1, ok, err := r.serverStats(ctx); err != nil {
 		return Measurement{}, err
 	} else if ok {
@@ -296,6 +298,7 @@ type Admission struct {
 	Errors    int64
 	FirstErr  error
 	Trips     int64         // client round trips to Redis during the window
+	Borrowed  int64         // ratelimit's admissions from borrowed slices
 	Span      time.Duration // from the first request sent to the last answer
 	Bound     int           // C + R·Span: the most an exact limiter may admit
 	// Windows is how many intervals [a, b] WindowOver checked, and
@@ -391,12 +394,13 @@ func (r *Runner) OverAdmission(ctx context.Context, peer Peer, lim Limit, n, per
 			}(in.NewWorker())
 		}
 	}
-	trips := r.Env.Trips.Load()
+	trips, borrowed := r.Env.Trips.Load(), r.Env.Borrowed.Load()
 	start = time.Now()
 	deadline = start.Add(window)
 	close(begin)
 	wg.Wait()
 	a.Trips = r.Env.Trips.Load() - trips
+	a.Borrowed = r.Env.Borrowed.Load() - borrowed
 	a.Span = lastAnswer.Sub(start)
 	a.Bound = lim.Bound(a.Span)
 	a.WindowOver, a.Windows = worstWindow(stamps, lim)

@@ -63,7 +63,7 @@ func admissionMatrix(ctx context.Context, out io.Writer, c config, r *bench.Runn
 		loop = fmt.Sprintf("pausing %v between requests", c.oaPause)
 	}
 	fmt.Fprintf(out, "Limit 100 per 10 s, burst 100; each instance its own client and limiter, %d goroutines each %s, for %v; ratelimit with FailClosed, its Timeout %s unless the row's name says otherwise. ", c.oaPer, loop, c.oaWindow, timeoutText(c.timeout))
-	fmt.Fprintf(out, "Cell: admitted / exact bound C + R·Δ (Δ from the first request sent to the last answer), then requests over the bound; the worst window: the most admissions any interval [a, b] held beyond its own C + R·(b−a), over every a a request was sent and b an answer came (counting the admissions sent and answered inside it), and how many intervals that checked; errors (an error admits nothing), decisions asked and Redis round trips they took. Worst of %d round(s).\n\n", c.oaRounds)
+	fmt.Fprintf(out, "Cell: admitted / exact bound C + R·Δ (Δ from the first request sent to the last answer), then requests over the bound; the worst window: the most admissions any interval [a, b] held beyond its own C + R·(b−a), over every a a request was sent and b an answer came (counting the admissions sent and answered inside it), and how many intervals that checked; errors (an error admits nothing), decisions asked and Redis round trips they took; ratelimit's admissions from borrowed slices (Config.Borrow). Worst of %d round(s).\n\n", c.oaRounds)
 	fmt.Fprint(out, "| library |")
 	for _, n := range instances {
 		fmt.Fprintf(out, " %d instance(s) |", n)
@@ -78,8 +78,8 @@ func admissionMatrix(ctx context.Context, out io.Writer, c config, r *bench.Runn
 		fmt.Fprintf(out, "| %s |", p.Name)
 		for _, n := range instances {
 			a := worst[key{p.Name, n}]
-			fmt.Fprintf(out, " %d / %d, over **%d**; worst window over **%d** of %d; errors %d; %d decisions, %d round trips |",
-				a.Admitted, a.Bound, a.Over(), a.WindowOver, a.Windows, a.Errors, a.Decisions, a.Trips)
+			fmt.Fprintf(out, " %d / %d, over **%d**; worst window over **%d** of %d; errors %d; %d decisions, %d round trips; %d from slices |",
+				a.Admitted, a.Bound, a.Over(), a.WindowOver, a.Windows, a.Errors, a.Decisions, a.Trips, a.Borrowed)
 			if a.FirstErr != nil && len(notes) < 12 {
 				notes = append(notes, fmt.Sprintf("%s × %d: %v", p.Name, n, a.FirstErr))
 			}

@@ -43,10 +43,10 @@ func hotKey(ctx context.Context, out io.Writer, c config, r *bench.Runner) error
 		return err
 	}
 	fmt.Fprintf(out, "\n### Hot allowed key, Borrow %v\n\n", c.borrow)
-	fmt.Fprintf(out, "One key, %d goroutines, limit 1e9 per minute (all allowed); ratelimit on the README's client, FailClosed, Timeout %s, a degraded decision counted as an error; through the run's own redis-server and through a 3-primary Cluster it starts (Redis figures summed over the nodes). %d round(s) of %v per cell, alternating order, medians; _× Borrow 0_ is the median of per-round ratios. Redis calls: `EVALSHA`, `EVAL` and `FCALL` (`INFO commandstats`) over decisions, all rounds; Redis CPU: `used_cpu_user + used_cpu_sys` over decisions; allocations and client CPU the whole process's.\n\n",
+	fmt.Fprintf(out, "One key, %d goroutines, limit 1e9 per minute (all allowed); ratelimit on the README's client, FailClosed, Timeout %s, a degraded decision counted as an error; through the run's own redis-server and through a 3-primary Cluster it starts (Redis figures summed over the nodes). %d round(s) of %v per cell, alternating order, medians; _× Borrow 0_ is the median of per-round ratios. _From slices_: decisions allowed from a borrowed slice (`DecisionEvent.Borrowed`). Redis calls: `EVALSHA`, `EVAL` and `FCALL` (`INFO commandstats`) over decisions, all rounds; Redis CPU: `used_cpu_user + used_cpu_sys` over decisions; allocations and client CPU the whole process's.\n\n",
 		c.conc, timeoutText(c.timeout), c.rounds, c.dur)
-	fmt.Fprintln(out, "| Redis | library | decisions/s | × Borrow 0 | Redis calls/decision | round trips/decision | Redis CPU µs/decision | client CPU µs/decision | allocs/decision | p99 | errors |")
-	fmt.Fprintln(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(out, "| Redis | library | decisions/s | × Borrow 0 | from slices | Redis calls/decision | round trips/decision | Redis CPU µs/decision | client CPU µs/decision | allocs/decision | p99 | errors |")
+	fmt.Fprintln(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, t := range []struct {
 		where string
 		res   map[string]map[string]*cell
@@ -61,8 +61,12 @@ func hotKey(ctx context.Context, out io.Writer, c config, r *bench.Runner) error
 				vs = fmt.Sprintf("%.1f×", ratio(cl, base))
 			}
 			dec, _, errs, first := totals(cl)
-			fmt.Fprintf(out, "| %s | %s | %.0f | %s | %.3g | %.3g | %.3g | %.3g | %.2g | %v | %s |\n", t.where, p.Name,
-				cl.median(bench.Measurement.PerSec), vs, scriptCalls(cl), cl.median(bench.Measurement.TripsPerOp),
+			var borrowed int64
+			for _, m := range cl.ms {
+				borrowed += m.Borrowed
+			}
+			fmt.Fprintf(out, "| %s | %s | %.0f | %s | %.1f%% | %.3g | %.3g | %.3g | %.3g | %.2g | %v | %s |\n", t.where, p.Name,
+				cl.median(bench.Measurement.PerSec), vs, 100*float64(borrowed)/float64(max(1, dec)), scriptCalls(cl), cl.median(bench.Measurement.TripsPerOp),
 				cl.median(bench.Measurement.RedisCPUPerOp), cl.median(bench.Measurement.ClientCPUPerOp),
 				cl.median(bench.Measurement.AllocsPerOp), latency(cl).Quantile(0.99), errText(errs, dec, first))
 		}
