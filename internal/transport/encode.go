@@ -134,13 +134,20 @@ func (s *Store) encodeShort(ctx context.Context, call uint64, batch []*request) 
 
 // sameShape reports whether b, whose policies' indexes start at bi, asks
 // what a, with indexes ai, asks (of other buckets). bi holds at least
-// b's indexes.
+// b's indexes. Requests across subjects are alike when their buckets'
+// costs are too (a run gives them once): an Envoy service's requests of
+// one route, say, each of the same descriptors.
 func sameShape(a, b *request, ai, bi []int) bool {
-	if b.Op != a.Op || b.N != a.N || len(b.Policies) != len(a.Policies) || a.Across != nil || b.Across != nil || a.Lend != nil {
+	if b.Op != a.Op || b.N != a.N || len(b.Policies) != len(a.Policies) || (a.Across == nil) != (b.Across == nil) || a.Lend != nil {
 		return false
 	}
 	for i, j := range ai {
 		if bi[i] != j {
+			return false
+		}
+	}
+	for i := range a.Across {
+		if b.Across[i].N != a.Across[i].N {
 			return false
 		}
 	}
