@@ -45,6 +45,7 @@ type sliceTable struct {
 	mu     sync.Mutex
 	keys   map[string]*slice // by subject as the store keys it
 	nextID uint64            // loan ids: a random start, then one up
+	swept  int64             // the last sweep of a full table
 }
 
 // slice is one key's state: its last decision and its loan, if any.
@@ -86,8 +87,8 @@ func (l *Limiter) fromSlice(ctx context.Context, a bucket.Ask, set *policySet) (
 	s.mu.Lock()
 	e := s.keys[a.Subj]
 	if e == nil {
-		if len(s.keys) >= maxSlices {
-			s.sweep(now)
+		if len(s.keys) >= maxSlices && now-s.swept >= term {
+			s.sweep(now) // at most once a term: a table full of fresh keys stays full
 		}
 		if len(s.keys) < maxSlices {
 			s.keys[a.Subj] = &slice{last: now}
@@ -207,6 +208,7 @@ func (s *sliceTable) result(e *slice, set *policySet) Result {
 // sweep forgets the keys that cooled down: not decided within a term,
 // with no loan still usable and no borrow in flight. s.mu is held.
 func (s *sliceTable) sweep(now int64) {
+	s.swept = now
 	for k, e := range s.keys {
 		if !e.busy && now-e.last >= int64(s.term) && (e.id == 0 || now >= e.end) {
 			delete(s.keys, k)

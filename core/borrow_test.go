@@ -237,3 +237,63 @@ func TestBorrowZeroUnchanged(t *testing.T) {
 		t.Fatalf("Borrow 0: %d from slices, bucket %q", rig.obs.borrowed.Load(), v)
 	}
 }
+
+// TestBorrowOnCluster: on a Redis Cluster, hot keys of several nodes,
+// under two limits, are decided from slices borrowed in the node
+// batches, within C + R·Δ, none degraded.
+func TestBorrowOnCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a Redis Cluster takes seconds to form")
+	}
+	cluster := redistest.StartCluster(t, 3, 0)
+	prefix := redistest.Prefix(t)
+	lim := core.Limit{Rate: 400, Period: time.Second, Burst: 100}
+	obs := new(borrowObserver)
+	keys := []string{"a", "b", "c", "d", "e", "f"}
+	var limiters []*core.Limiter
+	for range 4 {
+		limiters = append(limiters, limitertest.New(t, core.Config{
+			Store: core.NewRedisStore(cluster.Client(), core.WithPrefix(prefix)), Limit: lim, Name: "hot",
+			Extra:    []core.NamedLimit{{Name: "hot-min", Limit: core.PerMinute(100_000)}},
+			FailMode: core.FailClosed, Timeout: 5 * time.Second, Borrow: 50 * time.Millisecond, Observer: obs,
+		}))
+	}
+	admitted := make([]atomic.Int64, len(keys))
+	var degraded atomic.Int64
+	start := time.Now()
+	stop := start.Add(500 * time.Millisecond)
+	var wg sync.WaitGroup
+	for _, l := range limiters {
+		for k := range keys {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stop) {
+					res, err := l.Allow(context.Background(), keys[k])
+					switch {
+					case err != nil:
+						t.Error(err)
+						return
+					case res.Degraded:
+						degraded.Add(1)
+					case res.Allowed:
+						admitted[k].Add(1)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	bound := int64(lim.Capacity()) + int64(float64(lim.Rate)*elapsed.Seconds()) + 1
+	for k := range keys {
+		if got := admitted[k].Load(); got > bound {
+			t.Errorf("key %s: admitted %d > C + R·Δ = %d", keys[k], got, bound)
+		}
+	}
+	t.Logf("%v: from slices %d, from the store %d, tokens lent %d; degraded %d; bound per key %d", elapsed.Round(time.Millisecond),
+		obs.borrowed.Load(), obs.store.Load(), obs.lent.Load(), degraded.Load(), bound)
+	if degraded.Load() != 0 || obs.borrowed.Load() == 0 {
+		t.Errorf("degraded %d, from slices %d: want none degraded, some from slices", degraded.Load(), obs.borrowed.Load())
+	}
+}
