@@ -221,7 +221,10 @@ type causeObserver struct {
 
 func (o causeObserver) Decision(e core.DecisionEvent) {
 	if e.Err != nil {
-		o.cause.Store(&e.Err)
+		// A copy: &e.Err would move every event to the heap, an
+		// allocation per decision charged to ratelimit.
+		err := e.Err
+		o.cause.Store(&err)
 	}
 	if e.Borrowed && e.Allowed && o.borrowed != nil {
 		o.borrowed.Add(1)
