@@ -582,7 +582,7 @@ func checkTable(t *memTable, limit int) error {
 // TestMemTableCollisions drives one table with keys whose hashes are all
 // equal, or whose homes are all the last slot (every cluster wraps around
 // the end), and checks the invariants and a model after every operation:
-// only the full key, never the hash, may identify a
+// only the full key, never the hash, may identify a bucket.
 func TestMemTableCollisions(t *testing.T) {
 	t.Parallel()
 	type hasher func(k refKey, mask int) uint64

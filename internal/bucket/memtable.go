@@ -62,7 +62,7 @@ func (t *memTable) lookup(h uint64, name unique.Handle[string], subject string) 
 }
 
 // insert adds key (name, subject), absent from the table, with an empty
-// bucket, and returns that  When the table already holds limit
+// bucket, and returns that bucket. When the table already holds limit
 // buckets, it first evicts one (see evictOne), never one of subject's own
 // while another is sampled. The pointer is valid until the table next
 // changes.

@@ -220,7 +220,7 @@ func (sh *memShard) put(s *Table, h uint64, k *memKey, subject string, left, now
 	*b = memBucket{units: left, ts: now, shape: k.shape}
 }
 
-// memRead is what applyMany read of one policy's
+// memRead is what applyMany read of one policy's// memRead is what applyMany read of one policy's bucket.
 type memRead struct {
 	hash   uint64
 	key    memKey
@@ -268,7 +268,7 @@ func (sh *memShard) applyMany(s *Table, hs uint64, a *Ask, now int64) Outcome {
 		}
 		d.Allowed = op == OpRefund || allowed
 		// Looked up again: an insert for an earlier policy may have moved
-		// this
+		// this bucket.
 		if write {
 			sh.put(s, r.hash, &r.key, a.Subj, left, now)
 		} else if op == OpTake && r.ahead {
