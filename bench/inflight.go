@@ -136,7 +136,7 @@ func (r *Runner) inFlightInstances(n, perInstance, maxSlots int, prefix string, 
 		clients = append(clients, client)
 		c, err := core.NewConcurrency(core.ConcurrencyConfig{
 			Store: core.NewRedisStore(client, core.WithPrefix(prefix)), Name: "inflight", Max: maxSlots,
-			FailMode: core.FailClosed, Timeout: r.Env.Timeout, Lease: max(core.DefaultLease, 3*r.Env.Timeout),
+			FailMode: core.FailClosed, Timeout: r.Env.Timeout, Lease: max(15*time.Second, 3*r.Env.Timeout),
 		})
 		if err != nil {
 			return nil, closeAll, err

@@ -84,8 +84,8 @@ func (cfg *ConcurrencyConfig) guardConfig() guardConfig {
 		instances: cfg.Instances, observer: cfg.Observer, logger: cfg.Logger}
 }
 
-// DefaultLease is ConcurrencyConfig.Lease's default.
-const DefaultLease = 15 * time.Second
+// defaultLease is ConcurrencyConfig.Lease's default.
+const defaultLease = 15 * time.Second
 
 // Concurrency limits the requests per key in flight at once: at most Max
 // leases per key, across every instance sharing the store (Stripe's
@@ -167,7 +167,7 @@ func NewConcurrency(cfg ConcurrencyConfig) (*Concurrency, error) {
 	c := &Concurrency{
 		name:  cfg.Name,
 		max:   cfg.Max,
-		lease: orDefault(cfg.Lease, DefaultLease),
+		lease: orDefault(cfg.Lease, defaultLease),
 		kept:  make(map[*Lease]struct{}),
 		rate:  cfg.Rate,
 	}

@@ -100,12 +100,12 @@ func (g *guard) init(cfg guardConfig) error {
 	*g = guard{
 		store:    store,
 		timeout:  orDefault(cfg.timeout, DefaultTimeout),
-		bound:    int64(orDefault(cfg.maxInFlight, DefaultMaxInFlight)),
+		bound:    int64(orDefault(cfg.maxInFlight, defaultMaxInFlight)),
 		clock:    monotonic,
 		breakers: store.breakers(),
 		trip: trip{
 			failures: int64(orDefault(cfg.failures, DefaultBreakerFailures)),
-			cooldown: int64(orDefault(cfg.cooldown, DefaultBreakerCooldown)),
+			cooldown: int64(orDefault(cfg.cooldown, defaultBreakerCooldown)),
 		},
 		fallback: newFallback(cfg.mode, cfg.localMaxKeys, cfg.instances),
 		observer: cfg.observer,

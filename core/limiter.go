@@ -138,8 +138,13 @@ type Limiter struct {
 const (
 	DefaultTimeout         = 50 * time.Millisecond
 	DefaultBreakerFailures = 3
-	DefaultBreakerCooldown = 500 * time.Millisecond
-	DefaultMaxInFlight     = 4096
+)
+
+// The defaults of Config.BreakerCooldown and Config.MaxInFlight, which
+// their docs state.
+const (
+	defaultBreakerCooldown = 500 * time.Millisecond
+	defaultMaxInFlight     = 4096
 )
 
 // Bounds of a non-zero Config.Borrow: a loan shorter than a millisecond
@@ -322,29 +327,6 @@ func (l *Limiter) Peek(ctx context.Context, key string, n int) (Result, error) {
 // instances' cached denials run to their end (they only ever deny).
 func (l *Limiter) Refund(ctx context.Context, key string, n int) (Result, error) {
 	return l.base.decide(ctx, bucket.OpRefund, key, n, l.set)
-}
-
-// PeekLimit is Peek under lim instead of Config.Limit, as AllowLimit is
-// AllowN: what AllowLimit(ctx, key, n, lim) would answer now. It is
-// shorthand for With(lim) then Peek, the way to prefer.
-func (l *Limiter) PeekLimit(ctx context.Context, key string, n int, lim Limit) (Result, error) {
-	set, err := l.base.setFor(lim)
-	if err != nil {
-		return Result{}, err
-	}
-	return l.base.decide(ctx, bucket.OpPeek, key, n, set)
-}
-
-// RefundLimit is Refund under lim instead of Config.Limit: it gives back
-// what AllowLimit(ctx, key, n, lim) took, capped at lim's burst (n above
-// it gives back the burst). It is
-// shorthand for With(lim) then Refund, the way to prefer.
-func (l *Limiter) RefundLimit(ctx context.Context, key string, n int, lim Limit) (Result, error) {
-	set, err := l.base.setFor(lim)
-	if err != nil {
-		return Result{}, err
-	}
-	return l.base.decide(ctx, bucket.OpRefund, key, n, set)
 }
 
 // take is AllowN under set. A store in this process decides a take
