@@ -70,23 +70,23 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, []Result, error) {
 	}
 	if d.store.remote() {
 		if d.cached(ctx) {
-			return whole(d.res[d.bind], d.res), d.res, nil
+			return d.whole(d.res[d.bind], d.res), d.res, nil
 		}
 		d.remote(ctx)
 		first, res := d.results(ctx)
 		d.learn(res)
-		return whole(first, res), res, nil
+		return d.whole(first, res), res, nil
 	}
 	o, _ := d.store.call(ctx, d.ask(bucket.OpTake, 0, len(d.parts)))
 	d.allowed = o.Allowed
 	first, res := d.results(ctx)
-	return whole(first, res), res, nil
+	return d.whole(first, res), res, nil
 }
 
 // whole is first, the binding Result of res, as AllowAll returns it: of
 // several checks, with every check's policies, and Degraded when any
 // check is.
-func whole(first Result, res []Result) Result {
+func (d *across) whole(first Result, res []Result) Result {
 	if len(res) == 1 {
 		return first
 	}
@@ -95,7 +95,10 @@ func whole(first Result, res []Result) Result {
 		n += max(1, len(r.Policies))
 		first.Degraded = first.Degraded || r.Degraded
 	}
-	ps := make([]PolicyResult, 0, n)
+	ps := d.small.ps[:0]
+	if n > len(d.small.ps) {
+		ps = make([]PolicyResult, 0, n)
+	}
 	for _, r := range res {
 		if r.Policies != nil {
 			ps = append(ps, r.Policies...)
@@ -153,21 +156,24 @@ type across struct {
 	asked []int64 // 0: not asked
 	probe []bool
 
-	// Room for a few checks of one or two limits each, on one or two
-	// nodes: one allocation for them all.
+	// Room for four buckets of up to four checks, on one or two nodes:
+	// one allocation for them all.
 	small struct {
 		subj   [4]string
 		sets   [4]*policySet
 		first  [5]int
-		at     [8]int
-		parts  [8]bucket.Part
-		pols   [8]bucket.Policy
-		each   [8]bucket.Outcome
+		at     [4]int
+		parts  [4]bucket.Part
+		pols   [4]bucket.Policy
+		each   [4]bucket.Outcome
 		units  [3]int
 		failed [2]error
 		took   [2]bool
 		backs  [2]bool
 		res    [4]Result
+		ps     [4]PolicyResult
+		asked  [4]int64
+		probe  [4]bool
 	}
 }
 
@@ -204,7 +210,11 @@ func (d *across) init(checks []Check) error {
 		d.sets[i] = c.Limiter.set
 		if l.denials != nil && c.N >= 1 && c.N <= d.sets[i].minCap {
 			if d.asked == nil {
-				d.asked, d.probe = make([]int64, len(checks)), make([]bool, len(checks))
+				d.asked, d.probe = d.small.asked[:0], d.small.probe[:0]
+				if len(checks) > len(d.small.asked) {
+					d.asked, d.probe = make([]int64, 0, len(checks)), make([]bool, 0, len(checks))
+				}
+				d.asked, d.probe = d.asked[:len(checks)], d.probe[:len(checks)]
 			}
 			d.asked[i] = -1 // asks its cache, unless it shares a bucket
 		}
@@ -400,16 +410,11 @@ func (d *across) remote(ctx context.Context) {
 	}
 	deadline := start.Add(timeout)
 	ctx = withoutCancel(ctx)
-	var wg sync.WaitGroup
-	for u := 1; u < nu; u++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d.decideNode(ctx, u, deadline)
-		}()
+	if nu == 1 {
+		d.decideNode(ctx, 0, deadline)
+	} else {
+		d.decideNodes(ctx, deadline)
 	}
-	d.decideNode(ctx, 0, deadline)
-	wg.Wait()
 	d.allowed = true
 	for u := range nu {
 		d.allowed = d.allowed && d.failed[u] == nil && d.each[d.units[u]].Allowed
@@ -426,6 +431,21 @@ func (d *across) remote(ctx context.Context) {
 			d.giveBack(ctx, u)
 		}
 	}
+}
+
+// decideNodes asks every node at once, each on a goroutine but the
+// first, by deadline.
+func (d *across) decideNodes(ctx context.Context, deadline time.Time) {
+	var wg sync.WaitGroup
+	for u := 1; u < len(d.units)-1; u++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.decideNode(ctx, u, deadline)
+		}()
+	}
+	d.decideNode(ctx, 0, deadline)
+	wg.Wait()
 }
 
 // decideNode asks node u's parts through the guard of the first check on

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
@@ -253,5 +255,43 @@ func TestAllowAllDenialCache(t *testing.T) {
 	}
 	if r, _ := tenant.Peek(ctx, "t", 1); r.Remaining != 99 {
 		t.Errorf("tenant after the flood: %d left; want 99", r.Remaining)
+	}
+}
+
+// TestAllowAllAllocs: AllowAll's own allocations for three checks on the
+// Redis path (the client's excluded, as in TestRedisPathAllocs) and on
+// the memory store: the Redis path's are a lone AllowN's, plus two bucket
+// keys and the one allocation of AllowAll's layout and Results; the
+// memory store's, that one.
+func TestAllowAllAllocs(t *testing.T) {
+	reply := redis.NewCmd(context.Background())
+	reply.SetVal("1,99,0,10000,99,0,10000,99,0,10000")
+	c := &scriptedClient{reply: reply}
+	redisStore := core.NewRedisStore(c)
+	for _, tc := range []struct {
+		name  string
+		store core.Store
+		most  float64
+	}{{"redis", redisStore, 0}, {"memory", core.NewMemoryStore(), 1}} {
+		var ls [3]*core.Limiter
+		for i, name := range []string{"ip", "tenant", "route"} {
+			ls[i] = limitertest.New(t, core.Config{Store: tc.store, Name: name, Limit: core.PerSecond(100), FailMode: core.FailOpen})
+		}
+		ctx := context.Background()
+		checks := []core.Check{{ls[0], "user-1", 1}, {ls[1], "acme", 1}, {ls[2], "*", 1}}
+		if first, _, err := core.AllowAll(ctx, checks...); err != nil || !first.Allowed || first.Remaining != 99 {
+			t.Fatalf("%s: got %+v %v", tc.name, first, err)
+		}
+		most := tc.most
+		if tc.store == redisStore {
+			most = testing.AllocsPerRun(1000, func() { ls[0].Allow(ctx, "user-1") })
+			t.Logf("redis: a lone AllowN's: %v", most)
+			most += 3
+		}
+		n := testing.AllocsPerRun(1000, func() { core.AllowAll(ctx, checks...) })
+		t.Logf("%s: AllowAll's own allocations for 3 checks: %v", tc.name, n)
+		if n > most {
+			t.Errorf("%s: %v allocs for AllowAll of 3 checks, want ≤ %v", tc.name, n, most)
+		}
 	}
 }

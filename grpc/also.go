@@ -69,8 +69,10 @@ func (in *rateInterceptor) alsoKeys(ctx context.Context, fullMethod string) ([]c
 func allowAll(ctx context.Context, checks []core.Check, lim *core.Limiter, key string, n int) (core.Result, error) {
 	checks[0] = core.Check{Limiter: lim, Key: key}
 	for i := range checks {
-		if err := costError(checks[i].Limiter, n); err != nil {
-			return core.Result{}, err
+		if n != 1 { // 1 is within every burst
+			if err := costError(checks[i].Limiter, n); err != nil {
+				return core.Result{}, err
+			}
 		}
 		checks[i].N = n
 	}
