@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/sluicehq/ratelimit/internal/bucket"
 	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
@@ -23,7 +24,7 @@ func LeaseID(l *Lease) string { return l.id }
 
 // LeaseKey returns the Redis key of key's leases under name.
 func LeaseKey(s *RedisStore, name, key string) string {
-	return s.t.LeaseKey(transport.HashSubject(key), name)
+	return s.t.LeaseKey(bucket.HashSubject(key), name)
 }
 
 // RenewNow runs one renewal round of every kept lease, however recently

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
-	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
 // MemoryStore keeps token buckets in this process, with the same semantics
@@ -116,8 +115,8 @@ func (s *MemoryStore) take1(key string, n int, p *bucket.Policy) (bucket.Decisio
 // subject digests only a long key, and a key starting with '~' (no key
 // may spell another's digest): a memory store takes any byte.
 func (s *MemoryStore) subject(key string) string {
-	if len(key) <= transport.MaxRawSubject && key[0] != '~' {
+	if len(key) <= bucket.MaxRawSubject && key[0] != '~' {
 		return key
 	}
-	return transport.HashSubject(key)
+	return bucket.HashSubject(key)
 }

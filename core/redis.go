@@ -102,7 +102,7 @@ func (s *RedisStore) Client() redis.UniversalClient { return s.t.Client() }
 // Key returns the Redis key of the bucket a Limiter on this store keeps
 // for the key subject under the named policy.
 func (s *RedisStore) Key(name, subject string) string {
-	return s.t.Key(transport.HashSubject(subject), name)
+	return s.t.Key(bucket.HashSubject(subject), name)
 }
 
 // Preload loads the store's scripts (decisions, in-flight leases) into
@@ -132,7 +132,7 @@ func (s *RedisStore) live(ctx context.Context, deadline time.Time, bound int64, 
 }
 
 func (s *RedisStore) remote() bool              { return true }
-func (s *RedisStore) subject(key string) string { return transport.HashSubject(key) }
+func (s *RedisStore) subject(key string) string { return bucket.HashSubject(key) }
 func (s *RedisStore) policyNames() *nameBook    { return &s.names }
 func (s *RedisStore) take1(string, int, *bucket.Policy) (bucket.Decision, bool) {
 	return bucket.Decision{}, false

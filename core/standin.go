@@ -110,7 +110,7 @@ func (h *hookStore) clear(ctx context.Context, subject string, policies []bucket
 }
 
 func (*hookStore) remote() bool                          { return true }
-func (*hookStore) subject(key string) string             { return transport.HashSubject(key) }
+func (*hookStore) subject(key string) string             { return bucket.HashSubject(key) }
 func (*hookStore) why() (dialErr, last error, told bool) { return nil, nil, false }
 func (h *hookStore) breakers() *nodeBreakers             { return &h.nodes }
 func (*hookStore) unit(string) string                    { return "" }

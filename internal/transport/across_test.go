@@ -122,7 +122,7 @@ func TestNodeOfSubject(t *testing.T) {
 		subjects = append(subjects, "k"+strconv.Itoa(i))
 	}
 	for i, subj := range subjects {
-		subjects[i] = HashSubject(subj)
+		subjects[i] = bucket.HashSubject(subj)
 	}
 	c := redistest.StartCluster(t, 3, 0).Client()
 	s := New(c, defaultPrefix)

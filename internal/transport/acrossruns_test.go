@@ -15,9 +15,9 @@ import (
 // acrossReq is a take across subjects: part i takes costs[i] of subjs[i]
 // under policy i.
 func acrossReq(subjs []string, costs []int, ps []bucket.Policy) *request {
-	a := bucket.Ask{Subj: HashSubject(subjs[0]), Op: bucket.OpTake, Policies: ps, Each: make([]bucket.Outcome, len(ps))}
+	a := bucket.Ask{Subj: bucket.HashSubject(subjs[0]), Op: bucket.OpTake, Policies: ps, Each: make([]bucket.Outcome, len(ps))}
 	for i, s := range subjs {
-		a.Across = append(a.Across, bucket.Part{Subj: HashSubject(s), N: costs[i]})
+		a.Across = append(a.Across, bucket.Part{Subj: bucket.HashSubject(s), N: costs[i]})
 	}
 	return &request{ctx: context.Background(), Ask: a}
 }

@@ -46,7 +46,7 @@ import (
 // request is one decision waiting in a queue.
 type request struct {
 	ctx        context.Context // values; its cancellation is the caller's alone
-	bucket.Ask                 // Subj passed through HashSubject; Deadline zero: none
+	bucket.Ask                 // Subj passed through bucket.HashSubject; Deadline zero: none
 
 	reply string        // this request's part of the script's reply, or
 	err   error         // why there is none; both set before done is sent
@@ -551,14 +551,14 @@ func (s *Store) sendEach(ctx context.Context, node *redis.Client, call uint64, b
 }
 
 // nodeClient returns the client of the Redis server that decides subj (a
-// subject passed through HashSubject), or nil before the slot map is
+// subject passed through bucket.HashSubject), or nil before the slot map is
 // known.
 func (s *Store) nodeClient(subj string) *redis.Client {
 	if !s.ready.Load() {
 		return nil
 	}
 	// The node of the keys' hash tag, {subj}: subj hashes as {subj} does,
-	// having no braces (HashSubject), and costs no allocation.
+	// having no braces (bucket.HashSubject), and costs no allocation.
 	tag := subj
 	if subj == "" { // hashes to a random slot; "{}" does not
 		tag = "{}"

@@ -58,7 +58,7 @@ func sendOps(t *testing.T, s *Store, reqs []batchReq, ops []int) []batchAns {
 		if ops != nil {
 			op = ops[i]
 		}
-		batch[i] = &request{ctx: context.Background(), Ask: bucket.Ask{Subj: HashSubject(r.subj), Op: op, N: r.n, Policies: r.ps}}
+		batch[i] = &request{ctx: context.Background(), Ask: bucket.Ask{Subj: bucket.HashSubject(r.subj), Op: op, N: r.n, Policies: r.ps}}
 	}
 	s.send(context.Background(), "", batch)
 	out := make([]batchAns, len(reqs))
@@ -323,7 +323,7 @@ func TestBatchScriptRepeatsMatchSingle(t *testing.T) {
 				// agree: a peek reads them.
 				for subj := range 3 {
 					for _, n := range []string{"x", "y", "z"} {
-						bk, sk := batched.Key(HashSubject(fmt.Sprint("s", subj)), n), single.Key(HashSubject(fmt.Sprint("s", subj)), n)
+						bk, sk := batched.Key(bucket.HashSubject(fmt.Sprint("s", subj)), n), single.Key(bucket.HashSubject(fmt.Sprint("s", subj)), n)
 						bt, st := c.PTTL(ctx, bk).Val(), c.PTTL(ctx, sk).Val()
 						if (bt - st).Abs() > slack {
 							t.Fatalf("round %d: %s expires in %v, %s in %v", round, bk, bt, sk, st)
@@ -469,7 +469,7 @@ func TestScriptLimitChange(t *testing.T) {
 				if !tc.wantAllow && (o.RetryAfter <= 0 || o.RetryAfter > tc.to.Period) {
 					t.Errorf("%s: RetryAfter %v", tc.name, o.RetryAfter)
 				}
-				if pttl := c.PTTL(ctx, s.Key(HashSubject(subj), "q")).Val(); pttl <= 0 || pttl > tc.maxPTTL+time.Second {
+				if pttl := c.PTTL(ctx, s.Key(bucket.HashSubject(subj), "q")).Val(); pttl <= 0 || pttl > tc.maxPTTL+time.Second {
 					t.Errorf("%s: PTTL %v, want at most %v", tc.name, pttl, tc.maxPTTL+time.Second)
 				}
 			}

@@ -1,10 +1,7 @@
 package transport
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"runtime"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -45,18 +42,4 @@ func PoolSize(c redis.UniversalClient) int {
 		n = 10 * runtime.GOMAXPROCS(0) // go-redis's default
 	}
 	return n
-}
-
-// MaxRawSubject is the longest subject used in a key as it is.
-const MaxRawSubject = 64
-
-// HashSubject returns subject, or a digest of it when it is long or could
-// break or forge the hash tag. Digests start with '~', and raw subjects
-// starting with '~' are digested too, so the two forms never meet.
-func HashSubject(subject string) string {
-	if len(subject) <= MaxRawSubject && !strings.ContainsAny(subject, "{}") && !strings.HasPrefix(subject, "~") {
-		return subject
-	}
-	sum := sha256.Sum256([]byte(subject))
-	return "~" + hex.EncodeToString(sum[:16])
 }

@@ -78,10 +78,10 @@ func (s *Store) Refund(ctx context.Context, subject string, n int, policies []bu
 }
 
 func (s *Store) Reset(ctx context.Context, subject string, policies []bucket.Policy) error {
-	return s.Clear(ctx, HashSubject(subject), policies)
+	return s.Clear(ctx, bucket.HashSubject(subject), policies)
 }
 
 func (s *Store) ask(ctx context.Context, op int, subject string, n int, policies []bucket.Policy, each []bucket.Outcome) (bucket.Outcome, error) {
 	d, _ := ctx.Deadline()
-	return s.Do(ctx, bucket.Ask{Op: op, Subj: HashSubject(subject), N: n, Policies: policies, Each: each, Deadline: d})
+	return s.Do(ctx, bucket.Ask{Op: op, Subj: bucket.HashSubject(subject), N: n, Policies: policies, Each: each, Deadline: d})
 }

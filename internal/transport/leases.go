@@ -15,7 +15,7 @@ import (
 )
 
 // LeaseKey lays out the key of the leases of a subject already passed
-// through HashSubject: <prefix>{<subject>}:<name>{leases}. The subject's
+// through bucket.HashSubject: <prefix>{<subject>}:<name>{leases}. The subject's
 // hash tag comes first, so a subject's leases live in the slot of its
 // buckets; no policy name holds braces, so no bucket has this key.
 func (s *Store) LeaseKey(subj, name string) string {
@@ -23,7 +23,7 @@ func (s *Store) LeaseKey(subj, name string) string {
 }
 
 // LeaseRequest is one acquire of a slot: of Subj's set under Name (Subj
-// as the store keys it: HashSubject's), for lease ID, held at most Max at
+// as the store keys it: bucket.HashSubject's), for lease ID, held at most Max at
 // once and each for Lease; with Policies (a Concurrency's Rate), one
 // token of them too, all or nothing. Acquire fills Each (every policy's
 // outcome, when not nil) and Rate (the binding one). The acquires of one

@@ -38,7 +38,7 @@ func TestLeaseBatchResent(t *testing.T) {
 			client.AddHook(h)
 			var ws []*leaseWaiter
 			for _, id := range []string{"a", "b", "c"} {
-				req := &LeaseRequest{Name: "batch", Subj: HashSubject("k"), ID: id, Max: 2, Lease: 30 * time.Second, Timeout: 5 * time.Second}
+				req := &LeaseRequest{Name: "batch", Subj: bucket.HashSubject("k"), ID: id, Max: 2, Lease: 30 * time.Second, Timeout: 5 * time.Second}
 				if policies != nil {
 					req.Policies = policies
 					req.Each = make([]bucket.Outcome, len(policies))
@@ -59,7 +59,7 @@ func TestLeaseBatchResent(t *testing.T) {
 			if len(h.replies) != 2 || h.replies[0] != h.replies[1] {
 				t.Fatalf("replies %q; want one call sent twice, answered the same", h.replies)
 			}
-			held, err := client.ZRange(context.Background(), s.LeaseKey(HashSubject("k"), "batch"), 0, -1).Result()
+			held, err := client.ZRange(context.Background(), s.LeaseKey(bucket.HashSubject("k"), "batch"), 0, -1).Result()
 			if err != nil || strings.Join(held, ",") != "a,b" {
 				t.Fatalf("leases held %v, %v; want a,b", held, err)
 			}

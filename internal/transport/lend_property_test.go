@@ -32,7 +32,7 @@ func lendSchedule(t *testing.T, c *redis.Client, s *Store, script *redis.Script,
 	lim.Burst = 5 + rng.IntN(lim.Rate)
 	p := lim.policy("p")
 	ps := []bucket.Policy{p}
-	subj := HashSubject("s" + time.Now().Format("150405.000000"))
+	subj := bucket.HashSubject("s" + time.Now().Format("150405.000000"))
 	term := time.Duration(5+rng.IntN(40)) * time.Millisecond
 	k := bucket.SliceUnits(&p, term.Microseconds()) / p.Unit
 	k = max(1, min(k, p.Capacity/p.Unit/2))

@@ -25,7 +25,7 @@ func (s *Store) lend(t *testing.T, subject string, ps []bucket.Policy, ret uint6
 		want = make([]int64, len(ps))
 	}
 	each := make([]bucket.Outcome, len(ps))
-	o, err := s.Do(ctx, bucket.Ask{Op: bucket.WithArg(bucket.OpLend, term.Microseconds()), Subj: HashSubject(subject), N: 1,
+	o, err := s.Do(ctx, bucket.Ask{Op: bucket.WithArg(bucket.OpLend, term.Microseconds()), Subj: bucket.HashSubject(subject), N: 1,
 		Policies: ps, Each: each, Deadline: d, Lend: &bucket.Lend{Return: ret, Back: back, ID: id, Want: want}})
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestLendLifecycle(t *testing.T) {
 	if !o.Allowed || o.Remaining != 20 {
 		t.Fatalf("borrow of 40 from 60: %+v, want lent, 20 left", o)
 	}
-	if v := c.Get(ctx, s.Key(HashSubject("k"), "h")).Val(); !strings.Contains(v, ";7,40,") {
+	if v := c.Get(ctx, s.Key(bucket.HashSubject("k"), "h")).Val(); !strings.Contains(v, ";7,40,") {
 		t.Fatalf("bucket %q does not record loan 7 of 40", v)
 	}
 	if o := s.lend(t, "k", ps, 0, nil, 8, []int64{21}, time.Minute); o.Allowed || o.Remaining != 20 {
@@ -66,7 +66,7 @@ func TestLendLifecycle(t *testing.T) {
 	if o := s.lend(t, "k", ps, 7, []int64{15}, 0, nil, time.Minute); o.Allowed || o.Remaining != 15 {
 		t.Fatalf("second return: %+v, want nothing back", o)
 	}
-	if v := c.Get(ctx, s.Key(HashSubject("k"), "h")).Val(); strings.Contains(v, ";") {
+	if v := c.Get(ctx, s.Key(bucket.HashSubject("k"), "h")).Val(); strings.Contains(v, ";") {
 		t.Fatalf("bucket %q still records a loan", v)
 	}
 	// A loan that ends: its tokens are gone at its end, spent or not.

@@ -9,7 +9,7 @@ import (
 )
 
 // LiveSubj is the subject of the live sets (LiveKey): a leading '~' is
-// reserved for HashSubject's digests, and no digest reads "~live", so no
+// reserved for bucket.HashSubject's digests, and no digest reads "~live", so no
 // bucket or lease shares its slot by accident of a user's key.
 const LiveSubj = "~live"
 

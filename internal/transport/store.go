@@ -78,7 +78,7 @@ func New(client redis.UniversalClient, prefix string) *Store {
 // Client returns the client the store uses.
 func (s *Store) Client() redis.UniversalClient { return s.client }
 
-// Key lays out the key of a subject already passed through HashSubject:
+// Key lays out the key of a subject already passed through bucket.HashSubject:
 // <prefix>{<subj>}:<name>.
 func (s *Store) Key(subj, name string) string {
 	return s.prefix + "{" + subj + "}:" + name
@@ -99,7 +99,7 @@ func (s *Store) Why() (dialErr, last error) {
 // (see Node).
 func (s *Store) Split() bool { return s.split }
 
-// Do decides a (its subject as the store keys it: HashSubject's): it
+// Do decides a (its subject as the store keys it: bucket.HashSubject's): it
 // queues its request and waits for its answer, at most until a.Deadline
 // (zero: none) or until ctx is cancelled. A decision across subjects
 // (a.Across) is one script call, atomic: every subject must be of the
