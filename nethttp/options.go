@@ -38,6 +38,7 @@ type config struct {
 	countIf func(*http.Request, int) bool
 	limitOf func(*http.Request) (core.Limit, error)
 	delay   time.Duration // WithDelay
+	room    *room         // WithDelay's waiting room
 	also    []alsoCheck   // WithAlso
 }
 
