@@ -16,12 +16,15 @@ help: ## list the targets
 demo: ## run the demo: three instances sharing one limit (embedded Redis)
 	$(GO) run ./cmd/ratelimit-demo
 
-# test runs every module even when one fails, and fails after them.
+# test runs every module even when one fails, and fails after them; the
+# output is go test's without -v, and a last line counts the skipped tests.
 test: ## run every test with -race (real Redis at REDIS_ADDR; skipped when absent unless RATELIMIT_REQUIRE_REDIS=1)
-	failed=""; \
-	$(GO) test -race -shuffle=on -count=1 -timeout 10m $(PKGS) || failed="$$failed ."; \
-	for m in $(MODULES); do (cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 10m ./...) || failed="$$failed $$m"; done; \
-	if [ -n "$$failed" ]; then echo "make test: failed in:$$failed"; exit 1; fi
+	@failed=$$(mktemp); \
+	{ $(GO) test -json -race -shuffle=on -count=1 -timeout 10m $(PKGS) || echo . >>$$failed; \
+	for m in $(MODULES); do (cd $$m && $(GO) test -json -race -shuffle=on -count=1 -timeout 10m ./...) || echo $$m >>$$failed; done; \
+	} 2>&1 | $(GO) run scripts/testsum.go; \
+	list=$$(tr '\n' ' ' <$$failed); rm -f $$failed; \
+	if [ -n "$$list" ]; then echo "make test: failed in: $$list"; exit 1; fi
 
 test-short: ## fast tests only (memory store, miniredis)
 	$(GO) test -short -count=1 $(PKGS)
