@@ -69,6 +69,9 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, []Result, error) {
 		return Result{}, nil, err
 	}
 	if d.store.remote() {
+		if first, res, ok := allowAllFromSlices(ctx, checks); ok { // Config.Borrow: see borrow.go
+			return first, res, nil
+		}
 		if d.cached(ctx) {
 			return d.whole(d.res[d.bind], d.res), d.res, nil
 		}

@@ -29,9 +29,10 @@ import (
 // decision, and the key's decisions for the next Borrow, go to the store
 // one by one, as without borrowing — denials, RetryAfter and the denial
 // cache exactly as they are. Only takes under the limiter's own limits
-// borrow: a view of another limit (With, AllowLimit), Peek, Refund,
-// ReserveN, WaitN and Charge ask the store, which counts the tokens on
-// loan as taken.
+// borrow; an AllowAll check takes from a slice in hand (see
+// allowAllFromSlices). A view of another limit (With, AllowLimit), Peek,
+// Refund, ReserveN, WaitN and Charge ask the store, which counts the
+// tokens on loan as taken.
 
 // maxSlices bounds the keys a limiter tracks for borrowing: a key past
 // it is decided by the store, as without Borrow.
@@ -221,4 +222,112 @@ func (s *sliceTable) drop(key string) {
 	s.mu.Lock()
 	delete(s.keys, key)
 	s.mu.Unlock()
+}
+
+// takeHeld takes n tokens of key from the slice in hand, if it has them
+// and its loan has not ended (no borrowing), and returns the Result and
+// the loan's id.
+func (s *sliceTable) takeHeld(now int64, key string, n int64, set *policySet) (Result, uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.keys[key]
+	if e == nil || e.id == 0 || now >= e.end || e.spent+n > s.k {
+		return Result{}, 0, false
+	}
+	e.last = now
+	e.spent += n
+	return s.result(e, set), e.id, true
+}
+
+// untake gives n tokens back to key's slice, if it is still loan id.
+func (s *sliceTable) untake(key string, id uint64, n int64) {
+	s.mu.Lock()
+	if e := s.keys[key]; e != nil && e.id == id {
+		e.spent -= n
+	}
+	s.mu.Unlock()
+}
+
+// allowAllFromSlices is AllowAll when some checks can take from the
+// slices in hand of their limiters (Config.Borrow): they take there, in
+// process, and the others are decided by the store as usual, in one
+// AllowAll; when that refuses, the slices get their tokens back, so the
+// whole stays all or nothing. ok is false when no check could (nor when
+// a caller's mistake is for AllowAll to report): AllowAll decides them
+// all.
+func allowAllFromSlices(ctx context.Context, checks []Check) (first Result, res []Result, ok bool) {
+	type held struct {
+		i   int
+		key string
+		id  uint64
+	}
+	var hs []held
+	for i, c := range checks {
+		if c.Limiter == nil || c.Key == "" || c.N < 0 || c.Limiter.base.store != checks[0].Limiter.base.store {
+			return Result{}, nil, false
+		}
+		if b := c.Limiter.base; b.borrow != nil && c.N > 0 && c.Limiter.set == b.set {
+			hs = append(hs, held{i: i, key: b.store.subject(c.Key)})
+		}
+	}
+	if len(hs) == 0 {
+		return Result{}, nil, false
+	}
+	res = make([]Result, len(checks))
+	took := hs[:0]
+	for _, h := range hs {
+		c := checks[h.i]
+		b := c.Limiter.base
+		if r, id, ok := b.borrow.takeHeld(b.clock(), h.key, int64(c.N), c.Limiter.set); ok {
+			res[h.i], h.id = r, id
+			took = append(took, h)
+		}
+	}
+	if len(took) == 0 {
+		return Result{}, nil, false
+	}
+	giveBack := func() {
+		for _, h := range took {
+			c := checks[h.i]
+			c.Limiter.base.borrow.untake(h.key, h.id, int64(c.N))
+			res[h.i].Remaining += c.N // untouched: within its limit
+		}
+	}
+	allowed := true
+	if len(took) < len(checks) {
+		var rest []Check
+		var at []int
+		for i, c := range checks {
+			if res[i].Limit.Rate == 0 {
+				rest, at = append(rest, c), append(at, i)
+			}
+		}
+		f, rr, err := AllowAll(ctx, rest...)
+		if err != nil {
+			giveBack()
+			return Result{}, nil, false
+		}
+		for k, i := range at {
+			res[i] = rr[k]
+		}
+		if allowed = f.Allowed; !allowed {
+			giveBack()
+		}
+	}
+	bind := -1
+	for i := range res {
+		if !allowed && res[i].Allowed {
+			continue
+		}
+		if bind < 0 || binds(res[i], res[bind]) {
+			bind = i
+		}
+	}
+	for _, h := range took {
+		if l := checks[h.i].Limiter.base; l.observer != nil {
+			l.decided(ctx, DecisionEvent{Policy: checks[h.i].Limiter.set.name(), Allowed: allowed, Borrowed: true}, time.Time{})
+		}
+	}
+	var d across
+	return d.whole(res[max(bind, 0)], res), res, true
 }

@@ -132,9 +132,11 @@ func newBorrowRig(t *testing.T) *borrowRig {
 }
 
 func (r *borrowRig) limiter(t *testing.T, cfg core.Config) *core.Limiter {
-	c := redis.NewClient(&redis.Options{Addr: r.m.Addr()})
-	t.Cleanup(func() { c.Close() })
-	r.store = core.NewRedisStore(c)
+	if r.store == nil { // one store: AllowAll needs it
+		c := redis.NewClient(&redis.Options{Addr: r.m.Addr()})
+		t.Cleanup(func() { c.Close() })
+		r.store = core.NewRedisStore(c)
+	}
 	cfg.Store, cfg.Observer = r.store, r.obs
 	cfg.FailMode, cfg.Timeout = core.FailClosed, 5*time.Second
 	l := limitertest.New(t, cfg)
@@ -295,5 +297,42 @@ func TestBorrowOnCluster(t *testing.T) {
 		obs.borrowed.Load(), obs.store.Load(), obs.lent.Load(), degraded.Load(), bound)
 	if degraded.Load() != 0 || obs.borrowed.Load() == 0 {
 		t.Errorf("degraded %d, from slices %d: want none degraded, some from slices", degraded.Load(), obs.borrowed.Load())
+	}
+}
+
+// TestBorrowAllowAll: in AllowAll, a check whose limiter holds a slice of
+// its key takes from it in process, the others go to the store; when the
+// store refuses them, the slice gets its tokens back (all or nothing).
+func TestBorrowAllowAll(t *testing.T) {
+	rig := newBorrowRig(t)
+	hot := rig.limiter(t, core.Config{Limit: core.PerSecond(1000), Name: "global", Borrow: time.Second})
+	tenant := rig.limiter(t, core.Config{Limit: core.PerMinute(2), Name: "tenant"})
+	ctx := context.Background()
+	for range 2 { // the second borrows
+		hot.Allow(ctx, "*")
+	}
+	before := rig.obs.borrowed.Load()
+	var last core.Result
+	for i := range 3 {
+		first, res, err := core.AllowAll(ctx, core.Check{Limiter: hot, Key: "*", N: 1}, core.Check{Limiter: tenant, Key: "t", N: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := i < 2; first.Allowed != want || res[0].Allowed != true || res[1].Allowed != want {
+			t.Fatalf("AllowAll %d: %+v, %+v; want allowed %v", i, first, res, want)
+		}
+		if i == 2 && res[0].Remaining != last.Remaining {
+			t.Errorf("refused: the global check says %d left, want %d (its slice untouched)", res[0].Remaining, last.Remaining)
+		}
+		if i < 2 && res[0].Remaining != 1000-3-i {
+			t.Errorf("AllowAll %d: global check %d left, want %d", i, res[0].Remaining, 1000-3-i)
+		}
+		last = res[0]
+	}
+	if got := rig.obs.borrowed.Load() - before; got != 3 {
+		t.Errorf("%d checks decided from the slice, want 3", got)
+	}
+	if res, _ := hot.Allow(ctx, "*"); res.Remaining != 1000-5 {
+		t.Errorf("next take from the slice: %d left, want %d (the refused check gave its token back)", res.Remaining, 1000-5)
 	}
 }
