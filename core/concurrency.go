@@ -251,14 +251,13 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (*Lease, Result, 
 // acquire takes a slot of key for lease id: in a store in this process
 // at once, else through the guard.
 func (c *Concurrency) acquire(ctx context.Context, key, id string) (*Lease, Result, error) {
-	req := &leaseRequest{name: c.name, subj: c.store.subject(key), id: id, max: c.max, localMax: c.localMax, lease: c.lease, timeout: c.timeout}
+	req := &bucket.LeaseAsk{Name: c.name, Subj: c.store.subject(key), ID: id, Max: c.max, Lease: c.lease, Timeout: c.timeout}
 	if c.rate != nil {
-		req.policies = c.rate.set.policies
-		req.each = make([]bucket.Outcome, len(req.policies))
+		req.Policies = c.rate.set.policies
+		req.Each = make([]bucket.Outcome, len(req.Policies))
 	}
-	req.queues = &c.acquiring
 	if !c.store.remote() {
-		a, _ := c.store.acquire(ctx, time.Time{}, 0, req)
+		a, _ := c.store.acquire(ctx, time.Time{}, 0, nil, req)
 		return c.granted(ctx, req, a, heldInStore, time.Time{})
 	}
 	l, r := c.ask(ctx, req, time.Now())
@@ -267,11 +266,11 @@ func (c *Concurrency) acquire(ctx context.Context, key, id string) (*Lease, Resu
 
 // ask asks the store for req's slot through the guard, by Timeout from
 // start, and degrades by FailMode when it cannot answer.
-func (c *Concurrency) ask(ctx context.Context, req *leaseRequest, start time.Time) (*Lease, Result) {
+func (c *Concurrency) ask(ctx context.Context, req *bucket.LeaseAsk, start time.Time) (*Lease, Result) {
 	var a bucket.LeaseAnswer
 	deadline := start.Add(c.timeout)
-	br, err := c.call(ctx, req.subj, deadline, func(ctx context.Context) (err error) {
-		a, err = c.store.acquire(ctx, deadline, c.bound, req)
+	br, err := c.call(ctx, req.Subj, deadline, func(ctx context.Context) (err error) {
+		a, err = c.store.acquire(ctx, deadline, c.bound, &c.acquiring, req)
 		return err
 	})
 	if err != nil {
@@ -287,8 +286,8 @@ func (c *Concurrency) ask(ctx context.Context, req *leaseRequest, start time.Tim
 // granted returns the lease and Result of the store's answer a to req,
 // and tells the observers; start is when the store was asked (zero: in
 // process).
-func (c *Concurrency) granted(ctx context.Context, req *leaseRequest, a bucket.LeaseAnswer, from int8, start time.Time) (*Lease, Result, error) {
-	l := c.grant(a, req.subj, req.id, from)
+func (c *Concurrency) granted(ctx context.Context, req *bucket.LeaseAsk, a bucket.LeaseAnswer, from int8, start time.Time) (*Lease, Result, error) {
+	l := c.grant(a, req.Subj, req.ID, from)
 	if c.rate != nil {
 		return l, c.settleRate(ctx, a, req, start), nil
 	}
@@ -329,7 +328,7 @@ func (c *Concurrency) result(a bucket.LeaseAnswer, lim Limit) Result {
 // and reports why, as a Limiter does; start is when the store was asked
 // (zero: it was not). With a Rate, a granted slot's token is then decided
 // by the Rate's FailMode, the slot given back if it refuses.
-func (c *Concurrency) degrade(ctx context.Context, br *breaker, req *leaseRequest, cause error, start time.Time) (*Lease, Result) {
+func (c *Concurrency) degrade(ctx context.Context, br *breaker, req *bucket.LeaseAsk, cause error, start time.Time) (*Lease, Result) {
 	now := c.clock()
 	c.report.degradedBy("", cause, now)
 	// The fallback's own request, not req, which a store call running
@@ -337,12 +336,12 @@ func (c *Concurrency) degrade(ctx context.Context, br *breaker, req *leaseReques
 	// Rate (decided below), under an id of its own once the store was
 	// asked: that call takes its id back whenever it ends, which would
 	// free this lease's slot once the store adopts it.
-	local := leaseRequest{name: req.name, subj: req.subj, id: req.id, max: req.localMax, lease: req.lease}
+	local := bucket.LeaseAsk{Name: req.Name, Subj: req.Subj, ID: req.ID, Max: c.localMax, Lease: req.Lease}
 	if !start.IsZero() {
-		local.id = rand.Text()
+		local.ID = rand.Text()
 	}
 	a, from := c.fallback.acquire(br, now, &local)
-	l := c.grant(a, local.subj, local.id, from)
+	l := c.grant(a, local.Subj, local.ID, from)
 	lim := c.limit
 	if from == heldLocally {
 		lim = c.localLimit
@@ -354,7 +353,7 @@ func (c *Concurrency) degrade(ctx context.Context, br *breaker, req *leaseReques
 		return l, r
 	}
 	rate := c.rate
-	rr := rate.degrade(ctx, rate.breakers.forKey(req.subj), bucket.Ask{Op: bucket.OpTake, Subj: req.subj, N: 1, Policies: rate.set.policies}, rate.set, cause, start)
+	rr := rate.degrade(ctx, rate.breakers.forKey(req.Subj), bucket.Ask{Op: bucket.OpTake, Subj: req.Subj, N: 1, Policies: rate.set.policies}, rate.set, cause, start)
 	if !rr.Allowed {
 		_ = l.Release(ctx) // held in process, or nowhere: no store call
 		return nil, rr
@@ -569,13 +568,13 @@ func (c *Concurrency) renewChunk(ls []*Lease) []renewal {
 // round (a round of many local leases makes one failed call, not one
 // each). It reports whether the store could not be asked.
 func (c *Concurrency) adopt(l *Lease, down bool) (renewal, bool) {
-	req := &leaseRequest{name: c.name, subj: l.subj, id: l.id, max: c.max, lease: c.lease, timeout: c.timeout}
+	req := &bucket.LeaseAsk{Name: c.name, Subj: l.subj, ID: l.id, Max: c.max, Lease: c.lease, Timeout: c.timeout}
 	err := ErrCircuitOpen
 	var a bucket.LeaseAnswer
 	if !down {
 		deadline := time.Now().Add(c.timeout)
 		_, err = c.call(context.Background(), l.subj, deadline, func(ctx context.Context) (err error) {
-			a, err = c.store.acquire(ctx, deadline, c.bound, req)
+			a, err = c.store.acquire(ctx, deadline, c.bound, nil, req)
 			return err
 		})
 	}

@@ -11,42 +11,22 @@ import (
 // A MemoryStore's leases are a bucket.Leases on the store's clock; these
 // are the store's lease calls (see storeCalls) over it.
 
-// leaseRequest is one acquire of a slot: of subj's set under name (subj
-// as the store keys it), for lease id, held at most max at once and each
-// for lease; with policies (a Concurrency's Rate), one token of them too,
-// all or nothing. The store fills each (every policy's outcome, when not
-// nil) and rate (the binding one). A RedisStore batches the acquires of
-// one set through queues (see transport.LeaseQueues), when not nil.
-type leaseRequest struct {
-	name     string
-	subj     string
-	id       string
-	max      int
-	localMax int // FailLocal's share of max
-	lease    time.Duration
-	timeout  time.Duration // bounds the call that takes back a lost acquire
-	policies []bucket.Policy
-	each     []bucket.Outcome
-	rate     bucket.Outcome
-	queues   *transport.LeaseQueues
-}
-
 // acquire is acquireLocal: the store is in this process.
-func (s *MemoryStore) acquire(_ context.Context, _ time.Time, _ int64, req *leaseRequest) (bucket.LeaseAnswer, error) {
+func (s *MemoryStore) acquire(_ context.Context, _ time.Time, _ int64, _ *transport.LeaseQueues, req *bucket.LeaseAsk) (bucket.LeaseAnswer, error) {
 	return s.acquireLocal(req), nil
 }
 
-// acquireLocal takes a slot for req, and with req.policies one token of
-// them from this store's buckets of req.subj, all or nothing.
-func (s *MemoryStore) acquireLocal(req *leaseRequest) bucket.LeaseAnswer {
+// acquireLocal takes a slot for req, and with req.Policies one token of
+// them from this store's buckets of req.Subj, all or nothing.
+func (s *MemoryStore) acquireLocal(req *bucket.LeaseAsk) bucket.LeaseAnswer {
 	var decide func(op int) bool
-	if req.policies != nil {
+	if req.Policies != nil {
 		decide = func(op int) bool {
-			req.rate = s.table.Apply(&bucket.Ask{Op: op, Subj: req.subj, N: 1, Policies: req.policies, Each: req.each})
-			return req.rate.Allowed
+			req.Rate = s.table.Apply(&bucket.Ask{Op: op, Subj: req.Subj, N: 1, Policies: req.Policies, Each: req.Each})
+			return req.Rate.Allowed
 		}
 	}
-	return s.leases.Acquire(s.table.Now(), bucket.LeaseAsk{Name: req.name, Subject: req.subj, ID: req.id, Max: req.max, Lease: req.lease}, decide)
+	return s.leases.Acquire(s.table.Now(), req, decide)
 }
 
 // release is releaseLease: the store is in this process.

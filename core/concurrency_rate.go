@@ -8,8 +8,8 @@ import (
 )
 
 // A Concurrency with a Rate takes a slot of key and one token of the
-// Rate together or not at all, in one store call (leaseRequest with
-// policies). On Redis the lease set and the buckets share a hash tag:
+// Rate together or not at all, in one store call (bucket.LeaseAsk
+// with Policies). On Redis the lease set and the buckets share a hash tag:
 // the leases live under the subject of the Rate's buckets.
 
 // settleRate builds the Result of an acquire with a Rate from the store's
@@ -18,11 +18,11 @@ import (
 // bucket was only peeked at), c's about the slots unless the tokens
 // refused (no slot was asked). start is when the store was asked (zero:
 // in process).
-func (c *Concurrency) settleRate(ctx context.Context, a bucket.LeaseAnswer, req *leaseRequest, start time.Time) Result {
+func (c *Concurrency) settleRate(ctx context.Context, a bucket.LeaseAnswer, req *bucket.LeaseAsk, start time.Time) Result {
 	lim := c.rate
-	o := req.rate
+	o := req.Rate
 	full := !a.Allowed && a.Held >= c.max
-	r := resultOf(o, req.each, lim.set)
+	r := resultOf(o, req.Each, lim.set)
 	slots := PolicyResult{Name: c.name, Limit: c.limit, Remaining: max(0, c.max-a.Held), RetryAfter: a.RetryAfter, ResetAfter: a.ResetAfter}
 	r.Policies = append(r.Policies, slots)
 	r.Allowed = a.Allowed

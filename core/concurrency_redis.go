@@ -12,13 +12,10 @@ import (
 // transport.Store.Acquire): these translate a Concurrency's requests.
 
 // acquire takes a slot for req by deadline, bounded as decisions are;
-// the acquires of one key batch themselves through req.queues (see
+// the acquires of one key batch themselves through qs (see
 // transport.Store.Acquire).
-func (s *RedisStore) acquire(ctx context.Context, deadline time.Time, bound int64, req *leaseRequest) (bucket.LeaseAnswer, error) {
-	t := transport.LeaseRequest{Name: req.name, Subj: req.subj, ID: req.id, Max: req.max, Lease: req.lease, Timeout: req.timeout, Policies: req.policies, Each: req.each, Queues: req.queues}
-	a, err := s.t.Acquire(ctx, deadline, bound, &t)
-	req.rate = t.Rate
-	return a, err
+func (s *RedisStore) acquire(ctx context.Context, deadline time.Time, bound int64, qs *transport.LeaseQueues, req *bucket.LeaseAsk) (bucket.LeaseAnswer, error) {
+	return s.t.Acquire(ctx, deadline, bound, qs, req)
 }
 
 // release removes lease id from its set, if there, by deadline.

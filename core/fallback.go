@@ -70,9 +70,9 @@ func (f *fallback) decide(br *breaker, now int64, op int, key string, n int, set
 
 // acquire answers an acquire of a slot of req while the store cannot:
 // FailOpen admits holding nothing (held heldNowhere), FailClosed refuses,
-// FailLocal takes one of req.max slots in this process (heldLocally);
+// FailLocal takes one of req.Max slots in this process (heldLocally);
 // req is the fallback's own (see Concurrency.degrade).
-func (f *fallback) acquire(br *breaker, now int64, req *leaseRequest) (a bucket.LeaseAnswer, held int8) {
+func (f *fallback) acquire(br *breaker, now int64, req *bucket.LeaseAsk) (a bucket.LeaseAnswer, held int8) {
 	switch f.mode {
 	case FailOpen:
 		return bucket.LeaseAnswer{Allowed: true}, heldNowhere

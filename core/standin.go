@@ -119,7 +119,7 @@ func (*hookStore) take1(string, int, *bucket.Policy) (bucket.Decision, bool) {
 	return bucket.Decision{}, false
 }
 
-func (*hookStore) acquire(context.Context, time.Time, int64, *leaseRequest) (bucket.LeaseAnswer, error) {
+func (*hookStore) acquire(context.Context, time.Time, int64, *transport.LeaseQueues, *bucket.LeaseAsk) (bucket.LeaseAnswer, error) {
 	return bucket.LeaseAnswer{}, errNoLeases
 }
 

@@ -52,8 +52,10 @@ type storeCalls interface {
 	// A Concurrency's leases, each call by deadline and within bound, as
 	// call.
 
-	// acquire takes a slot for req (see leaseRequest).
-	acquire(ctx context.Context, deadline time.Time, bound int64, req *leaseRequest) (bucket.LeaseAnswer, error)
+	// acquire takes a slot for req (see bucket.LeaseAsk); a RedisStore
+	// batches the acquires of one set through qs (a Concurrency's; nil:
+	// none), which other stores ignore.
+	acquire(ctx context.Context, deadline time.Time, bound int64, qs *transport.LeaseQueues, req *bucket.LeaseAsk) (bucket.LeaseAnswer, error)
 	// release removes lease id of subject's set under name, if held.
 	release(ctx context.Context, deadline time.Time, bound int64, name, subject, id string) error
 	// live stamps the store (an app instance) in the live set of the

@@ -33,12 +33,21 @@ type heldLease struct {
 	deadline int64
 }
 
-// LeaseAsk is one acquire: a slot of ID in Name's set of Subject, at most
-// Max held, each ending Lease after it is taken or renewed.
+// LeaseAsk is one acquire of a slot (core.Concurrency's, on every store):
+// of Subj's set under Name (Subj as the store keys it), for lease ID,
+// held at most Max at once and each for Lease; with Policies (a
+// Concurrency's Rate), one token of them too, all or nothing. The store
+// fills Each (every policy's outcome, when not nil) and Rate (the binding
+// one). Timeout bounds the call a Redis store makes to take back an
+// acquire whose answer was lost.
 type LeaseAsk struct {
-	Name, Subject, ID string
-	Max               int
-	Lease             time.Duration
+	Name, Subj, ID string
+	Max            int
+	Lease          time.Duration
+	Timeout        time.Duration
+	Policies       []Policy
+	Each           []Outcome
+	Rate           Outcome
 }
 
 // LeaseAnswer is a store's answer to an acquire (the in-process table's
@@ -102,8 +111,8 @@ func prune(set []heldLease, now int64) []heldLease {
 // acquireWithRate's: decide(OpTake) takes the rate limit's tokens and
 // reports whether it did, decide(OpPeek) only peeks, both under the lease
 // set's lock, so a slot and its tokens are taken together or not at all.
-func (t *Leases) Acquire(now int64, a LeaseAsk, decide func(op int) bool) LeaseAnswer {
-	sh, k := t.lock(a.Name, a.Subject, now)
+func (t *Leases) Acquire(now int64, a *LeaseAsk, decide func(op int) bool) LeaseAnswer {
+	sh, k := t.lock(a.Name, a.Subj, now)
 	defer sh.mu.Unlock()
 	old := sh.sets[k]
 	set := prune(old, now)

@@ -8,8 +8,8 @@ import (
 func TestLeases(t *testing.T) {
 	t.Parallel()
 	var ls Leases
-	ask := func(id string) LeaseAsk {
-		return LeaseAsk{Name: "n", Subject: "s", ID: id, Max: 2, Lease: 10 * time.Microsecond}
+	ask := func(id string) *LeaseAsk {
+		return &LeaseAsk{Name: "n", Subj: "s", ID: id, Max: 2, Lease: 10 * time.Microsecond}
 	}
 	if a := ls.Acquire(100, ask("a"), nil); !a.Allowed || a.Held != 1 || a.ResetAfter != 10*time.Microsecond {
 		t.Fatalf("first acquire: %+v", a)
@@ -53,7 +53,7 @@ func TestLeasesWithRate(t *testing.T) {
 	var ops []int
 	tokens := true
 	decide := func(op int) bool { ops = append(ops, op); return tokens }
-	a := LeaseAsk{Name: "n", Subject: "s", ID: "a", Max: 1, Lease: time.Second}
+	a := &LeaseAsk{Name: "n", Subj: "s", ID: "a", Max: 1, Lease: time.Second}
 	if got := ls.Acquire(0, a, decide); !got.Allowed {
 		t.Fatalf("acquire: %+v", got)
 	}
@@ -77,7 +77,7 @@ func TestLeasesSweep(t *testing.T) {
 	t.Parallel()
 	var ls Leases
 	for i := range 100 {
-		ls.Acquire(0, LeaseAsk{Name: "n", Subject: string(rune('a'+i%26)) + string(rune('a'+i/26)), ID: "x", Max: 1, Lease: time.Microsecond}, nil)
+		ls.Acquire(0, &LeaseAsk{Name: "n", Subj: string(rune('a'+i%26)) + string(rune('a'+i/26)), ID: "x", Max: 1, Lease: time.Microsecond}, nil)
 	}
 	swept := map[*leaseShard]bool{}
 	for i := 0; len(swept) < len(ls.shards); i++ {

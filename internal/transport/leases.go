@@ -22,25 +22,6 @@ func (s *Store) LeaseKey(subj, name string) string {
 	return s.prefix + "{" + subj + "}:" + name + "{leases}"
 }
 
-// LeaseRequest is one acquire of a slot: of Subj's set under Name (Subj
-// as the store keys it: bucket.HashSubject's), for lease ID, held at most Max at
-// once and each for Lease; with Policies (a Concurrency's Rate), one
-// token of them too, all or nothing. Acquire fills Each (every policy's
-// outcome, when not nil) and Rate (the binding one). The acquires of one
-// set batch themselves through Queues (see LeaseQueues), when not nil.
-type LeaseRequest struct {
-	Name     string
-	Subj     string
-	ID       string
-	Max      int
-	Lease    time.Duration
-	Timeout  time.Duration // bounds the call that takes back a lost acquire
-	Policies []bucket.Policy
-	Each     []bucket.Outcome
-	Rate     bucket.Outcome
-	Queues   *LeaseQueues
-}
-
 // LeaseID names one lease: its subject (as the store keys it) and id.
 type LeaseID struct{ Subj, ID string }
 
@@ -108,7 +89,7 @@ const maxLeaseBatch = 256
 // leaseWaiter is one acquire waiting for its answer in a call of its set.
 type leaseWaiter struct {
 	ctx      context.Context // values only
-	req      *LeaseRequest
+	req      *bucket.LeaseAsk
 	deadline time.Time // the caller's
 	bound    int64     // MaxInFlight of the caller's guard
 
@@ -150,7 +131,7 @@ func (w *leaseWaiter) wait() (bucket.LeaseAnswer, error) {
 
 // Acquire takes a slot for req by deadline, as decisions are bounded (see
 // Store.Do). The acquires of one set batch themselves through
-// req.Queues (a Concurrency's): one that finds no call of its set in
+// qs (a Concurrency's; nil: none): one that finds no call of its set in
 // flight starts one at once, alone; those arriving while it is in flight
 // leave together in the next call when it ends, and so on, each caller
 // waiting until its own deadline. So a set has at most one acquire call
@@ -165,27 +146,27 @@ func (w *leaseWaiter) wait() (bucket.LeaseAnswer, error) {
 // goroutine, under its deadline, while calls to its node are fast and the
 // client honours deadlines (see Store.fast); else calls go on a goroutine of
 // their own (see acquireCalls).
-func (s *Store) Acquire(ctx context.Context, deadline time.Time, bound int64, req *LeaseRequest) (bucket.LeaseAnswer, error) {
+func (s *Store) Acquire(ctx context.Context, deadline time.Time, bound int64, qs *LeaseQueues, req *bucket.LeaseAsk) (bucket.LeaseAnswer, error) {
 	w := &leaseWaiter{ctx: ctx, req: req, deadline: deadline, bound: bound, done: make(chan struct{}, 1)}
-	if req.Queues.join(w) {
+	if qs.join(w) {
 		return w.wait()
 	}
 	ws := []*leaseWaiter{w}
 	switch last := s.lastToSubj(req.Subj); {
 	case !s.enter(bound):
-		ws = s.answer(req.Queues, ws, nil, ErrOverloaded)
+		ws = s.answer(qs, ws, nil, ErrOverloaded)
 	case s.fast(last, deadline):
 		ctx := s.clock.Context(ctx, deadline)
 		as, err := s.acquireMany(ctx, last, ws, deadline)
 		ctx.Stop()
 		s.leave()
-		ws = s.answer(req.Queues, ws, as, err)
+		ws = s.answer(qs, ws, as, err)
 	default:
-		go s.acquireCalls(req.Queues, ws, true)
+		go s.acquireCalls(qs, ws, true)
 		return w.wait()
 	}
 	if ws != nil {
-		go s.acquireCalls(req.Queues, ws, false)
+		go s.acquireCalls(qs, ws, false)
 	}
 	return w.wait()
 }

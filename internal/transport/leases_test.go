@@ -38,7 +38,7 @@ func TestLeaseBatchResent(t *testing.T) {
 			client.AddHook(h)
 			var ws []*leaseWaiter
 			for _, id := range []string{"a", "b", "c"} {
-				req := &LeaseRequest{Name: "batch", Subj: bucket.HashSubject("k"), ID: id, Max: 2, Lease: 30 * time.Second, Timeout: 5 * time.Second}
+				req := &bucket.LeaseAsk{Name: "batch", Subj: bucket.HashSubject("k"), ID: id, Max: 2, Lease: 30 * time.Second, Timeout: 5 * time.Second}
 				if policies != nil {
 					req.Policies = policies
 					req.Each = make([]bucket.Outcome, len(policies))
@@ -142,7 +142,7 @@ func TestLeaseBatchSettles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var ws []*leaseWaiter
 			for _, id := range []string{"waiting", "left-granted", "left-refused"} {
-				req := &LeaseRequest{Name: "settle", Subj: "k", ID: id, Timeout: time.Second}
+				req := &bucket.LeaseAsk{Name: "settle", Subj: "k", ID: id, Timeout: time.Second}
 				w := &leaseWaiter{ctx: context.Background(), req: req, deadline: time.Now().Add(time.Minute), done: make(chan struct{}, 1)}
 				if id != "waiting" {
 					w.state.Store(waiterLeft)
@@ -201,7 +201,7 @@ func (*zremHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 // waits, the key has no call in flight.
 func TestLeaseQueues(t *testing.T) {
 	var qs LeaseQueues
-	waiter := func(subj string) *leaseWaiter { return &leaseWaiter{req: &LeaseRequest{Subj: subj}} }
+	waiter := func(subj string) *leaseWaiter { return &leaseWaiter{req: &bucket.LeaseAsk{Subj: subj}} }
 	first := waiter("k")
 	if qs.join(first) {
 		t.Fatal("the first acquire of k waits for a call")
