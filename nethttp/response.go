@@ -40,7 +40,9 @@ type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 //	{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in 20 seconds"}
 //	{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"rate limiting is unavailable; retry in 1 second"}
 //
-// The seconds are those of Retry-After.
+// The seconds are those of Retry-After. It writes the status and body
+// only: the header fields are the Gate's, set before it runs. To refuse
+// from a handler with the whole response, use Gate.ServeKey.
 func DefaultDenyHandler(w http.ResponseWriter, r *http.Request, res core.Result) {
 	deny(w, res, `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded; retry in `)
 }
