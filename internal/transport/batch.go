@@ -233,8 +233,8 @@ func (s *Store) ping(c redis.UniversalClient) (err error) {
 	return c.Ping(ctx).Err()
 }
 
-// LastCall is what alone knows of the last call to one destination.
-type LastCall struct {
+// lastCall is what alone knows of the last call to one destination.
+type lastCall struct {
 	took   atomic.Int64 // ns
 	failed atomic.Bool  // a decision in it got an error
 	lone   atomic.Int32 // lone calls (see alone) in flight to it, for cold
@@ -243,15 +243,15 @@ type LastCall struct {
 // lastTo returns the last call to dest (see Store.queues): a
 // Cluster's or Ring's nodes each keep their own, so one slow node never
 // has its lone calls timed by the others' fast ones.
-func (s *Store) lastTo(dest string) *LastCall {
+func (s *Store) lastTo(dest string) *lastCall {
 	if dest == "" {
 		return &s.last
 	}
 	if v, ok := s.nodeLast.Load(dest); ok {
-		return v.(*LastCall)
+		return v.(*lastCall)
 	}
-	v, _ := s.nodeLast.LoadOrStore(dest, new(LastCall))
-	return v.(*LastCall)
+	v, _ := s.nodeLast.LoadOrStore(dest, new(lastCall))
+	return v.(*lastCall)
 }
 
 // alone reports that r, for dest, may go on its caller's goroutine,
@@ -286,7 +286,7 @@ func (s *Store) sendAlone(r *request, dest string) {
 	s.send(ctx, dest, []*request{r})
 	ctx.Stop()
 	last.lone.Add(-1)
-	if p := s.lastErr.Load(); p != nil && IsTimeout(r.err) && errors.Is(r.err, *p) && !time.Now().Before(r.Deadline) {
+	if p := s.lastErr.Load(); p != nil && isTimeout(r.err) && errors.Is(r.err, *p) && !time.Now().Before(r.Deadline) {
 		s.lastErr.CompareAndSwap(p, nil)
 	}
 	if s.running.Add(-1) > 0 {
@@ -341,7 +341,7 @@ func (s *Store) carry(dest string, q *queue, cold redis.UniversalClient) {
 			s.mu.Unlock()
 			ctx := s.batchContext(batch)
 			s.send(ctx, dest, batch)
-			if c, ok := ctx.(*Ctx); ok {
+			if c, ok := ctx.(*deadlineCtx); ok {
 				c.Stop()
 			}
 			s.running.Add(-int64(len(batch)))
@@ -429,7 +429,7 @@ func (s *Store) next(q *queue, buf []*request) []*request {
 // standalone Redis or a Ring shard, of TokenBucketsAcross on a Cluster
 // node — or, where a node refuses that (Redis before 7, a slot on the
 // move), a pipeline of one call per subject. It keeps how that went in
-// dest's LastCall, whoever sent it (a carrier, or a lone caller).
+// dest's lastCall, whoever sent it (a carrier, or a lone caller).
 func (s *Store) send(ctx context.Context, dest string, batch []*request) {
 	call, start := s.idSeq.Add(1), time.Now()
 	defer func() {
@@ -493,10 +493,10 @@ func (s *Store) sendNode(ctx context.Context, node *redis.Client, call uint64, b
 	}
 	reply, err := script.Run(ctx, node, keys, args...).Text()
 	switch {
-	case NoScriptFlags(err):
+	case noScriptFlags(err):
 		s.noAcross.Store(true)
 		return false
-	case NotRun(err) || redis.HasErrorPrefix(err, "Script attempted to"):
+	case notRun(err) || redis.HasErrorPrefix(err, "Script attempted to"):
 		// A key of another node, or a slot on the move: checked before
 		// the script wrote anything.
 		return false
@@ -513,7 +513,7 @@ func (s *Store) sendEach(ctx context.Context, node *redis.Client, call uint64, b
 	for _, r := range batch {
 		if s.spans(r) {
 			// Never split: FailMode decides it while the slot moves.
-			r.err = &CallError{Call: call, Err: ErrSlotsSplit}
+			r.err = &CallError{Call: call, Err: errSlotsSplit}
 		} else {
 			kept = append(kept, r)
 		}
@@ -539,7 +539,7 @@ func (s *Store) sendEach(ctx context.Context, node *redis.Client, call uint64, b
 		_, _ = pipe.Exec(ctx)
 	}
 	for i, g := range groups {
-		if cmds[i] == nil || NotRun(cmds[i].Err()) {
+		if cmds[i] == nil || notRun(cmds[i].Err()) {
 			if keys[i] == nil {
 				keys[i], args[i] = s.encodeShort(ctx, s.idSeq.Add(1), g)
 			}
@@ -617,9 +617,9 @@ func (s *Store) settle(ctx context.Context, batch []*request, call uint64, reply
 		if op, _ := bucket.SplitOp(r.Op); op > bucket.OpRefund && op != bucket.OpLend {
 			w++ // bucket.Outcome.Extra
 		}
-		end := FieldsEnd(reply, w)
+		end := fieldsEnd(reply, w)
 		if end < 0 {
-			r.err = fmt.Errorf("%w: %q for %d decisions", ErrBadReply, Truncate(reply), len(batch))
+			r.err = fmt.Errorf("%w: %q for %d decisions", ErrBadReply, truncate(reply), len(batch))
 			continue
 		}
 		r.reply, reply = reply[:end], reply[min(end+1, len(reply)):]

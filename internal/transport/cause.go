@@ -20,8 +20,8 @@ import (
 // ErrTimeout is core.ErrTimeout: a store decision ran out of time.
 var ErrTimeout = errors.New("core: store decision timed out")
 
-// Dials keeps a client's last dial error (see Watch).
-type Dials struct{ last atomic.Pointer[dialFailure] }
+// lastDial keeps a client's last dial error (see Watch).
+type lastDial struct{ last atomic.Pointer[dialFailure] }
 
 type dialFailure struct {
 	err error
@@ -36,7 +36,7 @@ const dialFresh = 3 * time.Second
 // of client: a Cluster's or Ring's dials are its nodes'. go-redis retries
 // a failed dial with backoff until the caller's deadline, which then is
 // all the call returns; the refusal itself only passes the hook.
-func (d *Dials) Watch(client redis.UniversalClient) {
+func (d *lastDial) Watch(client redis.UniversalClient) {
 	w := dialWatch{&d.last}
 	switch c := client.(type) {
 	case *redis.ClusterClient:
@@ -54,14 +54,14 @@ func (d *Dials) Watch(client redis.UniversalClient) {
 
 // Err returns the last dial error while it is fresh: the server refuses
 // connections (or cannot be resolved or reached).
-func (d *Dials) Err() error {
+func (d *lastDial) Err() error {
 	if f := d.last.Load(); f != nil && time.Since(f.at) < dialFresh {
 		return f.err
 	}
 	return nil
 }
 
-// dialWatch is the go-redis hook of Dials.
+// dialWatch is the go-redis hook of lastDial.
 type dialWatch struct{ last *atomic.Pointer[dialFailure] }
 
 func (w dialWatch) DialHook(next redis.DialHook) redis.DialHook {
@@ -72,7 +72,7 @@ func (w dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 			if w.last.Load() != nil {
 				w.last.Store(nil)
 			}
-		case !IsTimeout(err):
+		case !isTimeout(err):
 			// A dial cut short by the caller's deadline says nothing new.
 			w.last.Store(&dialFailure{err: err, at: time.Now()})
 		}
@@ -86,10 +86,10 @@ func (dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 	return next
 }
 
-// IsTimeout reports an error that says the call ran out of time: a
+// isTimeout reports an error that says the call ran out of time: a
 // context deadline, or a network timeout (go-redis's own read, write and
 // dial timeouts, and a connection's deadline set from the context).
-func IsTimeout(err error) bool {
+func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
 		(errors.As(err, &ne) && ne.Timeout())
@@ -100,13 +100,13 @@ func IsTimeout(err error) bool {
 // store cannot connect, whatever the call returned; ErrTimeout, with the
 // store's own error, when the call ran out of time; else the error.
 func FailureCause(err error, timedOut bool, dialErr, last error) error {
-	if dialErr != nil && (timedOut || IsTimeout(err)) {
+	if dialErr != nil && (timedOut || isTimeout(err)) {
 		return fmt.Errorf("core: the store is unreachable: %w", dialErr)
 	}
-	if !timedOut && !IsTimeout(err) {
+	if !timedOut && !isTimeout(err) {
 		return err
 	}
-	if last != nil && !IsTimeout(last) {
+	if last != nil && !isTimeout(last) {
 		return fmt.Errorf("%w; the store's last error: %w", ErrTimeout, last)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -119,16 +119,16 @@ func FailureCause(err error, timedOut bool, dialErr, last error) error {
 // (TRYAGAIN while its keys are split between two nodes, or a redirection
 // go-redis did not follow), not about the node's health.
 func SlotMoving(err error) bool {
-	return errors.Is(err, ErrSlotsSplit) || redis.HasErrorPrefix(err, "TRYAGAIN") || redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
+	return errors.Is(err, errSlotsSplit) || redis.HasErrorPrefix(err, "TRYAGAIN") || redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
 }
 
-// NotRun reports a Redis answer that the script was not run: the node
+// notRun reports a Redis answer that the script was not run: the node
 // lacks it, or does not own the slot.
-func NotRun(err error) bool {
+func notRun(err error) bool {
 	return redis.HasErrorPrefix(err, "NOSCRIPT") || SlotMoving(err) || redis.HasErrorPrefix(err, "CLUSTERDOWN")
 }
 
-// NoScriptFlags reports a server that cannot run TokenBucketsAcross, a
+// noScriptFlags reports a server that cannot run TokenBucketsAcross, a
 // script flagged in its shebang that reaches keys it did not declare, on
 // any call: Redis before 7 fails to compile it; Dragonfly refuses a flag
 // it does not know ("Invalid flag: allow-cross-slot-keys", from
@@ -137,7 +137,7 @@ func NotRun(err error) bool {
 // undeclared key", dragonflydb/dragonfly#3212 and #3245; unless it runs
 // with --default_lua_flags=allow-undeclared-keys), raised by the script's
 // first read, before it wrote anything. Its batches go per subject.
-func NoScriptFlags(err error) bool {
+func noScriptFlags(err error) bool {
 	return redis.HasErrorPrefix(err, "Error compiling script") || redis.HasErrorPrefix(err, "Unexpected flag") ||
 		redis.HasErrorPrefix(err, "Invalid flag") || undeclaredKey(err)
 }

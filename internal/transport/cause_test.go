@@ -32,8 +32,8 @@ func TestCrossSlotRefusals(t *testing.T) {
 		{errors.New("dial tcp: script tried accessing undeclared key"), false}, // not a server's reply
 		{nil, false},
 	} {
-		if got := NoScriptFlags(tc.err); got != tc.want {
-			t.Errorf("NoScriptFlags(%v) = %v, want %v", tc.err, got, tc.want)
+		if got := noScriptFlags(tc.err); got != tc.want {
+			t.Errorf("noScriptFlags(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }

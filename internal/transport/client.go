@@ -20,9 +20,9 @@ func NilClient(client redis.UniversalClient) bool {
 	return false
 }
 
-// PoolSize is the number of connections the client may open to one
+// poolSize is the number of connections the client may open to one
 // server: a queue's bound on calls in flight.
-func PoolSize(c redis.UniversalClient) int {
+func poolSize(c redis.UniversalClient) int {
 	n := 0
 	switch c := c.(type) {
 	case *redis.Client:

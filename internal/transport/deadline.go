@@ -7,34 +7,34 @@ import (
 	"time"
 )
 
-// Clock makes the contexts store calls run under: each closes its Done
+// deadlineClock makes the contexts store calls run under: each closes its Done
 // channel once its deadline passes, as context.WithDeadline's do, but one
 // timer serves them all, set for the earliest deadline and set again only
 // when that one passes or an earlier one comes. A timer of its own per call, added to the runtime's timers
 // as the earliest one, wakes an idle thread on every call (see
 // BENCHMARKS.md, "Tricks kept").
-type Clock struct {
+type deadlineClock struct {
 	mu    sync.Mutex
 	ctxs  deadlineHeap // not yet done, earliest deadline first
 	timer *time.Timer  // nil until the first context
 	armed time.Time    // when timer fires; zero: it is not set
 }
 
-// Ctx is a context from a Clock: its parent's values, none of its
+// deadlineCtx is a context from a deadlineClock: its parent's values, none of its
 // parent's cancellation, and its own deadline.
-type Ctx struct {
+type deadlineCtx struct {
 	context.Context // values only
 	deadline        time.Time
 	done            chan struct{}
 	err             error // set, under the clock's mu, before done closes
-	clock           *Clock
+	clock           *deadlineClock
 	i               int // index in clock.ctxs; -1 once done
 }
 
-func (c *Ctx) Deadline() (time.Time, bool) { return c.deadline, true }
-func (c *Ctx) Done() <-chan struct{}       { return c.done }
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *deadlineCtx) Done() <-chan struct{}       { return c.done }
 
-func (c *Ctx) Err() error {
+func (c *deadlineCtx) Err() error {
 	c.clock.mu.Lock()
 	defer c.clock.mu.Unlock()
 	return c.err
@@ -44,11 +44,11 @@ func (c *Ctx) Err() error {
 // d or when Stop is called, whichever comes first. parent's cancellation
 // is ignored, its cause included (context.Cause reads it through Value,
 // which WithoutCancel hides): the store's callers never cancel their calls.
-func (k *Clock) Context(parent context.Context, d time.Time) *Ctx {
+func (k *deadlineClock) Context(parent context.Context, d time.Time) *deadlineCtx {
 	if parent.Done() != nil {
 		parent = context.WithoutCancel(parent)
 	}
-	c := &Ctx{Context: parent, deadline: d, done: make(chan struct{}), clock: k, i: -1}
+	c := &deadlineCtx{Context: parent, deadline: d, done: make(chan struct{}), clock: k, i: -1}
 	wait := time.Until(d)
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -70,7 +70,7 @@ func (k *Clock) Context(parent context.Context, d time.Time) *Ctx {
 }
 
 // Stop ends c (context.Canceled) unless its deadline already did.
-func (c *Ctx) Stop() {
+func (c *deadlineCtx) Stop() {
 	k := c.clock
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -84,12 +84,12 @@ func (c *Ctx) Stop() {
 
 // fire ends the contexts whose deadline passed and sets the timer for
 // the next one.
-func (k *Clock) fire() {
+func (k *deadlineClock) fire() {
 	now := time.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for len(k.ctxs) > 0 && !k.ctxs[0].deadline.After(now) {
-		c := heap.Pop(&k.ctxs).(*Ctx)
+		c := heap.Pop(&k.ctxs).(*deadlineCtx)
 		c.err = context.DeadlineExceeded
 		close(c.done)
 	}
@@ -101,7 +101,7 @@ func (k *Clock) fire() {
 }
 
 // deadlineHeap orders contexts by deadline (container/heap).
-type deadlineHeap []*Ctx
+type deadlineHeap []*deadlineCtx
 
 func (h deadlineHeap) Len() int           { return len(h) }
 func (h deadlineHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
@@ -110,7 +110,7 @@ func (h deadlineHeap) Swap(i, j int) {
 	h[i].i, h[j].i = i, j
 }
 func (h *deadlineHeap) Push(x any) {
-	c := x.(*Ctx)
+	c := x.(*deadlineCtx)
 	c.i = len(*h)
 	*h = append(*h, c)
 }

@@ -15,12 +15,12 @@ type ctxKey struct{}
 // Canceled, and leaves the others running; the parent's values pass,
 // its cancellation does not.
 func TestDeadlineClock(t *testing.T) {
-	var k Clock
+	var k deadlineClock
 	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
 	cancel()
 	start := time.Now()
 	waits := []time.Duration{60 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 30 * time.Millisecond}
-	ctxs := make([]*Ctx, len(waits))
+	ctxs := make([]*deadlineCtx, len(waits))
 	for i, w := range waits {
 		ctxs[i] = k.Context(parent, start.Add(w))
 	}
@@ -71,7 +71,7 @@ func TestDeadlineClock(t *testing.T) {
 // whatever order the contexts come in, and when the earliest one stops
 // early the timer still wakes for the next.
 func TestDeadlineClockTimer(t *testing.T) {
-	var k Clock
+	var k deadlineClock
 	start := time.Now()
 	late := k.Context(context.Background(), start.Add(60*time.Millisecond))
 	mid := k.Context(context.Background(), start.Add(40*time.Millisecond))
@@ -83,7 +83,7 @@ func TestDeadlineClockTimer(t *testing.T) {
 		t.Errorf("timer set for %v after start, want %v (the earliest deadline)", armed.Sub(start), want.Sub(start))
 	}
 	first.Stop()
-	for _, c := range []*Ctx{mid, late} {
+	for _, c := range []*deadlineCtx{mid, late} {
 		select {
 		case <-c.Done():
 		case <-time.After(5 * time.Second):
@@ -96,10 +96,10 @@ func TestDeadlineClockTimer(t *testing.T) {
 }
 
 // TestDeadlineClockContextPackage: what the context package builds on a
-// Ctx sees its deadline and its error, never its parent's
+// deadlineCtx sees its deadline and its error, never its parent's
 // cancellation: context.Cause, WithCancel on top, AfterFunc.
 func TestDeadlineClockContextPackage(t *testing.T) {
-	var k Clock
+	var k deadlineClock
 	cause := errors.New("the caller left")
 	parent, cancel := context.WithCancelCause(context.Background())
 	cancel(cause)
@@ -140,7 +140,7 @@ func TestDeadlineClockContextPackage(t *testing.T) {
 // -race) each end their context once, with Canceled or DeadlineExceeded,
 // and leave nothing in the clock.
 func TestDeadlineClockStopRacesFire(t *testing.T) {
-	var k Clock
+	var k deadlineClock
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {

@@ -243,7 +243,7 @@ func (s *Store) answer(qs *LeaseQueues, ws []*leaseWaiter, as []bucket.LeaseAnsw
 
 // acquireMany runs the acquire call of ws under ctx (see Store.run
 // for cut) and returns their answers, in order.
-func (s *Store) acquireMany(ctx context.Context, last *LastCall, ws []*leaseWaiter, cut time.Time) ([]bucket.LeaseAnswer, error) {
+func (s *Store) acquireMany(ctx context.Context, last *lastCall, ws []*leaseWaiter, cut time.Time) ([]bucket.LeaseAnswer, error) {
 	as := make([]bucket.LeaseAnswer, len(ws))
 	err := s.run(ctx, last, func(ctx context.Context) error {
 		if ws[0].req.Policies != nil {

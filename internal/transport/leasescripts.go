@@ -80,7 +80,7 @@ return out
 
 // AcquireWithRate takes a slot and a token of the rate limit of the same
 // subject, all or nothing, for each of a call's lease ids in turn:
-// leasesLua's acquire with the token bucket (TokenBucketsLua,
+// leasesLua's acquire with the token bucket (tokenBucketsLua,
 // run as a function, the very arithmetic of every rate decision) as its decide. A
 // refused slot takes no token (the bucket is only peeked at) and refused
 // tokens add no lease; a later id sees what an earlier one took.
@@ -99,7 +99,7 @@ const AcquireWithRateLua = leasesLua + acquireWithRateMain
 
 const acquireWithRateMain = `
 local function buckets(KEYS, ARGV)
-` + MgetLua + TokenBucketsLua + `
+` + mgetLua + tokenBucketsLua + `
 end
 local max, lease, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local p = #KEYS - 1 - n

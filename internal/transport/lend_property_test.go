@@ -179,8 +179,8 @@ func TestLendNeverOverAdmits(t *testing.T) {
 		t.Fatal("no slice was used: the schedules show nothing")
 	}
 
-	broken := strings.Replace(MgetLua+TokenBucketsLua, "tok, units = tok - lent * q[3], units - lent * q[3]", "", 1)
-	if broken == MgetLua+TokenBucketsLua {
+	broken := strings.Replace(mgetLua+tokenBucketsLua, "tok, units = tok - lent * q[3], units - lent * q[3]", "", 1)
+	if broken == mgetLua+tokenBucketsLua {
 		t.Fatal("the line the broken script leaves out is gone: update the test")
 	}
 	found := 0

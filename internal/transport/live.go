@@ -28,7 +28,7 @@ func (s *Store) LiveKey(name string) string {
 func (s *Store) Live(ctx context.Context, deadline time.Time, bound int64, name string, ttl time.Duration) (int, error) {
 	var n int64
 	err := s.leaseCall(ctx, deadline, bound, LiveSubj, func(ctx context.Context) (err error) {
-		n, err = LiveSet.Run(ctx, s.client, []string{s.LiveKey(name)}, s.idBase, strconv.FormatInt(ttl.Microseconds(), 10)).Int64()
+		n, err = liveSet.Run(ctx, s.client, []string{s.LiveKey(name)}, s.idBase, strconv.FormatInt(ttl.Microseconds(), 10)).Int64()
 		return err
 	})
 	if err != nil {
@@ -40,11 +40,11 @@ func (s *Store) Live(ctx context.Context, deadline time.Time, bound int64, name 
 	return int(n), nil
 }
 
-// LiveSet stamps ARGV[1] in the sorted set KEYS[1] with the server's time
+// liveSet stamps ARGV[1] in the sorted set KEYS[1] with the server's time
 // in µs, drops the members older than ARGV[2] µs, and returns the set's
 // size. The key expires when its newest member would be dropped. Scores
 // are integers below 2^53, formatted with %.0f (tostring keeps 14 digits).
-var LiveSet = redis.NewScript(`
+var liveSet = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local ttl = tonumber(ARGV[2])

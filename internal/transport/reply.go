@@ -14,15 +14,15 @@ import (
 // each (when not nil) with every policy's.
 func ParseReply(reply string, each []bucket.Outcome) (bucket.Outcome, error) {
 	var v [3]int64
-	allowed, rest, ok := NextInt(reply)
+	allowed, rest, ok := nextInt(reply)
 	if !ok || rest == "" {
-		return bucket.Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, Truncate(reply))
+		return bucket.Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, truncate(reply))
 	}
 	var best bucket.Outcome
 	for i := 0; rest != ""; i++ {
 		for j := range v {
-			if v[j], rest, ok = NextInt(rest); !ok {
-				return bucket.Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, Truncate(reply))
+			if v[j], rest, ok = nextInt(rest); !ok {
+				return bucket.Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, truncate(reply))
 			}
 			if j == 0 && i > 0 && rest == "" {
 				best.Extra = v[0]
@@ -49,9 +49,9 @@ func ParseReply(reply string, each []bucket.Outcome) (bucket.Outcome, error) {
 	return best, nil
 }
 
-// NextInt parses the non-negative integer that starts s, up to a comma,
+// nextInt parses the non-negative integer that starts s, up to a comma,
 // and returns what follows the comma.
-func NextInt(s string) (v int64, rest string, ok bool) {
+func nextInt(s string) (v int64, rest string, ok bool) {
 	i := 0
 	for ; i < len(s) && s[i] != ','; i++ {
 		c := s[i]
@@ -72,9 +72,9 @@ func NextInt(s string) (v int64, rest string, ok bool) {
 	return v, s[i:], true
 }
 
-// FieldsEnd returns the end of the first n comma-separated fields of s,
+// fieldsEnd returns the end of the first n comma-separated fields of s,
 // or -1 when s has fewer.
-func FieldsEnd(s string, n int) int {
+func fieldsEnd(s string, n int) int {
 	for i := 0; i < len(s); i++ {
 		if s[i] == ',' {
 			if n--; n == 0 {
@@ -88,8 +88,8 @@ func FieldsEnd(s string, n int) int {
 	return -1
 }
 
-// Truncate shortens a reply quoted in an error.
-func Truncate(s string) string {
+// truncate shortens a reply quoted in an error.
+func truncate(s string) string {
 	if len(s) > 64 {
 		return s[:64] + "…"
 	}

@@ -21,9 +21,9 @@ func TestNextInt(t *testing.T) {
 		{"-1", 0, "", false},
 		{"1.5", 0, "", false},
 	} {
-		v, rest, ok := NextInt(tc.in)
+		v, rest, ok := nextInt(tc.in)
 		if v != tc.v || rest != tc.rest || ok != tc.ok {
-			t.Errorf("NextInt(%q) = %d, %q, %v; want %d, %q, %v", tc.in, v, rest, ok, tc.v, tc.rest, tc.ok)
+			t.Errorf("nextInt(%q) = %d, %q, %v; want %d, %q, %v", tc.in, v, rest, ok, tc.v, tc.rest, tc.ok)
 		}
 	}
 }
@@ -40,8 +40,8 @@ func TestFieldsEnd(t *testing.T) {
 		{"1,2,3,4", 5, -1},
 		{"", 1, -1},
 	} {
-		if got := FieldsEnd(tc.in, tc.n); got != tc.want {
-			t.Errorf("FieldsEnd(%q, %d) = %d, want %d", tc.in, tc.n, got, tc.want)
+		if got := fieldsEnd(tc.in, tc.n); got != tc.want {
+			t.Errorf("fieldsEnd(%q, %d) = %d, want %d", tc.in, tc.n, got, tc.want)
 		}
 	}
 }

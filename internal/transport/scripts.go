@@ -71,7 +71,7 @@ import "github.com/redis/go-redis/v9"
 //
 // Every number stays an integer below 2^53, which core.New checks, so the
 // double arithmetic of Lua is exact and nothing drifts.
-var TokenBuckets = redis.NewScript(MgetLua + TokenBucketsLua)
+var TokenBuckets = redis.NewScript(mgetLua + tokenBucketsLua)
 
 // TokenBucketsAcross is TokenBuckets for a batch of one Redis Cluster
 // node, whose subjects' slots differ. Redis 7 lets a script flagged
@@ -81,12 +81,12 @@ var TokenBuckets = redis.NewScript(MgetLua + TokenBucketsLua)
 // replay record, whose slot routes the call; the buckets follow
 // TokenBuckets' arguments in ARGV, then their count; each is read alone
 // (MGET wants one slot).
-var TokenBucketsAcross = redis.NewScript(acrossLua + TokenBucketsLua)
+var TokenBucketsAcross = redis.NewScript(acrossLua + tokenBucketsLua)
 
-// MgetLua reads TokenBuckets' keys at once: they share a slot. unpack
+// mgetLua reads TokenBuckets' keys at once: they share a slot. unpack
 // is a global of Lua 5.1 (Redis, Valkey, KeyDB), table.unpack of 5.2 on
 // (Dragonfly's 5.4).
-const MgetLua = `local unpack = table.unpack or unpack
+const mgetLua = `local unpack = table.unpack or unpack
 local function mget(keys) return redis.call('MGET', unpack(keys)) end
 `
 
@@ -107,9 +107,9 @@ for i = 1, nb do KEYS[i] = ARGV[#ARGV - nb - 1 + i] end
 KEYS[nb + 1] = record
 `
 
-// TokenBucketsLua is TokenBuckets' source; AcquireWithRate
+// tokenBucketsLua is TokenBuckets' source; AcquireWithRate
 // (leasescripts.go) runs it as a function.
-const TokenBucketsLua = `
+const tokenBucketsLua = `
 local ceil, floor, match, format, sub = math.ceil, math.floor, string.match, string.format, string.sub
 local KEYS = KEYS
 local nk = #KEYS

@@ -19,10 +19,10 @@ import (
 var (
 	ErrOverloaded = errors.New("core: too many store decisions in flight")
 	ErrBadReply   = errors.New("core: unexpected reply from store")
-	// ErrSlotsSplit is a decision across subjects that its Cluster node
+	// errSlotsSplit is a decision across subjects that its Cluster node
 	// could not run in one call: a slot on the move, or Redis before 7
 	// (whose decisions across subjects go one subject a call: see Unit).
-	ErrSlotsSplit = errors.New("core: a decision across subjects met a Cluster slot on the move")
+	errSlotsSplit = errors.New("core: a decision across subjects met a Cluster slot on the move")
 )
 
 // Store carries core.RedisStore's calls to one client (see its doc for
@@ -42,11 +42,11 @@ type Store struct {
 	ready     atomic.Bool       // a call succeeded: a Cluster client has its slot map
 
 	lastErr  atomic.Pointer[error] // the last call's error; nil after a success
-	last     LastCall              // the last call (a Cluster's or Ring's: before the slot map)
-	nodeLast sync.Map              // Cluster, Ring: node address → *LastCall, its last call
+	last     lastCall              // the last call (a Cluster's or Ring's: before the slot map)
+	nodeLast sync.Map              // Cluster, Ring: node address → *lastCall, its last call
 	running  atomic.Int64          // decisions queued or in a call (see Admit)
-	clock    Clock                 // the deadlines of calls (see batchContext)
-	dials    Dials                 // the client's last dial error
+	clock    deadlineClock         // the deadlines of calls (see batchContext)
+	dials    lastDial              // the client's last dial error
 
 	idBase string        // random, per store: call ids never repeat across instances
 	idSeq  atomic.Uint64 // call ids within this store
@@ -65,7 +65,7 @@ func New(client redis.UniversalClient, prefix string) *Store {
 		s.split = c != nil
 		s.deadlines = c != nil && c.Options().ContextTimeoutEnabled
 	}
-	s.maxCalls = PoolSize(client)
+	s.maxCalls = poolSize(client)
 	if !NilClient(client) {
 		s.dials.Watch(client)
 	}
@@ -214,7 +214,7 @@ func (s *Store) Preload(ctx context.Context, scripts ...*redis.Script) error {
 		if !cluster {
 			return nil
 		}
-		if err := TokenBucketsAcross.Load(ctx, c).Err(); !NoScriptFlags(err) {
+		if err := TokenBucketsAcross.Load(ctx, c).Err(); !noScriptFlags(err) {
 			return err
 		}
 		return nil // before Redis 7: batches go per subject
@@ -239,7 +239,7 @@ func (s *Store) enter(bound int64) bool { return Admit(&s.running, bound) }
 func (s *Store) leave() { s.running.Add(-1) }
 
 // lastToSubj returns the last call to the node of subj (see lastTo).
-func (s *Store) lastToSubj(subj string) *LastCall {
+func (s *Store) lastToSubj(subj string) *lastCall {
 	var dest string
 	if s.split {
 		dest = s.Node(subj)
@@ -251,7 +251,7 @@ func (s *Store) lastToSubj(subj string) *LastCall {
 // caller's deadline, as alone does for a decision: the client honours
 // deadlines, nothing else runs in the store, and the last call to its
 // node succeeded in under a quarter of the time left.
-func (s *Store) fast(last *LastCall, deadline time.Time) bool {
+func (s *Store) fast(last *lastCall, deadline time.Time) bool {
 	return s.deadlines && s.running.Load() == 1 && !last.failed.Load() && 4*time.Duration(last.took.Load()) < time.Until(deadline)
 }
 
@@ -261,7 +261,7 @@ func (s *Store) fast(last *LastCall, deadline time.Time) bool {
 // (cut, not zero: it ran on the caller's goroutine) was slow, not
 // failing: it is not the store's last error, but sends the next calls to
 // its node by goroutine, under minSend.
-func (s *Store) run(ctx context.Context, last *LastCall, f func(context.Context) error, cut time.Time) error {
+func (s *Store) run(ctx context.Context, last *lastCall, f func(context.Context) error, cut time.Time) error {
 	start := time.Now()
 	err := f(ctx)
 	last.took.Store(int64(time.Since(start)))
@@ -273,7 +273,7 @@ func (s *Store) run(ctx context.Context, last *LastCall, f func(context.Context)
 		if s.lastErr.Load() != nil {
 			s.lastErr.Store(nil)
 		}
-	case !cut.IsZero() && IsTimeout(err) && !time.Now().Before(cut):
+	case !cut.IsZero() && isTimeout(err) && !time.Now().Before(cut):
 	default:
 		s.lastErr.Store(&err)
 	}
