@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/ratelimit/core"
@@ -31,8 +32,11 @@ import (
 // makes the key's bucket owe what refills in that time (at most a day)
 // before RoundTrip returns the upstream's response, which it passes on as
 // it is: it never retries. So every instance pauses, not only the one that
-// was refused; requests booked before the pause was known may still go
-// (at most what they booked).
+// was refused. Requests of this Transport booked before it learnt of the
+// pause are held until the pause ends, or fail as a wait too long
+// (core.ErrWaitTooLong) when it ends past Config.MaxWait or their
+// context's deadline; those of other instances may still go (at most
+// what they booked).
 //
 // Everything else is base's (http.DefaultTransport when nil): the request,
 // its body and context, connection reuse. A request Transport does not
@@ -59,7 +63,7 @@ func Transport(l *core.Limiter, base http.RoundTripper, opts ...Option) http.Rou
 		c.also != nil {
 		panic("nethttp: Transport takes only WithKey, WithCost, WithSkip and WithLimitFunc")
 	}
-	return &transport{l: l, base: base, key: c.key, cost: c.cost, skip: c.skip, limitOf: c.limitOf}
+	return &transport{l: l, base: base, key: c.key, cost: c.cost, skip: c.skip, limitOf: c.limitOf, paused: map[string]time.Time{}}
 }
 
 type transport struct {
@@ -69,6 +73,9 @@ type transport struct {
 	cost    func(*http.Request) int
 	skip    func(*http.Request) bool
 	limitOf func(*http.Request) (core.Limit, error)
+
+	mu     sync.Mutex
+	paused map[string]time.Time // key → when the upstream's pause ends; the ended are pruned
 }
 
 // maxPause bounds the pause an upstream's Retry-After asks for.
@@ -86,6 +93,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		err = l.WaitN(req.Context(), key, n)
 	}
+	if err == nil {
+		err = t.hold(req.Context(), l, key)
+	}
 	if err != nil {
 		if req.Body != nil {
 			req.Body.Close()
@@ -95,12 +105,61 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
 		if d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && d > 0 {
+			t.pause(key, time.Now().Add(d))
 			// Recorded even when the caller has gone: every instance
 			// must learn of it.
 			_, _ = l.Pause(context.WithoutCancel(req.Context()), key, d)
 		}
 	}
 	return resp, err
+}
+
+// pause records that key's upstream pauses until end, for the requests
+// of this Transport that booked before: hold holds them.
+func (t *transport) pause(key string, end time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	for k, e := range t.paused {
+		if !e.After(now) {
+			delete(t.paused, k)
+		}
+	}
+	if end.After(t.paused[key]) {
+		t.paused[key] = end
+	}
+}
+
+// hold waits, after its booking's turn, until the pause of key (if any)
+// ends: a request booked before its Transport learnt of the pause must
+// not reach the upstream inside it. A pause that ends past l's MaxWait or
+// ctx's deadline is a wait too long, as WaitN's.
+func (t *transport) hold(ctx context.Context, l *core.Limiter, key string) error {
+	t.mu.Lock()
+	end, ok := t.paused[key]
+	t.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	d := time.Until(end)
+	if d <= 0 {
+		return nil
+	}
+	most := l.MaxWait()
+	if dl, ok := ctx.Deadline(); ok {
+		most = max(0, min(most, time.Until(dl)))
+	}
+	if d > most {
+		return &core.WaitError{Wait: d, Max: most}
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // decide returns the limiter for req (l, or l under WithLimitFunc's limit)
