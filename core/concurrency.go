@@ -118,10 +118,9 @@ type Concurrency struct {
 	guard                            // how it reaches the store (see guard)
 	name       string                // ConcurrencyConfig.Name
 	max        int                   // ConcurrencyConfig.Max
-	localMax   int                   // FailLocal's Max / Instances
 	lease      time.Duration         // ConcurrencyConfig.Lease
 	limit      Limit                 // Max slots per Lease, for Result.Limit and header fields
-	localLimit Limit                 // localMax slots per Lease
+	localLimit Limit                 // FailLocal's share: Max / Instances slots per Lease
 	leaseObs   LeaseObserver         // the observer, when it is one
 	rate       *Limiter              // ConcurrencyConfig.Rate
 	acquiring  transport.LeaseQueues // acquires waiting for their key's call (RedisStore)
@@ -182,8 +181,8 @@ func NewConcurrency(cfg ConcurrencyConfig) (*Concurrency, error) {
 		return nil, fmt.Errorf("%w: Lease %v: between 3 × Timeout (%v) and 24h, so a renewal can be late and still arrive in time", ErrInvalidConfig, c.lease, c.timeout)
 	}
 	c.limit = Limit{Rate: c.max, Period: c.lease, Burst: c.max}
-	c.localMax = max(1, c.max/max(1, gc.instances))
-	c.localLimit = Limit{Rate: c.localMax, Period: c.lease, Burst: c.localMax}
+	local := max(1, c.max/max(1, gc.instances))
+	c.localLimit = Limit{Rate: local, Period: c.lease, Burst: local}
 	return c, nil
 }
 
@@ -332,11 +331,11 @@ func (c *Concurrency) degrade(ctx context.Context, br *breaker, req *bucket.Leas
 	now := c.clock()
 	c.report.degradedBy("", cause, now)
 	// The fallback's own request, not req, which a store call running
-	// late may still be filling. Its slot is one of localMax, with no
+	// late may still be filling. Its slot is one of localLimit.Burst, with no
 	// Rate (decided below), under an id of its own once the store was
 	// asked: that call takes its id back whenever it ends, which would
 	// free this lease's slot once the store adopts it.
-	local := bucket.LeaseAsk{Name: req.Name, Subj: req.Subj, ID: req.ID, Max: c.localMax, Lease: req.Lease}
+	local := bucket.LeaseAsk{Name: req.Name, Subj: req.Subj, ID: req.ID, Max: c.localLimit.Burst, Lease: req.Lease}
 	if !start.IsZero() {
 		local.ID = rand.Text()
 	}
