@@ -117,3 +117,31 @@ func TestWithDelayRoomBounded(t *testing.T) {
 		t.Fatalf("the handler ran %d times, want 0", n)
 	}
 }
+
+// A client that leaves ahead of another on its key hands it its turn:
+// the other moves up and the latest booking, its own, is given back, so
+// the key owes one token for the two (before: two, the leaver's booking
+// counted on by the later one and never given back).
+func TestWithDelayLeaverHandsOnItsTurn(t *testing.T) {
+	l, g, serve, served := delayGate(t, core.PerSecond(1), 5*time.Second)
+	if res, _ := l.AllowN(t.Context(), "shared", 1); !res.Allowed { // the burst: spent
+		t.Fatal(res)
+	}
+	leaver, leave := context.WithCancel(t.Context())
+	left := make(chan int)
+	go func() { left <- serve(leaver, "shared").Code }()
+	waitParked(t, g, 1)
+	stays := make(chan int)
+	go func() { stays <- serve(t.Context(), "shared").Code }()
+	waitParked(t, g, 2)
+	leave()
+	if code := <-left; code != http.StatusTooManyRequests {
+		t.Fatalf("the leaver: %d", code)
+	}
+	if res, _ := l.Peek(t.Context(), "shared", 1); res.RetryAfter > 2500*time.Millisecond {
+		t.Fatalf("after one of two left, the next token is %v away, want about 2s (one booking owed)", res.RetryAfter)
+	}
+	if code := <-stays; code != http.StatusOK || served.Load() != 1 {
+		t.Fatalf("the one that stayed: %d, served %d; want 200, 1", code, served.Load())
+	}
+}
