@@ -2,7 +2,7 @@
 # Counts the Redis instructions per decision of the token-bucket script:
 # redis-server under valgrind's callgrind, a fixed load (internal/transport's
 # TestScriptLoad: 9 600 decisions in 300 calls; SCRIPT_COST_BATCH=1 for
-# 9 600 calls of one), less the server's idle
+# 9 600 calls of one; SCRIPT_COST_ACROSS=1 for AllowAll's of one check), less the server's idle
 # instructions. Instruction counts move less than 1 % with the machine's load,
 # so two versions of internal/transport/scripts.go compare in one number each.
 # REDIS names another redis-server (one built with symbols, to profile);
@@ -22,7 +22,7 @@ count() { # $1: whether to send the load
     i=$((i + 1)); [ "$i" -lt 100 ] || { echo "redis-server did not start" >&2; exit 1; }; sleep 0.2
   done
   if [ "$1" = load ]; then
-    RATELIMIT_SCRIPT_LOAD_BATCH=${SCRIPT_COST_BATCH:-32} RATELIMIT_SCRIPT_LOAD_ADDR=127.0.0.1:$port "$dir/transport.test" -test.run '^TestScriptLoad$' -test.count 1 >/dev/null
+    RATELIMIT_SCRIPT_LOAD_BATCH=${SCRIPT_COST_BATCH:-32} RATELIMIT_SCRIPT_LOAD_ACROSS=${SCRIPT_COST_ACROSS:-} RATELIMIT_SCRIPT_LOAD_ADDR=127.0.0.1:$port "$dir/transport.test" -test.run '^TestScriptLoad$' -test.count 1 >/dev/null
   fi
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   wait

@@ -17,7 +17,9 @@ import (
 // another divisor of 9 600), one call at a time: the fixed
 // load scripts/script-cost.sh counts instructions of (redis-server under
 // callgrind, a figure that does not move with the machine's load).
-// Skipped without the variable.
+// RATELIMIT_SCRIPT_LOAD_ACROSS=1 sends each decision as AllowAll's of
+// one check (a request across subjects, as an Envoy service's of one
+// descriptor). Skipped without the variable.
 func TestScriptLoad(t *testing.T) {
 	addr := os.Getenv("RATELIMIT_SCRIPT_LOAD_ADDR")
 	if addr == "" {
@@ -37,11 +39,16 @@ func TestScriptLoad(t *testing.T) {
 	if size < 1 || 9600%size != 0 {
 		t.Fatalf("RATELIMIT_SCRIPT_LOAD_BATCH=%q: want a divisor of 9600", os.Getenv("RATELIMIT_SCRIPT_LOAD_BATCH"))
 	}
+	across := os.Getenv("RATELIMIT_SCRIPT_LOAD_ACROSS") != ""
 	k := 0
 	for range 9600 / size {
 		batch := make([]*request, size)
 		for j := range batch {
-			batch[j] = &request{ctx: ctx, Ask: bucket.Ask{Subj: "k" + strconv.Itoa(k%2000), Op: bucket.OpTake, N: 1, Policies: policies}}
+			subj := "k" + strconv.Itoa(k%2000)
+			batch[j] = &request{ctx: ctx, Ask: bucket.Ask{Subj: subj, Op: bucket.OpTake, N: 1, Policies: policies}}
+			if across {
+				batch[j].N, batch[j].Across = 0, []bucket.Part{{Subj: subj, N: 1}}
+			}
 			k++
 		}
 		s.send(ctx, "", batch)
