@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -150,5 +151,64 @@ func TestNodeOfSubject(t *testing.T) {
 		if got := rs.nodeClient(subj); got != want {
 			t.Errorf("Ring, subject %q: another shard than its keys'", subj)
 		}
+	}
+}
+
+// TestLoneAcrossOneBucket: a lone take across one bucket (AllowAll of one
+// check; an Envoy request of one descriptor) goes as the lone take of its
+// cost, three arguments, and decides and writes as the form across
+// subjects ("A") does: costs within and above the burst, and a bucket
+// written under another limit (the batch path's).
+func TestLoneAcrossOneBucket(t *testing.T) {
+	for name, c := range scriptServers(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			prefix := redistest.Prefix(t)
+			short, long := New(c, prefix+"s:"), New(c, prefix+"l:")
+			five := mustPolicies(t, NamedLimit{Name: "p", Limit: slow})
+			other := mustPolicies(t, NamedLimit{Name: "p", Limit: Limit{Rate: 1, Period: time.Hour, Burst: 9}})
+			for i, step := range []struct {
+				ps []bucket.Policy
+				n  int
+			}{{five, 2}, {five, 1}, {five, 6}, {five, 3}, {other, 1}, {five, 1}, {five, 5}} {
+				ask := bucket.Ask{Op: bucket.OpTake, Subj: bucket.HashSubject("k"), Policies: step.ps, Each: make([]bucket.Outcome, 1), Across: []bucket.Part{{Subj: bucket.HashSubject("k"), N: step.n}}}
+				r := &request{ctx: ctx, Ask: ask}
+				keys, args := short.encodeShort(ctx, short.idSeq.Add(1), []*request{r})
+				if len(args) != 3 {
+					t.Fatalf("step %d: %d arguments %v; want the lone take's 3", i, len(args), args)
+				}
+				got, err := TokenBuckets.Run(ctx, c, keys, args...).Text()
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := &step.ps[0]
+				lkeys := []string{long.Key(ask.Subj, p.Name), long.recordKey(ask.Subj, long.idSeq.Add(1))}
+				want, err := TokenBuckets.Run(ctx, c, lkeys, recordTTL(ctx), "A", p.Arg(), step.n).Text()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var g, w [1]bucket.Outcome
+				go1, err1 := ParseReply(got, g[:])
+				wo, err2 := ParseReply(want, w[:])
+				if err1 != nil || err2 != nil || go1.Allowed != wo.Allowed || g[0].Remaining != w[0].Remaining || (g[0].RetryAfter > 0) != (w[0].RetryAfter > 0) {
+					t.Fatalf("step %d (n %d): lone take %q, across %q", i, step.n, got, want)
+				}
+				// Whole tokens held (the refill between the calls adds less
+				// than one), and the policy written.
+				gv, _ := c.Get(ctx, keys[0]).Result()
+				wv, _ := c.Get(ctx, lkeys[0]).Result()
+				tokens := func(v string) string {
+					f := strings.SplitN(v, ":", 3)
+					if len(f) < 3 {
+						return v
+					}
+					u, _ := strconv.ParseInt(f[0], 10, 64)
+					return strconv.FormatInt(u/p.Unit, 10) + ":" + f[2]
+				}
+				if tokens(gv) != tokens(wv) {
+					t.Fatalf("step %d: the bucket holds %q; across, %q", i, gv, wv)
+				}
+			}
+		})
 	}
 }

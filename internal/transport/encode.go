@@ -111,16 +111,23 @@ func repeats(keys []string, args []any) ([]any, int) {
 }
 
 // encodeShort is encode for TokenBuckets, whose lone take has arguments
-// of its own: the record's expiry, the policy, n; across subjects, the
+// of its own: the record's expiry, the policy, n (a take across one
+// bucket's too: see TestLoneAcrossOneBucket); across subjects, the
 // record's expiry, "A", then each bucket's policy and cost.
 func (s *Store) encodeShort(ctx context.Context, call uint64, batch []*request) ([]string, []any) {
 	r := batch[0]
 	if len(batch) > 1 || r.Op != bucket.OpTake || len(r.Policies) > 1 && r.Across == nil {
 		return s.encode(ctx, call, batch)
 	}
-	if r.Across == nil {
+	if n := r.N; r.Across == nil || len(r.Across) == 1 && r.Across[0].N > 0 {
+		// A take across one bucket, of a cost, is the lone take of it:
+		// the same arithmetic, reply and writes, in the shorter form
+		// (an Envoy request of one descriptor).
+		if r.Across != nil {
+			n = r.Across[0].N
+		}
 		p := &r.Policies[0]
-		return []string{s.Key(r.Subj, p.Name), s.recordKey(r.Subj, call)}, []any{recordTTL(ctx), p.Arg(), r.N}
+		return []string{s.Key(r.Subj, p.Name), s.recordKey(r.Subj, call)}, []any{recordTTL(ctx), p.Arg(), n}
 	}
 	keys, args := make([]string, 0, len(r.Policies)+1), make([]any, 2, 2+2*len(r.Policies))
 	for i := range r.Policies {
