@@ -51,7 +51,7 @@ func WithClock(now func() time.Time) MemoryOption {
 }
 
 // DefaultMaxKeys is the default bound on buckets held by a MemoryStore:
-// at most about 130 MB, 128 bytes a bucket (a 64-byte slot in an array
+// at most about 125 MB, 118 bytes a bucket (a 56-byte slot in an array
 // that grows by a quarter, and 8-byte index entries kept at least 3/8
 // full; subjects' own bytes come on top).
 const DefaultMaxKeys = 1 << 20

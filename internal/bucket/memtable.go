@@ -23,13 +23,12 @@ type memTable struct {
 
 const minSlots = 8
 
-// memSlot is one bucket and its key, in one 64-byte cache line.
+// memSlot is one bucket and its key.
 type memSlot struct {
 	hash    uint64 // never 0
 	name    unique.Handle[string]
 	subject string
 	memBucket
-	_ [8]byte // a slot per cache line: a lookup reads one
 }
 
 // tag is the part of a key's hash its index entry keeps. The low bits of

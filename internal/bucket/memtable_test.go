@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"testing"
 	"unique"
-	"unsafe"
 )
 
 // setFull makes b a bucket that is full again at µs full, 0 ≤ full < 2^40.
@@ -87,12 +86,5 @@ func TestMemTableModel(t *testing.T) {
 				t.Fatalf("seed %d step %d: %d used of %d entries, limit %d", seed, step, tab.used, len(tab.index), limit)
 			}
 		}
-	}
-}
-
-func TestMemSlotSize(t *testing.T) {
-	t.Parallel()
-	if size := unsafe.Sizeof(memSlot{}); size != 64 {
-		t.Fatalf("memSlot is %d bytes: a lookup would read two cache lines; adjust its padding", size)
 	}
 }

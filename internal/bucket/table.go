@@ -172,12 +172,7 @@ func (s *Table) Take1(subject string, n int, p *Policy) Decision {
 	if i, ok := sh.find(h, k.name, subject); ok {
 		b = &sh.slots[i].memBucket
 		now = s.recheck(b.ts, now)
-		if b.shape == hp && p.Tick == 1 {
-			// read, inlined for the common case.
-			tokens, ahead = p.refill(b.units, b.ts, now), b.ts > now
-		} else {
-			tokens, own, st, ahead = b.read(p, hp, now)
-		}
+		tokens, own, st, ahead = b.read(p, hp, now)
 	}
 	need := int64(n) * p.Unit
 	if tokens >= need {
