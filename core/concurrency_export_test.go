@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/ratelimit/internal/bucket"
 	"github.com/sluicehq/ratelimit/internal/transport"
 )
@@ -57,5 +59,7 @@ func Crash(c *Concurrency) {
 // rate limit's token together.
 var AcquireWithRateHash = transport.AcquireWithRate.Hash()
 
-// AcquireWithRateScript is that script's source.
-const AcquireWithRateScript = transport.AcquireWithRateLua
+// LoadAcquireWithRate loads that script on c (a node).
+func LoadAcquireWithRate(ctx context.Context, c redis.Scripter) error {
+	return transport.AcquireWithRate.Load(ctx, c).Err()
+}

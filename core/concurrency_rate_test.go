@@ -233,7 +233,7 @@ func TestConcurrencyRateCluster(t *testing.T) {
 	c, rate := withRate(t, s, 1, core.PerHour(2))
 	ctx := context.Background()
 	if err := client.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-		return n.ScriptLoad(ctx, core.AcquireWithRateScript).Err()
+		return core.LoadAcquireWithRate(ctx, n)
 	}); err != nil {
 		t.Fatal(err)
 	}

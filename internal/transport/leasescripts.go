@@ -92,10 +92,10 @@ return out
 // TokenBuckets' reply for the id. A re-sent call is answered once more
 // from the replay records that its first run wrote, taking nothing
 // again.
-var AcquireWithRate = redis.NewScript(AcquireWithRateLua)
+var AcquireWithRate = redis.NewScript(acquireWithRateLua)
 
-// AcquireWithRateLua is AcquireWithRate's source.
-const AcquireWithRateLua = leasesLua + acquireWithRateMain
+// acquireWithRateLua is AcquireWithRate's source.
+const acquireWithRateLua = leasesLua + acquireWithRateMain
 
 const acquireWithRateMain = `
 local function buckets(KEYS, ARGV)
