@@ -110,7 +110,7 @@ KEYS[nb + 1] = record
 // tokenBucketsLua is TokenBuckets' source; AcquireWithRate
 // (leasescripts.go) runs it as a function.
 const tokenBucketsLua = `
-local ceil, floor, match, format, sub = math.ceil, math.floor, string.match, string.format, string.sub
+local ceil, floor, match, format, sub, find = math.ceil, math.floor, string.match, string.format, string.sub, string.find
 local KEYS = KEYS
 local nk = #KEYS
 local vals = mget(KEYS)
@@ -126,29 +126,25 @@ local now = t[1] * 1000000 + t[2]
 -- the arithmetic below for that case; otherwise it goes on below, in the
 -- arguments of a batch of one.
 local ARGV = ARGV
--- straight reads value v of a bucket for the straight line: the numbers
--- of policy desc and the units v holds refilled to now, with the current
--- tick; nil when the line cannot decide it (a bucket in another policy,
--- stamped ahead, in debt or with loans out: see lending).
-local function straight(desc, v)
-  local cap, rate, unit, tick = match(desc, '^(%d+):(%d+):(%d+):(%d+)$')
-  if not cap then return nil end
-  cap, rate, unit, tick = cap + 0, rate + 0, unit + 0, tick + 0
-  if rate <= 0 or unit <= 0 or tick <= 0 then return nil end
-  local at, tok, el = floor(now / tick), cap, 0
-  if v then
-    local units, ts, d = match(v, '^(%d+):(%d+):(.*)')
-    if d ~= desc then return nil end
-    tok, el = units + 0, at - ts
-    if el < 0 then return nil end
-  end
-  if tok >= cap or el >= ceil((cap - tok) / rate) then tok = cap else tok = tok + el * rate end
-  return cap, rate, unit, tick, tok, at
-end
 if #ARGV == 3 then
-  local desc = ARGV[2]
-  local cap, rate, unit, tick, tok, at = straight(desc, vals[1])
+  -- straight's arithmetic (below), inline: a lone take is the commonest
+  -- call, and a call costs.
+  local desc, v = ARGV[2], vals[1]
+  local cap, rate, unit, tick = match(desc, '^(%d+):(%d+):(%d+):(%d+)$')
+  local tok, el, at = cap, -1, 0
   if cap then
+    cap, rate, unit, tick = cap + 0, rate + 0, unit + 0, tick + 0
+    tok = cap
+    if rate > 0 and unit > 0 and tick > 0 then
+      at, el = floor(now / tick), 0
+      if v then
+        local units, ts, d = match(v, '^(%d+):(%d+):(.*)')
+        if d == desc then tok, el = units + 0, at - ts else el = -1 end
+      end
+    end
+  end
+  if el >= 0 then
+    if tok >= cap or el >= ceil((cap - tok) / rate) then tok = cap else tok = tok + el * rate end
     local phase = now - at * tick
     local need = ARGV[3] * unit
     if tok < need then
@@ -171,6 +167,25 @@ elseif ARGV[2] == 'A' then
   -- straight line decides it, all or nothing, when every bucket is in its
   -- policy (or none) and stamped no later than now; otherwise it goes on
   -- below, as a batch of one take across subjects (operation 8).
+  -- straight reads value v of a bucket for the straight line: the numbers
+  -- of policy desc and the units v holds refilled to now, with the current
+  -- tick; nil when the line cannot decide it (a bucket in another policy,
+  -- stamped ahead, in debt or with loans out: see lending).
+  local function straight(desc, v)
+    local cap, rate, unit, tick = match(desc, '^(%d+):(%d+):(%d+):(%d+)$')
+    if not cap then return nil end
+    cap, rate, unit, tick = cap + 0, rate + 0, unit + 0, tick + 0
+    if rate <= 0 or unit <= 0 or tick <= 0 then return nil end
+    local at, tok, el = floor(now / tick), cap, 0
+    if v then
+      local units, ts, d = match(v, '^(%d+):(%d+):(.*)')
+      if d ~= desc then return nil end
+      tok, el = units + 0, at - ts
+      if el < 0 then return nil end
+    end
+    if tok >= cap or el >= ceil((cap - tok) / rate) then tok = cap else tok = tok + el * rate end
+    return cap, rate, unit, tick, tok, at
+  end
   local m, S, all = (#ARGV - 2) / 2, {}, true
   for i = 1, m do
     local cap, rate, unit, tick, tok, at = straight(ARGV[1 + 2 * i], vals[i])
@@ -428,11 +443,19 @@ while d < D do
       else
         local v = vals[b]
         if v then
-          local u, x, desc, at = match(v, '^(-?%d+):(%d+):([^;]*)()')
-          if u then
-            units, ts, rq = u + 0, x + 0, byDesc[desc]
-            if rq == nil then rq = policy(desc) end
-            if at <= #v then units, ts, ln = loans(sub(v, at), units, ts, rq or p) end
+          if not find(v, ';', 1, true) then
+            local u, x, desc = match(v, '^(-?%d+):(%d+):(.*)')
+            if u then
+              units, ts, rq = u + 0, x + 0, byDesc[desc]
+              if rq == nil then rq = policy(desc) end
+            end
+          else
+            local u, x, desc, at = match(v, '^(-?%d+):(%d+):([^;]*)()')
+            if u then
+              units, ts, rq = u + 0, x + 0, byDesc[desc]
+              if rq == nil then rq = policy(desc) end
+              units, ts, ln = loans(sub(v, at), units, ts, rq or p)
+            end
           end
         end
       end
