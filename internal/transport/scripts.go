@@ -443,18 +443,19 @@ while d < D do
       else
         local v = vals[b]
         if v then
-          if not find(v, ';', 1, true) then
-            local u, x, desc = match(v, '^(-?%d+):(%d+):(.*)')
-            if u then
-              units, ts, rq = u + 0, x + 0, byDesc[desc]
-              if rq == nil then rq = policy(desc) end
-            end
-          else
-            local u, x, desc, at = match(v, '^(-?%d+):(%d+):([^;]*)()')
-            if u then
-              units, ts, rq = u + 0, x + 0, byDesc[desc]
-              if rq == nil then rq = policy(desc) end
-              units, ts, ln = loans(sub(v, at), units, ts, rq or p)
+          local u, x, desc = match(v, '^(-?%d+):(%d+):(.*)')
+          if u then
+            -- byDesc never holds a desc with loans (no policy has a ';'):
+            -- only a miss looks for them.
+            units, ts, rq = u + 0, x + 0, byDesc[desc]
+            if rq == nil then
+              local at = find(desc, ';', 1, true)
+              if at then
+                rq = policy(sub(desc, 1, at - 1))
+                units, ts, ln = loans(sub(desc, at), units, ts, rq or p)
+              else
+                rq = policy(desc)
+              end
             end
           end
         end
