@@ -1,5 +1,0 @@
-//go:build !race
-
-package core_test
-
-const raceDetector = false
