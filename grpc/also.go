@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/adapterkey"
 )
 
 // alsoError is core.AllowAll's error for a call's checks: limiters on
@@ -23,21 +24,6 @@ func (c *config) checkAlso(l *core.Limiter) {
 			panic(fmt.Sprintf("grpc: WithAlso: limiter %q uses another store than limiter %q: the checks of one call must share a store (core.AllowAll)", a.lim.Name(), l.Name()))
 		}
 	}
-}
-
-// costError is AllowN's error for a cost n that lim could never allow,
-// or nil. AllowAll refuses such a check instead, as a call over its
-// limit; WithCost's bug must be codes.Internal, whatever the check.
-func costError(lim *core.Limiter, n int) error {
-	if n < 1 {
-		return fmt.Errorf("%w (got %d)", core.ErrInvalidCost, n)
-	}
-	for _, nl := range lim.Limits() {
-		if c := nl.Limit.Capacity(); n > c {
-			return fmt.Errorf("%w (cost %d, burst %d of %q)", core.ErrCostTooHigh, n, c, nl.Name)
-		}
-	}
-	return nil
 }
 
 // alsoKeys returns the checks of a call to fullMethod: a first one for
@@ -67,14 +53,8 @@ func (in *rateInterceptor) alsoKeys(ctx context.Context, fullMethod string) ([]c
 // lists every check's policies (the metadata lists them) and is Degraded
 // when any check is.
 func allowAll(ctx context.Context, checks []core.Check, lim *core.Limiter, key string, n int) (core.Result, error) {
-	checks[0] = core.Check{Limiter: lim, Key: key}
-	for i := range checks {
-		if n != 1 { // 1 is within every burst
-			if err := costError(checks[i].Limiter, n); err != nil {
-				return core.Result{}, err
-			}
-		}
-		checks[i].N = n
+	if err := adapterkey.Checks(checks, lim, key, n); err != nil {
+		return core.Result{}, err
 	}
 	res, _, err := core.AllowAll(ctx, checks...)
 	if err != nil {

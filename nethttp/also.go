@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/adapterkey"
 	"github.com/sluicehq/ratelimit/keyfuncs"
 )
 
@@ -77,21 +78,6 @@ func (e *alsoError) loggable() string {
 	return "nethttp: WithAlso: the request's checks cannot be decided together (core.AllowAll: limiters on different stores, or one key under two limits of one Name)"
 }
 
-// costError is AllowN's error for a cost n that lim could never allow,
-// or nil. AllowAll refuses such a check instead, as a request over its
-// limit; WithCost's bug must be the ErrorHandler's, whatever the check.
-func costError(lim *core.Limiter, n int) error {
-	if n < 1 {
-		return fmt.Errorf("%w (got %d)", core.ErrInvalidCost, n)
-	}
-	for _, nl := range lim.Limits() {
-		if c := nl.Limit.Capacity(); n > c {
-			return fmt.Errorf("%w (cost %d, burst %d of %q)", core.ErrCostTooHigh, n, c, nl.Name)
-		}
-	}
-	return nil
-}
-
 // alsoKeys returns the checks of r: a first one for the Gate's own (to
 // be filled in), then one per WithAlso with its key, each of them
 // WithAlso's limiter. A key error, or an empty key, is reported with the
@@ -115,14 +101,8 @@ func (g *Gate) alsoKeys(r *http.Request) ([]core.Check, core.Result, error) {
 // each for n tokens, in one core.AllowAll, whose binding result lists
 // every check's policies and is Degraded when any check is.
 func (g *Gate) allowAll(ctx context.Context, checks []core.Check, lim *core.Limiter, key string, n int) (core.Result, error) {
-	checks[0] = core.Check{Limiter: lim, Key: key}
-	for i := range checks {
-		if n != 1 { // 1 is within every burst
-			if err := costError(checks[i].Limiter, n); err != nil {
-				return core.Result{}, err
-			}
-		}
-		checks[i].N = n
+	if err := adapterkey.Checks(checks, lim, key, n); err != nil {
+		return core.Result{}, err
 	}
 	res, _, err := core.AllowAll(ctx, checks...)
 	if err != nil {

@@ -1,5 +1,6 @@
-// Package adapterkey holds the key code the router adapters share, so it
-// is written once: ContextKey of echo, echo/v5 and gin.
+// Package adapterkey holds the code the adapters share, so it is written
+// once: ContextKey of echo, echo/v5 and gin, and the checks of a WithAlso
+// request in nethttp and grpc.
 package adapterkey
 
 import "github.com/sluicehq/ratelimit/keyfuncs"
