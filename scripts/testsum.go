@@ -2,8 +2,10 @@
 
 // testsum reads `go test -json` on stdin and writes what `go test` writes
 // without -v (each package's result, and the output of failed tests),
-// then one line counting the skipped tests. Lines that are not test
-// events (a build error) pass through. make test runs it.
+// then one line counting the skipped tests, each package named by its
+// path below the module of the current directory's go.mod (metrics and
+// examples/metrics are two). Lines that are not test events (a build
+// error) pass through. make test runs it.
 package main
 
 import (
@@ -61,10 +63,14 @@ func main() {
 		}
 		out.Flush()
 	}
-	n, pkgs := 0, []string{}
+	n, pkgs, mod := 0, []string{}, modulePath()
 	for p, k := range skipped {
 		n += k
-		pkgs = append(pkgs, fmt.Sprintf("%s %d", p[strings.LastIndex(p, "/")+1:], k))
+		name := strings.TrimPrefix(p, mod+"/")
+		if p == mod {
+			name = p[strings.LastIndex(p, "/")+1:]
+		}
+		pkgs = append(pkgs, fmt.Sprintf("%s %d", name, k))
 	}
 	sort.Strings(pkgs)
 	if n == 0 {
@@ -72,4 +78,16 @@ func main() {
 		return
 	}
 	fmt.Fprintf(out, "make test: %d tests skipped (%s); go test -v -run NAME says why\n", n, strings.Join(pkgs, ", "))
+}
+
+// modulePath returns the module path of ./go.mod, or "" when there is none
+// (every package is then named by its whole path).
+func modulePath() string {
+	b, _ := os.ReadFile("go.mod")
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
 }
