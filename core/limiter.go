@@ -255,7 +255,7 @@ func (l *Limiter) Limits() []NamedLimit {
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
-	return l.base.take(ctx, key, 1, l.set) // AllowN's body: small enough to inline
+	return l.base.take(ctx, key, 1, l.set)
 }
 
 // AllowN decides whether key may spend n tokens now, and takes them if so.
