@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/sluicehq/ratelimit/internal/logline"
 	"github.com/sluicehq/ratelimit/internal/transport"
@@ -18,14 +19,20 @@ import (
 // that limiter's cooldown (its trip); then one caller probes the store
 // while the others stay degraded; the probe's success closes it, its
 // failure re-opens it. While open, a decision costs no network at all.
+//
+// Of a limiter it keeps one thing, weakly: the guard whose call opened it,
+// so that the Observer told of an opening is told of its closing (a gauge
+// per policy never stays open; see Observer.BreakerChange). Weakly, so
+// that an outage does not keep a dropped limiter alive: the closing of a
+// breaker whose opener is gone is told by the guard whose probe closed it.
 type breaker struct {
 	node string // the node's address, for the log; "" for a store of one node
 
 	fails     atomic.Int64
 	openUntil atomic.Int64 // monotonic ns; 0 when closed
 	probing   atomic.Bool
-	opener    atomic.Pointer[guard] // whose call opened it: it reports the closing too
-	opens     logline.Line          // the log line of its openings
+	opener    atomic.Pointer[weak.Pointer[guard]] // whose call opened it: it reports the closing too
+	opens     logline.Line                        // the log line of its openings
 
 	mu      sync.Mutex
 	counted [8]uint64 // the last failed calls counted, by call id

@@ -1,13 +1,17 @@
 package core
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
 	"github.com/sluicehq/ratelimit/internal/transport"
@@ -138,5 +142,58 @@ func TestBreakerClosingToItsOpener(t *testing.T) {
 	}
 	if fmt.Sprint(oa.got, ob.got) != "[a true a false] []" {
 		t.Fatalf("a's Observer heard %v, b's %v; want a's to hear the opening and the closing, b's nothing", oa.got, ob.got)
+	}
+}
+
+// TestBreakerDoesNotPinItsOpener (issue 44): the store's breaker holds the
+// limiter whose call opened it only weakly. Dropped while its breaker is
+// open, that limiter is collected, and the closing is told by the limiter
+// whose probe closed it, to its own Observer and log.
+func TestBreakerDoesNotPinItsOpener(t *testing.T) {
+	t.Parallel()
+	down := new(atomic.Bool)
+	down.Store(true)
+	s := switchable{Store: NewMemoryStore(), down: down}
+	var logs bytes.Buffer
+	var oa, ob changes
+	now := int64(1)
+	clock := func() int64 { return now }
+	mk := func(name string, o Observer, logger *slog.Logger) *Limiter {
+		l, err := New(Config{Store: s, Name: name, Limit: PerSecond(10), FailMode: FailOpen, BreakerFailures: 2,
+			BreakerCooldown: time.Second, Observer: o, Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.clock = clock
+		return l
+	}
+	b := mk("b", &ob, slog.New(slog.NewTextHandler(&logs, nil)))
+	ctx := context.Background()
+	gone := func() weak.Pointer[Limiter] { // a's only reference is in here
+		a := mk("a", &oa, slog.New(slog.DiscardHandler))
+		for range 2 {
+			a.Allow(ctx, "k")
+		}
+		return weak.Make(a)
+	}()
+	if fmt.Sprint(oa.got) != "[a true]" {
+		t.Fatalf("a's Observer heard %v; want the opening", oa.got)
+	}
+	for i := 0; gone.Value() != nil; i++ {
+		if i == 10 {
+			t.Fatal("a, dropped, is still alive after 10 collections: its open breaker holds it")
+		}
+		runtime.GC()
+	}
+	down.Store(false)
+	now += int64(time.Second)
+	if r, _ := b.Allow(ctx, "k"); r.Degraded {
+		t.Fatalf("b's probe on a store up again: %+v", r)
+	}
+	if fmt.Sprint(oa.got, ob.got) != "[a true] [b false]" {
+		t.Fatalf("a's Observer heard %v, b's %v; want a's the opening only, b's the closing its probe made", oa.got, ob.got)
+	}
+	if !strings.Contains(logs.String(), "store answering again") {
+		t.Fatalf("b's log: %q; want the closing", logs.String())
 	}
 }

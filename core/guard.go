@@ -1,11 +1,13 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+	"weak"
 
 	"github.com/sluicehq/ratelimit/internal/transport"
 )
@@ -161,9 +163,9 @@ func asked(err error) bool {
 func (g *guard) end(br *breaker, probe bool, err error, deadline time.Time) error {
 	if err == nil {
 		if br.success(probe) {
-			opener := br.opener.Swap(nil)
-			if opener == nil {
-				opener = g
+			opener := g // the prober, when the opener's limiter was dropped
+			if w := br.opener.Swap(nil); w != nil {
+				opener = cmp.Or(w.Value(), g)
 			}
 			opener.recovered(br)
 		}
@@ -194,9 +196,11 @@ func (g *guard) end(br *breaker, probe bool, err error, deadline time.Time) erro
 // once per opening, whatever the number of limiters on the store, its
 // Observer hears it under its policy, and the log at most once per
 // interval and node. g reports the closing too (recovered), so an
-// Observer hears both of a pair.
+// Observer hears both of a pair, while g's limiter lives (br holds it
+// weakly).
 func (g *guard) opened(br *breaker, cause error, now int64) {
-	br.opener.Store(g)
+	w := weak.Make(g)
+	br.opener.Store(&w)
 	if g.observer != nil {
 		g.observer.BreakerChange(g.report.policy, true)
 	}

@@ -25,7 +25,8 @@ type Observer interface {
 	// stops being called) or closes (a probe succeeded). The breakers are
 	// the store's, shared by its limiters: an opening is told once, to the
 	// Observer of the limiter whose call opened it, under its policy, and
-	// the closing to the same, whoever probed.
+	// the closing to the same, whoever probed (to the prober's when that
+	// limiter was dropped meanwhile: a breaker does not keep it alive).
 	BreakerChange(policy string, open bool)
 }
 
