@@ -88,12 +88,7 @@ func (l *Limiter) fromSlice(ctx context.Context, a bucket.Ask, set *policySet) (
 	s.mu.Lock()
 	e := s.keys[a.Subj]
 	if e == nil {
-		if len(s.keys) >= maxSlices && now-s.swept >= term {
-			s.sweep(now) // at most once a term: a table full of fresh keys stays full
-		}
-		if len(s.keys) < maxSlices {
-			s.keys[a.Subj] = &slice{last: now}
-		}
+		s.track(a.Subj, now)
 		s.mu.Unlock()
 		return r, false
 	}
@@ -112,10 +107,29 @@ func (l *Limiter) fromSlice(ctx context.Context, a bucket.Ask, set *policySet) (
 		s.mu.Unlock()
 		return r, false
 	}
-	// Borrow, returning what is left of the last slice.
-	ret, back := e.id, s.k-e.spent
-	if ret == 0 {
-		back = 0
+	return l.borrowFor(ctx, a, set, e) // unlocks s.mu
+}
+
+// track starts keeping key, first decided at now, unless the table is
+// full of keys still hot. s.mu is held.
+func (s *sliceTable) track(key string, now int64) {
+	if len(s.keys) >= maxSlices && now-s.swept >= int64(s.term) {
+		s.sweep(now) // at most once a term: a table full of fresh keys stays full
+	}
+	if len(s.keys) < maxSlices {
+		s.keys[key] = &slice{last: now}
+	}
+}
+
+// borrowFor decides a from a slice of e's key borrowed for it, giving
+// back what is left of e's last slice in the same call; ok is false when
+// the store lent nothing (it decides the take). s.mu is held, and
+// unlocked on return.
+func (l *Limiter) borrowFor(ctx context.Context, a bucket.Ask, set *policySet, e *slice) (r Result, ok bool) {
+	s, term := l.borrow, int64(l.borrow.term)
+	back := loanBack{id: e.id, unspent: s.k - e.spent}
+	if back.id == 0 {
+		back.unspent = 0
 	}
 	if s.nextID++; s.nextID == 0 {
 		s.nextID++
@@ -125,7 +139,7 @@ func (l *Limiter) fromSlice(ctx context.Context, a bucket.Ask, set *policySet) (
 	s.mu.Unlock()
 
 	start, sent := time.Now(), l.clock()
-	o, each, br, err := l.lend(ctx, a.Subj, set, ret, back, id, start)
+	o, each, br, err := l.lend(ctx, a.Subj, set, back, id, start)
 	s.mu.Lock()
 	e.busy = false
 	if err != nil || !o.Allowed {
@@ -142,7 +156,7 @@ func (l *Limiter) fromSlice(ctx context.Context, a bucket.Ask, set *policySet) (
 		}
 		return r, false
 	}
-	e.id, e.end, e.spent = id, sent+term, n
+	e.id, e.end, e.spent = id, sent+term, int64(a.N)
 	if e.level == nil {
 		e.level = make([]int64, len(each))
 	}
@@ -152,19 +166,26 @@ func (l *Limiter) fromSlice(ctx context.Context, a bucket.Ask, set *policySet) (
 	r = s.result(e, set)
 	s.mu.Unlock()
 	if l.observer != nil {
-		l.decided(ctx, DecisionEvent{Policy: set.name(), Allowed: true, Borrowed: true, Lent: int(s.k), Returned: int(back)}, start)
+		l.decided(ctx, DecisionEvent{Policy: set.name(), Allowed: true, Borrowed: true, Lent: int(s.k), Returned: int(back.unspent)}, start)
 	}
 	return r, true
 }
 
-// lend asks the store, through the guard, to end loan ret (0: none) with
-// back tokens unspent and to lend loan id for the key's policies.
-func (l *Limiter) lend(ctx context.Context, key string, set *policySet, ret uint64, back int64, id uint64, start time.Time) (o bucket.Outcome, each []bucket.Outcome, br *breaker, err error) {
+// loanBack is a loan a borrow gives back: its id (0: none) and its
+// tokens unspent, of every policy.
+type loanBack struct {
+	id      uint64
+	unspent int64
+}
+
+// lend asks the store, through the guard, to end loan back and to lend
+// loan id for the key's policies, the call bounded from start.
+func (l *Limiter) lend(ctx context.Context, key string, set *policySet, back loanBack, id uint64, start time.Time) (o bucket.Outcome, each []bucket.Outcome, br *breaker, err error) {
 	l.beat()
 	s, m := l.borrow, len(set.policies)
-	ln := &bucket.Lend{Return: ret, ID: id, Back: make([]int64, m), Want: make([]int64, m)}
+	ln := &bucket.Lend{Return: back.id, ID: id, Back: make([]int64, m), Want: make([]int64, m)}
 	for i := range m {
-		ln.Back[i], ln.Want[i] = back, s.k
+		ln.Back[i], ln.Want[i] = back.unspent, s.k
 	}
 	each = make([]bucket.Outcome, m)
 	deadline := start.Add(l.timeout)
@@ -256,62 +277,22 @@ func (s *sliceTable) untake(key string, id uint64, n int64) {
 // a caller's mistake is for AllowAll to report): AllowAll decides them
 // all.
 func allowAllFromSlices(ctx context.Context, checks []Check) (first Result, res []Result, ok bool) {
-	type held struct {
-		i   int
-		key string
-		id  uint64
-	}
-	var hs []held
-	for i, c := range checks {
-		if c.Limiter == nil || c.Key == "" || c.N < 0 || c.Limiter.base.store != checks[0].Limiter.base.store {
-			return Result{}, nil, false
-		}
-		if b := c.Limiter.base; b.borrow != nil && c.N > 0 && c.Limiter.set == b.set {
-			hs = append(hs, held{i: i, key: b.store.subject(c.Key)})
-		}
-	}
-	if len(hs) == 0 {
+	hs, ok := borrowers(checks)
+	if !ok {
 		return Result{}, nil, false
 	}
 	res = make([]Result, len(checks))
-	took := hs[:0]
-	for _, h := range hs {
-		c := checks[h.i]
-		b := c.Limiter.base
-		if r, id, ok := b.borrow.takeHeld(b.clock(), h.key, int64(c.N), c.Limiter.set); ok {
-			res[h.i], h.id = r, id
-			took = append(took, h)
-		}
-	}
+	took := takeHeldAll(checks, hs, res)
 	if len(took) == 0 {
 		return Result{}, nil, false
 	}
-	giveBack := func() {
-		for _, h := range took {
-			c := checks[h.i]
-			c.Limiter.base.borrow.untake(h.key, h.id, int64(c.N))
-			res[h.i].Remaining += c.N // untouched: within its limit
-		}
-	}
 	allowed := true
 	if len(took) < len(checks) {
-		var rest []Check
-		var at []int
-		for i, c := range checks {
-			if res[i].Limit.Rate == 0 {
-				rest, at = append(rest, c), append(at, i)
-			}
+		if allowed, ok = allowRest(ctx, checks, res); !ok || !allowed {
+			untakeAll(checks, took, res)
 		}
-		f, rr, err := AllowAll(ctx, rest...)
-		if err != nil {
-			giveBack()
+		if !ok {
 			return Result{}, nil, false
-		}
-		for k, i := range at {
-			res[i] = rr[k]
-		}
-		if allowed = f.Allowed; !allowed {
-			giveBack()
 		}
 	}
 	bind := -1
@@ -330,4 +311,72 @@ func allowAllFromSlices(ctx context.Context, checks []Check) (first Result, res 
 	}
 	var d across
 	return d.whole(res[max(bind, 0)], res), res, true
+}
+
+// heldCheck is a check that may take from its limiter's slice: its index, its
+// key as the store keys it, and the loan it took from (0: none yet).
+type heldCheck struct {
+	i   int
+	key string
+	id  uint64
+}
+
+// borrowers returns the checks whose limiters borrow, taking under their
+// own limits; ok is false when there are none, or when a check is a
+// caller's mistake or on another store (for AllowAll to report).
+func borrowers(checks []Check) (hs []heldCheck, ok bool) {
+	for i, c := range checks {
+		if c.Limiter == nil || c.Key == "" || c.N < 0 || c.Limiter.base.store != checks[0].Limiter.base.store {
+			return nil, false
+		}
+		if b := c.Limiter.base; b.borrow != nil && c.N > 0 && c.Limiter.set == b.set {
+			hs = append(hs, heldCheck{i: i, key: b.store.subject(c.Key)})
+		}
+	}
+	return hs, len(hs) > 0
+}
+
+// takeHeldAll takes each of hs's checks from its slice in hand, if it
+// has one that holds it, its Result in res; it returns those that took.
+func takeHeldAll(checks []Check, hs []heldCheck, res []Result) []heldCheck {
+	took := hs[:0]
+	for _, h := range hs {
+		c := checks[h.i]
+		b := c.Limiter.base
+		if r, id, ok := b.borrow.takeHeld(b.clock(), h.key, int64(c.N), c.Limiter.set); ok {
+			res[h.i], h.id = r, id
+			took = append(took, h)
+		}
+	}
+	return took
+}
+
+// allowRest decides, in one AllowAll, the checks that took from no slice
+// (their Result in res still zero), their Results in res; ok is false
+// when AllowAll returned an error.
+func allowRest(ctx context.Context, checks []Check, res []Result) (allowed, ok bool) {
+	var rest []Check
+	var at []int
+	for i, c := range checks {
+		if res[i].Limit.Rate == 0 {
+			rest, at = append(rest, c), append(at, i)
+		}
+	}
+	f, rr, err := AllowAll(ctx, rest...)
+	if err != nil {
+		return false, false
+	}
+	for k, i := range at {
+		res[i] = rr[k]
+	}
+	return f.Allowed, true
+}
+
+// untakeAll gives the checks that took from their slices their tokens back.
+func untakeAll(checks []Check, took []heldCheck, res []Result) {
+	for _, h := range took {
+		c := checks[h.i]
+		c.Limiter.base.borrow.untake(h.key, h.id, int64(c.N))
+		res[h.i].Remaining += c.N // untouched: within its limit
+	}
 }
