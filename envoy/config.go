@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sluicehq/ratelimit/core"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	"gopkg.in/yaml.v3"
 )
 
@@ -69,6 +71,9 @@ type rule struct {
 	// Replaces lists the LimitNames this rule replaces when both match
 	// one request.
 	Replaces []string
+	// current is the rule's limit as statuses report it (current_limit),
+	// shared by every response.
+	current *rlspb.RateLimitResponse_RateLimit
 }
 
 // Limit returns the rule's token bucket; ok is false for a rule that
@@ -440,6 +445,13 @@ func newRule(full string, d yamlDescriptor) (*rule, error) {
 		DetailedMetric:  d.DetailedMetric,
 		Usage:           y.Usage,
 		LimitName:       y.Name,
+	}
+	r.current = &rlspb.RateLimitResponse_RateLimit{
+		Name: r.LimitName, RequestsPerUnit: r.RequestsPerUnit,
+		Unit: rlspb.RateLimitResponse_RateLimit_Unit(r.Unit),
+	}
+	if r.UnitMultiplier > 1 {
+		r.current.UnitMultiplier = wrapperspb.UInt32(r.UnitMultiplier)
 	}
 	for _, rep := range y.Replaces {
 		if rep.Name == "" {

@@ -169,7 +169,9 @@ var errStore = status.Error(codes.Unavailable, "rate limit store unavailable")
 // request without a domain or descriptors, with more than 256 descriptors
 // or a descriptor's limit that cannot be decided; Unavailable when the
 // store could not decide and ServiceConfig.FailMode is not set; Canceled
-// or DeadlineExceeded when the caller left before the decision.
+// or DeadlineExceeded when the caller left before the decision. The
+// statuses' current_limit of a configured rule is the config's, shared by
+// every response: read it, never change it.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	switch n := len(req.GetDescriptors()); {
 	case req.GetDomain() == "":
@@ -186,16 +188,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err() // gone: decide nothing
 	}
-	// Hits given back are accounted whatever the answer: beside the decision,
-	// so a stalled store delays the answer once.
-	var wg sync.WaitGroup
-	for i := range plans {
-		if p := &plans[i]; p.give && p.l != nil {
-			wg.Go(func() { s.giveBack(ctx, p) })
-		}
-	}
+	wait := s.giveBackAll(ctx, plans)
 	refused, degraded, err := s.decide(ctx, plans)
-	wg.Wait()
+	wait()
 	if err != nil {
 		return nil, err
 	}
@@ -213,8 +208,42 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 // shadow mode refused, the request is decided again without them (a second
 // call): they never refuse a request, yet the others take their hits.
 func (s *Service) decide(ctx context.Context, plans []plan) (refused, degraded bool, err error) {
-	var checks []core.Check
-	var shadowed []bool // per check: a rule in shadow mode
+	var buf [4]bool
+	checks, shadowed, refused := s.checks(plans, buf[:0])
+	if len(checks) == 0 {
+		return refused, false, nil
+	}
+	if refused {
+		for i := range checks {
+			checks[i].N = 0
+		}
+	}
+	if s.cfg.ShadowMode || slices.Contains(shadowed, true) {
+		// Observers count a refusal that is let through as would_deny (with
+		// a rule in shadow mode, any refusal of the call).
+		ctx = core.WithDryRun(ctx)
+	}
+	res, err := s.allowAll(ctx, checks)
+	if err == nil && !refused && onlyShadowRefused(res, shadowed) {
+		err = s.decideAgain(ctx, checks, res)
+	}
+	if err != nil {
+		return false, false, err
+	}
+	over, degraded := s.statuses(plans, res)
+	refused = refused || over
+	if degraded && s.cfg.FailMode == 0 {
+		return false, true, errStore
+	}
+	return refused, degraded, nil
+}
+
+// checks returns the checks of the plans the store decides, and per
+// check whether its rule is in shadow mode (appended to buf). A plan that
+// always refuses gets its status here; refused says one refused the
+// request.
+func (s *Service) checks(plans []plan, buf []bool) (checks []core.Check, shadowed []bool, refused bool) {
+	shadowed = buf
 	for i := range plans {
 		p := &plans[i]
 		p.at = -1
@@ -234,41 +263,36 @@ func (s *Service) decide(ctx context.Context, plans []plan) (refused, degraded b
 			shadowed = append(shadowed, p.shadow)
 		}
 	}
-	if len(checks) == 0 {
-		return refused, false, nil
-	}
-	if refused {
-		for i := range checks {
-			checks[i].N = 0
+	return checks, shadowed, refused
+}
+
+// decideAgain decides again the checks res allowed, when only rules in
+// shadow mode refused, and puts their new results in res.
+func (s *Service) decideAgain(ctx context.Context, checks []core.Check, res []core.Result) error {
+	var again []int // the checks decided again
+	var retry []core.Check
+	for i, r := range res {
+		if r.Allowed {
+			again, retry = append(again, i), append(retry, checks[i])
 		}
 	}
-	if s.cfg.ShadowMode || slices.Contains(shadowed, true) {
-		// Observers count a refusal that is let through as would_deny (with
-		// a rule in shadow mode, any refusal of the call).
-		ctx = core.WithDryRun(ctx)
+	if len(retry) == 0 {
+		return nil
 	}
-	res, err := s.allowAll(ctx, checks)
+	res2, err := s.allowAll(ctx, retry)
 	if err != nil {
-		return false, false, err
+		return err
 	}
-	if !refused && onlyShadowRefused(res, shadowed) {
-		var again []int // the checks decided again
-		var retry []core.Check
-		for i, r := range res {
-			if r.Allowed {
-				again, retry = append(again, i), append(retry, checks[i])
-			}
-		}
-		if len(retry) > 0 {
-			res2, err := s.allowAll(ctx, retry)
-			if err != nil {
-				return false, false, err
-			}
-			for k, i := range again {
-				res[i] = res2[k]
-			}
-		}
+	for k, i := range again {
+		res[i] = res2[k]
 	}
+	return nil
+}
+
+// statuses sets the status of each plan the store decided from its result
+// in res: refused when a rule not in shadow mode refused, degraded when
+// one result is.
+func (s *Service) statuses(plans []plan, res []core.Result) (refused, degraded bool) {
 	for i := range plans {
 		p := &plans[i]
 		if p.at < 0 {
@@ -287,10 +311,7 @@ func (s *Service) decide(ctx context.Context, plans []plan) (refused, degraded b
 		}
 		p.status = s.status(p, code, r)
 	}
-	if degraded && s.cfg.FailMode == 0 {
-		return false, true, errStore
-	}
-	return refused, degraded, nil
+	return refused, degraded
 }
 
 // onlyShadowRefused reports whether some check was refused and every
@@ -316,13 +337,35 @@ func (s *Service) allowAll(ctx context.Context, checks []core.Check) ([]core.Res
 	return res, nil
 }
 
+// giveBackAll gives back the hits of the descriptors that give them
+// (is_negative_hits), whatever the answer: beside the decision, so a
+// stalled store delays the answer once. wait waits for them.
+func (s *Service) giveBackAll(ctx context.Context, plans []plan) (wait func()) {
+	var wg *sync.WaitGroup // none, most often
+	for i := range plans {
+		if p := &plans[i]; p.give && p.l != nil {
+			if wg == nil {
+				wg = new(sync.WaitGroup)
+			}
+			wg.Go(func() { s.giveBack(ctx, p) })
+		}
+	}
+	if wg == nil {
+		return func() {}
+	}
+	return wg.Wait
+}
+
 // account charges usage, all at once, in an admitted request (a refused
 // request charges nothing: its usage descriptors report their state).
 // Usage is never refused; a store that fails here loses the charge.
 func (s *Service) account(ctx context.Context, plans []plan, refused bool) {
-	var wg sync.WaitGroup
+	var wg *sync.WaitGroup // none, most often
 	for i := range plans {
 		if p := &plans[i]; p.l != nil && p.charges() {
+			if wg == nil {
+				wg = new(sync.WaitGroup)
+			}
 			wg.Go(func() {
 				if refused {
 					s.look(ctx, p)
@@ -332,7 +375,9 @@ func (s *Service) account(ctx context.Context, plans []plan, refused bool) {
 			})
 		}
 	}
-	wg.Wait()
+	if wg != nil {
+		wg.Wait()
+	}
 }
 
 // response builds the answer from the decided plans: OVER_LIMIT if one was
@@ -345,6 +390,9 @@ func (s *Service) response(domain string, plans []plan, refused bool) *rlspb.Rat
 	}
 	for i := range plans {
 		p := &plans[i]
+		if p.status == nil { // nothing limited it
+			p.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		}
 		resp.Statuses[i] = p.status
 		if s.cfg.OnDescriptor != nil && p.rule != nil {
 			s.cfg.OnDescriptor(DescriptorEvent{
@@ -395,7 +443,6 @@ func (s *Service) plan(cfg *Config, req *rlspb.RateLimitRequest) ([]plan, error)
 // overrides its rule's in the same bucket; without a rule it gets a rule of
 // its own. p.rule stays nil when nothing limits d.
 func (s *Service) planDescriptor(p *plan, cfg *Config, req *rlspb.RateLimitRequest, d *rlpb.RateLimitDescriptor, known bool) error {
-	p.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
 	entries := make([]entry, len(d.GetEntries()))
 	for j, e := range d.GetEntries() {
 		entries[j] = entry{Key: e.GetKey(), Value: e.GetValue()}
@@ -455,13 +502,7 @@ func ownRule(domain string, entries []entry) (*rule, string) {
 // ruleLimit makes rule r's own limit decide p, as override does for a
 // descriptor's limit.
 func (p *plan) ruleLimit(r *rule) {
-	p.current = &rlspb.RateLimitResponse_RateLimit{
-		Name: r.LimitName, RequestsPerUnit: r.RequestsPerUnit,
-		Unit: rlspb.RateLimitResponse_RateLimit_Unit(r.Unit),
-	}
-	if r.UnitMultiplier > 1 {
-		p.current.UnitMultiplier = wrapperspb.UInt32(r.UnitMultiplier)
-	}
+	p.current = r.current
 	p.lim, _ = r.Limit()
 	p.refuse = !r.Unlimited && r.RequestsPerUnit == 0
 }
@@ -473,10 +514,10 @@ func (p *plan) ruleLimit(r *rule) {
 // Service's, under the rule's Name and p.lim.
 func (s *Service) settle(p *plan, replaced map[string]bool) error {
 	if p.rule != nil && p.rule.LimitName != "" && replaced[p.rule.LimitName] {
-		*p = plan{status: p.status}
+		*p = plan{}
 	}
 	if p.rule != nil && p.rule.Unlimited {
-		p.status.LimitRemaining = math.MaxUint32
+		p.status = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
 		p.rule = nil
 	}
 	if p.rule == nil || p.refuse {
