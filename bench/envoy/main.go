@@ -6,8 +6,8 @@
 //   - ShouldRateLimit per second and latency percentiles, -conc callers
 //     over -keys keys, -descriptors descriptors per request (1 to 3:
 //     the client's address, its tenant, its route), each side for
-//     -duration; Redis CPU and commands per request from INFO over the
-//     run, and round trips per request (Redis read events) from one
+//     -duration; the service's CPU per request (/proc), Redis CPU and
+//     commands per request from INFO over the run, and round trips per request (Redis read events) from one
 //     caller sending 500 requests one after the other;
 //   - the window edge: 5 per second on one key, -edge requests just before
 //     a second boundary and as many just after; admitted against C + R·Δ;
@@ -21,6 +21,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -126,6 +127,7 @@ func run() error {
 		errs int64
 		lat  []time.Duration
 		cpu  float64 // Redis CPU seconds over the throughput rounds
+		svc  float64 // the service's CPU seconds over the throughput rounds
 		cmds int64   // Redis commands over the throughput rounds
 		trip float64 // Redis read events per request, one caller
 	}
@@ -155,11 +157,20 @@ func run() error {
 			if err != nil {
 				return err
 			}
+			svc0, err := x.p.cpu()
+			if err != nil {
+				return err
+			}
 			n, d, errs, lat := throughput(x.p)
 			after, err := x.r.info()
 			if err != nil {
 				return err
 			}
+			svc1, err := x.p.cpu()
+			if err != nil {
+				return err
+			}
+			x.svc += svc1 - svc0
 			x.n, x.t, x.errs = x.n+n, x.t+d, x.errs+errs
 			x.lat = append(x.lat, lat...)
 			x.cpu += after.cpu - before.cpu
@@ -175,14 +186,14 @@ func run() error {
 	fmt.Printf("## Envoy rate limit service: ratelimit-envoy vs envoyproxy/ratelimit\n\n")
 	fmt.Printf("Each on a redis-server of its own on loopback; %d callers on %d gRPC connections, %d keys, "+
 		"%d descriptors per request, %d interleaved rounds of %v each.\n\n", *conc, *conc, *keys, *descs, *rounds, *duration)
-	fmt.Printf("| service | ShouldRateLimit/s | p50 | p99 | errors | Redis CPU µs / request | Redis commands / request | round trips / request (one caller) | window edge: admitted (C + R·Δ) | Redis stalled: answers (slowest) |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| service | ShouldRateLimit/s | p50 | p99 | errors | service CPU µs / request | Redis CPU µs / request | Redis commands / request | round trips / request (one caller) | window edge: admitted (C + R·Δ) | Redis stalled: answers (slowest) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range all {
 		slices.Sort(x.lat)
 		admitted, bound, delta := windowEdge(x.p)
 		kinds, slowest := stall(x.p, x.r)
-		fmt.Printf("| %s | %.0f | %v | %v | %d | %.1f | %.2f | %.2f | %d in %v (%d) | %s (%v) |\n",
+		fmt.Printf("| %s | %.0f | %v | %v | %d | %.1f | %.1f | %.2f | %.2f | %d in %v (%d) | %s (%v) |\n",
 			x.name, float64(x.n)/x.t.Seconds(), x.lat[len(x.lat)/2].Round(time.Microsecond),
-			x.lat[len(x.lat)*99/100].Round(time.Microsecond), x.errs,
+			x.lat[len(x.lat)*99/100].Round(time.Microsecond), x.errs, x.svc*1e6/float64(x.n),
 			x.cpu*1e6/float64(x.n), float64(x.cmds)/float64(x.n), x.trip,
 			admitted, delta.Round(time.Millisecond), bound, kinds, slowest.Round(time.Millisecond))
 	}
@@ -342,6 +353,22 @@ func (p *proc) stop() {
 	p.cmd.Process.Kill()
 	p.cmd.Wait()
 	os.Remove(p.log)
+}
+
+// cpu returns the service's user and system CPU seconds so far, from
+// /proc/<pid>/stat (utime and stime, in clock ticks of 1/100 s).
+func (p *proc) cpu() (float64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", p.cmd.Process.Pid, b)
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100, nil
 }
 
 func freePort() (int, error) {
