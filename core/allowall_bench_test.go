@@ -16,7 +16,7 @@ import (
 // BenchmarkAllowAll compares, on one Redis, a decision across k = 3 keys
 // (AllowAll) with one AllowN and with three AllowN chained as three
 // middlewares would: decisions/s and script calls (round trips, when
-// serial) per decision.
+// serial) per decision, and this process's CPU per decision.
 //
 //	go test -run '^$' -bench BenchmarkAllowAll -benchtime 3s ./core
 func BenchmarkAllowAll(b *testing.B) {
@@ -57,6 +57,7 @@ func BenchmarkAllowAll(b *testing.B) {
 				b.ReportAllocs()
 				before := calls.calls.Load()
 				start := time.Now()
+				cpu := reportCPU(b)
 				if par == 0 {
 					i := 0
 					for b.Loop() {
@@ -73,6 +74,7 @@ func BenchmarkAllowAll(b *testing.B) {
 						}
 					})
 				}
+				cpu()
 				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
 				b.ReportMetric(float64(calls.calls.Load()-before)/float64(b.N), "calls/decision")
 			})

@@ -207,9 +207,9 @@ func acrossKeys(ctx context.Context, out io.Writer, c config, r *bench.Runner) e
 		taken[i] = t
 	}
 	fmt.Fprintf(out, "\n### Decisions across keys (%d goroutines unless said otherwise)\n", c.conc)
-	fmt.Fprintf(out, "\nEvery request is limited by the client's limit, its tenant's (100 clients a tenant) and a global ceiling (key \"*\"), each 1e9 per minute (all allowed), through nethttp middleware on one Redis client: one middleware with two `WithAlso` (one `core.AllowAll`), or three chained middlewares (three `AllowN`); the reference is one middleware with the client's limit alone. _refused by the last_: %d requests of new clients of one tenant while the ceiling is spent (1 per hour, its token taken), and the tokens they took from the client and tenant buckets. Round trips per request (a pipeline is one); Redis CPU from `INFO cpu`.\n", n)
-	fmt.Fprintln(out, "\n| shape | requests/s | vs one | 1 goroutine/s | vs one | round trips 32 · 1 | Redis CPU µs 32 | allocs 32 | refused by the last: tokens taken |")
-	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintf(out, "\nEvery request is limited by the client's limit, its tenant's (100 clients a tenant) and a global ceiling (key \"*\"), each 1e9 per minute (all allowed), through nethttp middleware on one Redis client: one middleware with two `WithAlso` (one `core.AllowAll`), or three chained middlewares (three `AllowN`); the reference is one middleware with the client's limit alone. _refused by the last_: %d requests of new clients of one tenant while the ceiling is spent (1 per hour, its token taken), and the tokens they took from the client and tenant buckets. Round trips per request (a pipeline is one); Redis CPU from `INFO cpu`, client CPU this process's (getrusage), per request.\n", n)
+	fmt.Fprintln(out, "\n| shape | requests/s | vs one | 1 goroutine/s | vs one | round trips 32 · 1 | Redis CPU µs 32 · 1 | client CPU µs 32 · 1 | allocs 32 | refused by the last: tokens taken |")
+	fmt.Fprintln(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	one := acrossPeers[0].Name
 	for i, p := range acrossPeers {
 		many, lone := res[scs[0].name][p.Name], res[scs[1].name][p.Name]
@@ -217,11 +217,13 @@ func acrossKeys(ctx context.Context, out io.Writer, c config, r *bench.Runner) e
 		if i == 0 {
 			refusal = "—"
 		}
-		fmt.Fprintf(out, "| %s | %.0f | %.2f× | %.0f | %.2f× | %.2f · %.2f | %.1f | %.1f | %s |\n", p.Name,
+		fmt.Fprintf(out, "| %s | %.0f | %.2f× | %.0f | %.2f× | %.2f · %.2f | %.1f · %.1f | %.1f · %.1f | %.1f | %s |\n", p.Name,
 			many.median(bench.Measurement.PerSec), ratio(many, res[scs[0].name][one]),
 			lone.median(bench.Measurement.PerSec), ratio(lone, res[scs[1].name][one]),
 			many.median(bench.Measurement.TripsPerOp), lone.median(bench.Measurement.TripsPerOp),
-			many.median(bench.Measurement.RedisCPUPerOp), many.median(bench.Measurement.AllocsPerOp), refusal)
+			many.median(bench.Measurement.RedisCPUPerOp), lone.median(bench.Measurement.RedisCPUPerOp),
+			many.median(bench.Measurement.ClientCPUPerOp), lone.median(bench.Measurement.ClientCPUPerOp),
+			many.median(bench.Measurement.AllocsPerOp), refusal)
 	}
 	for _, sc := range scs {
 		for _, p := range acrossPeers {
