@@ -37,7 +37,9 @@ type Check struct {
 // within its limit says Allowed, with its Remaining untouched. Of more
 // than one check, the binding Result's Policies lists every check's
 // policies, check by check (as RateLimit-Policy lists them), and it is
-// Degraded when any check is.
+// Degraded when any check is. A check that FailOpen allowed blind binds
+// only when no other was decided (by the store or FailLocal's bucket),
+// so that its Remaining 0 does not stand for a limit it knows nothing of.
 //
 // Every limiter must use the same store. The checks of one store node
 // (every check on a standalone Redis, Sentinel or memory store, one Ring
@@ -605,7 +607,9 @@ func (d *across) resultSlice() []Result {
 }
 
 // binds reports whether r binds rather than best: refused, the longer
-// RetryAfter; allowed, the fewer Remaining for its burst.
+// RetryAfter; allowed, a check decided over a blind one (FailOpen's
+// Remaining 0 says nothing of its limit), then the fewer Remaining for
+// its burst.
 func binds(r, best Result) bool {
 	if r.Allowed != best.Allowed {
 		return !r.Allowed
@@ -613,8 +617,14 @@ func binds(r, best Result) bool {
 	if !r.Allowed {
 		return r.RetryAfter > best.RetryAfter
 	}
+	if blind(r) != blind(best) {
+		return blind(best)
+	}
 	return float64(r.Remaining)/float64(r.Limit.Capacity()) < float64(best.Remaining)/float64(best.Limit.Capacity())
 }
+
+// blind reports an allowed r that FailMode gave without deciding (FailOpen).
+func blind(r Result) bool { return r.Degraded && !r.Fallback }
 
 // result is check c's Result from the store's outcomes: in a refused
 // whole, within its limit unless a policy says how long to wait.

@@ -143,6 +143,7 @@ func TestAllowAllGiveBackOnce(t *testing.T) {
 // TestAllowAllFailedNode: on a Ring whose shard b is down, b's checks are
 // decided by their FailModes and a's by Redis: allowed as a whole when
 // every check is (a took), refused when one refuses (a gave it back).
+// FailOpen's blind answer never binds over a check decided.
 func TestAllowAllFailedNode(t *testing.T) {
 	skipShortFaults(t)
 	a, b := redistest.StartServer(t), redistest.StartServer(t)
@@ -170,6 +171,11 @@ func TestAllowAllFailedNode(t *testing.T) {
 	first, rs, err := core.AllowAll(ctx, core.Check{x, ka, 2}, core.Check{open, kb, 1})
 	if err != nil || !first.Allowed || !first.Degraded || rs[0].Degraded || rs[0].Remaining != 8 || !rs[1].Degraded || !rs[1].Allowed {
 		t.Fatalf("a's check and FailOpen's on the failed shard: %+v %+v %v", first, rs, err)
+	}
+	// FailOpen's blind Allowed (Remaining 0) knows nothing of its limit:
+	// the binding Result is x's, the one decided.
+	if first.Name != "x" || first.Remaining != 8 {
+		t.Errorf("binding result %+v; want x's (8 left), not FailOpen's blind answer", first)
 	}
 	first, rs, err = core.AllowAll(ctx, core.Check{x, ka, 2}, core.Check{closed, kb, 1})
 	if err != nil || first.Allowed || first.Name != "closed" || !first.Degraded || !rs[0].Allowed || rs[0].Degraded || rs[0].Remaining != 8 {
