@@ -180,19 +180,14 @@ func TestBatchingConformance(t *testing.T) {
 }
 
 // batchingLimiters returns n limiters sharing prefix on addr, each with
-// its own client (an app instance).
+// its own client (an app instance), half deciding under a deadline context.
 func batchingLimiters(t *testing.T, addr, prefix string, n int, pc *pipeCounter, cfg core.Config) []*core.Limiter {
 	t.Helper()
-	ls := make([]*core.Limiter, n)
-	for i := range ls {
+	return appInstances(t, n, prefix, cfg, func(i int) *redis.Client {
 		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 8, ContextTimeoutEnabled: i%2 == 0, MaxRetries: -1})
 		c.AddHook(pc)
-		t.Cleanup(func() { c.Close() })
-		cfg := cfg
-		cfg.Store = core.NewRedisStore(c, core.WithPrefix(prefix))
-		ls[i] = limitertest.New(t, cfg)
-	}
-	return ls
+		return c
+	})
 }
 
 // TestBatchingExactness: 16 batching instances (half deciding inline under
@@ -212,46 +207,12 @@ func TestBatchingExactness(t *testing.T) {
 			ls := batchingLimiters(t, srv.Addr(), redistest.Prefix(t), instances, pc, core.Config{
 				Limit: lim, FailMode: core.FailClosed, Timeout: 2 * time.Second, DenyCacheSize: cache,
 			})
-			var admitted, denied, degraded atomic.Int64
-			start := time.Now()
-			var wg sync.WaitGroup
-			for _, l := range ls {
-				for range goroutines {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for range perG {
-							res, err := l.Allow(context.Background(), "hot")
-							switch {
-							case err != nil:
-								t.Error(err)
-								return
-							case res.Degraded:
-								degraded.Add(1)
-							case res.Allowed:
-								admitted.Add(1)
-							default:
-								denied.Add(1)
-							}
-						}
-					}()
-				}
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			bound := int64(lim.Capacity()) + int64(float64(lim.Rate)*elapsed.Seconds()/lim.Period.Seconds()) + 1
+			c := limitertest.Flood{Key: "hot", Goroutines: goroutines, Each: perG}.Run(t, ls...)
+			bound := limitertest.Bound(lim, c.Elapsed) + 1
 			t.Logf("%d decisions in %v: admitted %d, denied %d, degraded %d; bound %d; %d pipelines of %.1f decisions",
-				instances*goroutines*perG, elapsed.Round(time.Millisecond), admitted.Load(), denied.Load(), degraded.Load(), bound,
+				instances*goroutines*perG, c.Elapsed.Round(time.Millisecond), c.Admitted, c.Denied, c.Degraded, bound,
 				pc.pipes.Load(), float64(pc.cmds.Load())/max(1, float64(pc.pipes.Load())))
-			if degraded.Load() != 0 {
-				t.Fatalf("%d degraded decisions against a healthy Redis", degraded.Load())
-			}
-			if admitted.Load() > bound {
-				t.Fatalf("admitted %d > bound %d: over-admission", admitted.Load(), bound)
-			}
-			if admitted.Load() < int64(lim.Capacity()) {
-				t.Fatalf("admitted %d < burst %d: false denials", admitted.Load(), lim.Capacity())
-			}
+			checkExact(t, c, lim, bound)
 			if cache == -1 && pc.pipes.Load() == 0 {
 				t.Fatal("no pipeline sent: nothing was batched")
 			}
@@ -262,27 +223,9 @@ func TestBatchingExactness(t *testing.T) {
 		ls := batchingLimiters(t, srv.Addr(), redistest.Prefix(t), instances, pc, core.Config{
 			Limit: core.PerHour(instances * goroutines * perG), FailMode: core.FailClosed, Timeout: 2 * time.Second,
 		})
-		var denied, degraded atomic.Int64
-		var wg sync.WaitGroup
-		for _, l := range ls {
-			for range goroutines {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range perG {
-						res, _ := l.Allow(context.Background(), "k")
-						if res.Degraded {
-							degraded.Add(1)
-						} else if !res.Allowed {
-							denied.Add(1)
-						}
-					}
-				}()
-			}
-		}
-		wg.Wait()
-		if denied.Load() != 0 || degraded.Load() != 0 {
-			t.Fatalf("%d denied, %d degraded from a bucket never exhausted", denied.Load(), degraded.Load())
+		c := limitertest.Flood{Key: "k", Goroutines: goroutines, Each: perG}.Run(t, ls...)
+		if c.Denied != 0 || c.Degraded != 0 {
+			t.Fatalf("%d denied, %d degraded from a bucket never exhausted", c.Denied, c.Degraded)
 		}
 		if pc.pipes.Load() == 0 {
 			t.Fatal("no pipeline sent: nothing was batched")
@@ -309,39 +252,17 @@ func TestBatchingScriptFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopFlushing := flushScripts(ctx, admin, 2*time.Millisecond)
-	var admitted, degraded atomic.Int64
-	var wg sync.WaitGroup
-	for _, l := range ls {
-		for range 12 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range 150 {
-					res, err := l.Allow(ctx, "subject")
-					switch {
-					case err != nil:
-						t.Error(err)
-						return
-					case res.Degraded:
-						degraded.Add(1)
-					case res.Allowed:
-						admitted.Add(1)
-					}
-				}
-			}()
-		}
-	}
-	wg.Wait()
+	c := limitertest.Flood{Key: "subject", Goroutines: 12, Each: 150}.Run(t, ls...)
 	n := stopFlushing()
-	if degraded.Load() != 0 {
-		t.Errorf("%d degraded decisions: NOSCRIPT must be handled, not degrade", degraded.Load())
+	if c.Degraded != 0 {
+		t.Errorf("%d degraded decisions: NOSCRIPT must be handled, not degrade", c.Degraded)
 	}
-	want := int64(limit.Burst) - admitted.Load()
+	want := int64(limit.Burst) - c.Admitted
 	if got := bucketTokens(t, admin, key, limit); got != want {
-		t.Errorf("after %d admitted decisions and %d flushes the bucket holds %d, want %d", admitted.Load(), n, got, want)
+		t.Errorf("after %d admitted decisions and %d flushes the bucket holds %d, want %d", c.Admitted, n, got, want)
 	}
 	t.Logf("%d decisions raced %d SCRIPT FLUSHes: %d admitted, bucket exact; %d pipelines of %.1f commands",
-		2*12*150, n, admitted.Load(), pc.pipes.Load(), float64(pc.cmds.Load())/max(1, float64(pc.pipes.Load())))
+		2*12*150, n, c.Admitted, pc.pipes.Load(), float64(pc.cmds.Load())/max(1, float64(pc.pipes.Load())))
 	if pc.pipes.Load() == 0 {
 		t.Fatal("no pipeline sent: nothing was batched")
 	}

@@ -58,55 +58,21 @@ func itoa(n int) string {
 }
 
 func borrowExactness(t *testing.T, instances int) {
-	addr, prefix := redistest.Addr(t), redistest.Prefix(t)
 	lim := core.Limit{Rate: 200, Period: time.Second, Burst: 50}
 	obs := new(borrowObserver)
-	limiters := make([]*core.Limiter, instances)
-	for i := range limiters {
-		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 4})
-		t.Cleanup(func() { c.Close() })
-		limiters[i] = limitertest.New(t, core.Config{
-			Store: core.NewRedisStore(c, core.WithPrefix(prefix)), Limit: lim, Name: "hot",
-			FailMode: core.FailClosed, Timeout: 5 * time.Second, Borrow: 50 * time.Millisecond, Observer: obs,
-		})
-	}
-	var admitted, denied, degraded atomic.Int64
-	start := time.Now()
-	stop := start.Add(600 * time.Millisecond)
-	var wg sync.WaitGroup
-	for _, l := range limiters {
-		for range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(stop) {
-					res, err := l.Allow(context.Background(), "k")
-					switch {
-					case err != nil:
-						t.Error(err)
-						return
-					case res.Degraded:
-						degraded.Add(1)
-					case res.Allowed:
-						admitted.Add(1)
-					default:
-						denied.Add(1)
-					}
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	bound := int64(lim.Capacity()) + int64(float64(lim.Rate)*elapsed.Seconds()/lim.Period.Seconds()) + 1
+	ls := appInstances(t, instances, redistest.Prefix(t), core.Config{
+		Limit: lim, Name: "hot", FailMode: core.FailClosed, Timeout: 5 * time.Second, Borrow: 50 * time.Millisecond, Observer: obs,
+	}, pooled(redistest.Addr(t), 4))
+	c := limitertest.Flood{Key: "k", Goroutines: 2, For: 600 * time.Millisecond}.Run(t, ls...)
+	bound := limitertest.Bound(lim, c.Elapsed) + 1
 	t.Logf("%d instances, %v: admitted %d (bound C + R·Δ = %d), denied %d, degraded %d; from slices %d, from the store %d; tokens lent %d, returned %d",
-		instances, elapsed.Round(time.Millisecond), admitted.Load(), bound, denied.Load(), degraded.Load(),
+		instances, c.Elapsed.Round(time.Millisecond), c.Admitted, bound, c.Denied, c.Degraded,
 		obs.borrowed.Load(), obs.store.Load(), obs.lent.Load(), obs.returned.Load())
-	if degraded.Load() != 0 {
-		t.Errorf("%d decisions degraded", degraded.Load())
+	if c.Degraded != 0 {
+		t.Errorf("%d decisions degraded", c.Degraded)
 	}
-	if admitted.Load() > bound {
-		t.Errorf("admitted %d > C + R·Δ = %d: over-admission", admitted.Load(), bound)
+	if c.Admitted > bound {
+		t.Errorf("admitted %d > C + R·Δ = %d: over-admission", c.Admitted, bound)
 	}
 	if obs.borrowed.Load() == 0 {
 		t.Errorf("no decision came from a slice")
@@ -260,43 +226,26 @@ func TestBorrowOnCluster(t *testing.T) {
 			FailMode: core.FailClosed, Timeout: 5 * time.Second, Borrow: 50 * time.Millisecond, Observer: obs,
 		}))
 	}
-	admitted := make([]atomic.Int64, len(keys))
-	var degraded atomic.Int64
-	start := time.Now()
-	stop := start.Add(500 * time.Millisecond)
+	counts := make([]limitertest.Counts, len(keys))
 	var wg sync.WaitGroup
-	for _, l := range limiters {
-		for k := range keys {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(stop) {
-					res, err := l.Allow(context.Background(), keys[k])
-					switch {
-					case err != nil:
-						t.Error(err)
-						return
-					case res.Degraded:
-						degraded.Add(1)
-					case res.Allowed:
-						admitted[k].Add(1)
-					}
-				}
-			}()
-		}
+	for k, key := range keys {
+		wg.Go(func() {
+			counts[k] = limitertest.Flood{Key: key, Goroutines: 1, For: 500 * time.Millisecond}.Run(t, limiters...)
+		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	bound := int64(lim.Capacity()) + int64(float64(lim.Rate)*elapsed.Seconds()) + 1
-	for k := range keys {
-		if got := admitted[k].Load(); got > bound {
-			t.Errorf("key %s: admitted %d > C + R·Δ = %d", keys[k], got, bound)
+	var degraded int64
+	var elapsed time.Duration
+	for k, c := range counts {
+		degraded, elapsed = degraded+c.Degraded, max(elapsed, c.Elapsed)
+		if bound := limitertest.Bound(lim, c.Elapsed) + 1; c.Admitted > bound {
+			t.Errorf("key %s: admitted %d > C + R·Δ = %d", keys[k], c.Admitted, bound)
 		}
 	}
 	t.Logf("%v: from slices %d, from the store %d, tokens lent %d; degraded %d; bound per key %d", elapsed.Round(time.Millisecond),
-		obs.borrowed.Load(), obs.store.Load(), obs.lent.Load(), degraded.Load(), bound)
-	if degraded.Load() != 0 || obs.borrowed.Load() == 0 {
-		t.Errorf("degraded %d, from slices %d: want none degraded, some from slices", degraded.Load(), obs.borrowed.Load())
+		obs.borrowed.Load(), obs.store.Load(), obs.lent.Load(), degraded, limitertest.Bound(lim, elapsed)+1)
+	if degraded != 0 || obs.borrowed.Load() == 0 {
+		t.Errorf("degraded %d, from slices %d: want none degraded, some from slices", degraded, obs.borrowed.Load())
 	}
 }
 

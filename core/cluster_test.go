@@ -6,13 +6,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
@@ -200,60 +200,27 @@ func TestRedisCluster(t *testing.T) {
 			hots[i] = topoLimiter(t, core.Config{Store: store, Limit: hot, FailMode: core.FailClosed, Timeout: 5 * time.Second})
 			colds[i] = topoLimiter(t, core.Config{Store: store, Limit: cold, FailMode: core.FailClosed, Timeout: 5 * time.Second})
 		}
-		type counts struct{ admitted, denied, degraded atomic.Int64 }
-		race := func(lims [instances]*core.Limiter, key string) (*counts, time.Duration) {
-			var c counts
-			var wg sync.WaitGroup
-			startGate := make(chan struct{})
-			for _, l := range lims {
-				for range goroutines {
-					wg.Go(func() {
-						<-startGate
-						for range perG {
-							res, err := l.Allow(context.Background(), key)
-							switch {
-							case err != nil:
-								t.Error(err)
-								return
-							case res.Degraded:
-								c.degraded.Add(1)
-							case res.Allowed:
-								c.admitted.Add(1)
-							default:
-								c.denied.Add(1)
-							}
-						}
-					})
-				}
-			}
-			// Δ spans every decision on the Redis clock: it starts before the
-			// first request is sent and ends after the last answer arrives.
-			start := time.Now()
-			close(startGate)
-			wg.Wait()
-			return &c, time.Since(start)
+		// Δ spans every decision on the Redis clock: it starts before the
+		// first request is sent and ends after the last answer arrives.
+		flood := limitertest.Flood{Key: "hot", Goroutines: goroutines, Each: perG}
+		c := flood.Run(t, hots[:]...)
+		if c.Degraded != 0 {
+			t.Fatalf("%d degraded decisions; the bound cannot be checked", c.Degraded)
+		}
+		bound := limitertest.Bound(hot, c.Elapsed)
+		t.Logf("hot key: %d decisions from %d clients in %v: admitted %d, denied %d; bound C + R·Δ = %d + %.0f/s × %.3fs = %d",
+			total, instances, c.Elapsed.Round(time.Millisecond), c.Admitted, c.Denied, hot.Capacity(), float64(hot.Rate)/hot.Period.Seconds(), c.Elapsed.Seconds(), bound)
+		if c.Admitted > bound {
+			t.Errorf("admitted %d > C + R·Δ = %d", c.Admitted, bound)
+		}
+		if c.Admitted < int64(hot.Capacity()) {
+			t.Errorf("admitted %d < burst %d: a full bucket denied", c.Admitted, hot.Capacity())
 		}
 
-		c, elapsed := race(hots, "hot")
-		if d := c.degraded.Load(); d != 0 {
-			t.Fatalf("%d degraded decisions; the bound cannot be checked", d)
-		}
-		rate := float64(hot.Rate) / hot.Period.Seconds()
-		bound := int64(hot.Capacity()) + int64(rate*elapsed.Seconds())
-		admitted := c.admitted.Load()
-		t.Logf("hot key: %d decisions from %d clients in %v: admitted %d, denied %d; bound C + R·Δ = %d + %.0f×%.3fs = %d",
-			total, instances, elapsed.Round(time.Millisecond), admitted, c.denied.Load(), hot.Capacity(), rate, elapsed.Seconds(), bound)
-		if admitted > bound {
-			t.Errorf("admitted %d > C + R·Δ = %d", admitted, bound)
-		}
-		if admitted < int64(hot.Capacity()) {
-			t.Errorf("admitted %d < burst %d: a full bucket denied", admitted, hot.Capacity())
-		}
-
-		c, _ = race(colds, "cold")
-		if c.denied.Load() != 0 || c.degraded.Load() != 0 || c.admitted.Load() != total {
+		flood.Key = "cold"
+		if c = flood.Run(t, colds[:]...); c.Denied != 0 || c.Degraded != 0 || c.Admitted != total {
 			t.Fatalf("never-exhausted key: admitted %d, denied %d, degraded %d; want all %d admitted",
-				c.admitted.Load(), c.denied.Load(), c.degraded.Load(), total)
+				c.Admitted, c.Denied, c.Degraded, total)
 		}
 		res, err := colds[0].Allow(context.Background(), "cold")
 		if err != nil || res.Remaining != cold.Capacity()-total-1 {

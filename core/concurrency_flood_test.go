@@ -72,7 +72,8 @@ func TestConcurrencyOwnFloodDecidedExactly(t *testing.T) {
 			p.SetLatency(10 * time.Millisecond)
 			defer p.SetLatency(0)
 
-			var inFlight, peak, admitted, degraded atomic.Int64
+			var g gauge
+			var degraded atomic.Int64
 			var wg sync.WaitGroup
 			for range attackers {
 				wg.Go(func() {
@@ -88,12 +89,7 @@ func TestConcurrencyOwnFloodDecidedExactly(t *testing.T) {
 						if !res.Allowed {
 							continue
 						}
-						n := inFlight.Add(1)
-						for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-						}
-						admitted.Add(1)
-						time.Sleep(time.Millisecond) // the handler
-						inFlight.Add(-1)
+						g.hold()
 						_ = l.Release(ctx)
 					}
 				})
@@ -117,8 +113,8 @@ func TestConcurrencyOwnFloodDecidedExactly(t *testing.T) {
 			}
 			wg.Wait()
 			t.Logf("own in-flight flood at +10ms (%s): attacker %d admitted of %d acquires, at most %d at once (Max %d), %d degraded; victim %d of %d refused, %d degraded",
-				name, admitted.Load(), attackers*rounds, peak.Load(), max, degraded.Load(), victimRefused, victimRounds, victimDegraded)
-			if n := peak.Load(); n > max {
+				name, g.admitted.Load(), attackers*rounds, g.peak.Load(), max, degraded.Load(), victimRefused, victimRounds, victimDegraded)
+			if n := g.peak.Load(); n > max {
 				t.Errorf("attacker: %d requests ran at once, Max %d", n, max)
 			}
 			if n := degraded.Load(); n > 0 {
@@ -127,7 +123,7 @@ func TestConcurrencyOwnFloodDecidedExactly(t *testing.T) {
 			if victimRefused > 0 || victimDegraded > 0 {
 				t.Errorf("victim: %d of %d acquires refused, %d degraded; its key is free", victimRefused, victimRounds, victimDegraded)
 			}
-			if admitted.Load() == 0 {
+			if g.admitted.Load() == 0 {
 				t.Error("attacker: nothing admitted")
 			}
 			storeErrs.Range(func(k, v any) bool {

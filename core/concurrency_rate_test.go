@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,7 +177,7 @@ func TestConcurrencyRateNoOverAdmission(t *testing.T) {
 	addr := redistest.Addr(t)
 	prefix := redistest.Prefix(t)
 	const instances, perInstance, rounds, max, burst = 16, 4, 20, 3, 60
-	var inFlight, peak, admitted atomic.Int64
+	var g gauge
 	var wg sync.WaitGroup
 	var rate *core.Limiter
 	for range instances {
@@ -198,12 +197,7 @@ func TestConcurrencyRateNoOverAdmission(t *testing.T) {
 					if l == nil {
 						continue
 					}
-					n := inFlight.Add(1)
-					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-					}
-					admitted.Add(1)
-					time.Sleep(time.Millisecond) // the handler
-					inFlight.Add(-1)
+					g.hold()
 					if err := l.Release(ctx); err != nil {
 						t.Errorf("release: %v", err)
 					}
@@ -213,12 +207,12 @@ func TestConcurrencyRateNoOverAdmission(t *testing.T) {
 	}
 	wg.Wait()
 	left := tokens(t, rate, "hot")
-	t.Logf("%d instances: peak %d in flight (Max %d), %d admitted, %d of %d tokens left", instances, peak.Load(), max, admitted.Load(), left, burst)
-	if p := peak.Load(); p > max {
+	t.Logf("%d instances: peak %d in flight (Max %d), %d admitted, %d of %d tokens left", instances, g.peak.Load(), max, g.admitted.Load(), left, burst)
+	if p := g.peak.Load(); p > max {
 		t.Fatalf("%d requests in flight at once, Max %d", p, max)
 	}
 	// 60 an hour refill one token a minute: none within this test.
-	if got := admitted.Load(); got > burst || got+int64(left) != burst {
+	if got := g.admitted.Load(); got > burst || got+int64(left) != burst {
 		t.Fatalf("%d admitted and %d tokens left; want admitted + left = %d", got, left, burst)
 	}
 }

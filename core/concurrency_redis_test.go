@@ -26,7 +26,8 @@ func TestConcurrencyNoOverAdmission(t *testing.T) {
 	for _, instances := range []int{1, 16, 64} {
 		t.Run(strconv.Itoa(instances), func(t *testing.T) {
 			const max, rounds, perInstance = 3, 20, 4
-			var inFlight, peak, admitted, timedOut atomic.Int64
+			var g gauge
+			var timedOut atomic.Int64
 			var wg sync.WaitGroup
 			for i := range instances {
 				client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: perInstance})
@@ -60,12 +61,7 @@ func TestConcurrencyNoOverAdmission(t *testing.T) {
 							if l == nil {
 								continue
 							}
-							n := inFlight.Add(1)
-							for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-							}
-							admitted.Add(1)
-							time.Sleep(time.Millisecond) // the handler
-							inFlight.Add(-1)
+							g.hold()
 							if err := l.Release(ctx); err != nil {
 								t.Errorf("release: %v", err)
 							}
@@ -74,13 +70,13 @@ func TestConcurrencyNoOverAdmission(t *testing.T) {
 				}
 			}
 			wg.Wait()
-			if p := peak.Load(); p > max {
+			if p := g.peak.Load(); p > max {
 				t.Fatalf("%d requests in flight at once, Max %d", p, max)
 			}
-			if admitted.Load() == 0 {
+			if g.admitted.Load() == 0 {
 				t.Fatal("nothing admitted")
 			}
-			t.Logf("%d instances: peak %d in flight (Max %d), %d of %d admitted, %d timed out", instances, peak.Load(), max, admitted.Load(), instances*perInstance*rounds, timedOut.Load())
+			t.Logf("%d instances: peak %d in flight (Max %d), %d of %d admitted, %d timed out", instances, g.peak.Load(), max, g.admitted.Load(), instances*perInstance*rounds, timedOut.Load())
 		})
 	}
 }

@@ -3,7 +3,6 @@ package core_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,44 +43,26 @@ func TestDenyCacheHotKeyFlood(t *testing.T) {
 			s := &countingStore{inner: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))}
 			lim := core.Limit{Rate: 20, Period: time.Second, Burst: 5}
 			l := limitertest.New(t, core.Config{Store: s.store(), Limit: lim, FailMode: core.FailClosed, DenyCacheSize: cache, Timeout: time.Second})
-			var admitted, total atomic.Int64
-			start := time.Now()
-			var wg sync.WaitGroup
-			for g := 0; g < 8; g++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for time.Since(start) < 700*time.Millisecond {
-						res, err := l.Allow(context.Background(), "hot")
-						if err != nil || res.Degraded {
-							t.Errorf("got %+v %v", res, err)
-							return
-						}
-						total.Add(1)
-						if res.Allowed {
-							admitted.Add(1)
-						}
-					}
-				}()
+			got := limitertest.Flood{Key: "hot", Goroutines: 8, For: 700 * time.Millisecond}.Run(t, l)
+			bound := limitertest.Bound(lim, got.Elapsed) + 1
+			t.Logf("%s: %d decisions, %d admitted (bound %d), %d store calls", name, got.Decisions(), got.Admitted, bound, s.calls.Load())
+			if got.Degraded != 0 {
+				t.Fatalf("%d of %d decisions degraded", got.Degraded, got.Decisions())
 			}
-			wg.Wait()
-			el := time.Since(start)
-			bound := int64(lim.Burst) + int64(el.Seconds()*float64(lim.Rate)) + 1
-			t.Logf("%s: %d decisions, %d admitted (bound %d), %d store calls", name, total.Load(), admitted.Load(), bound, s.calls.Load())
-			if admitted.Load() > bound {
-				t.Fatalf("admitted %d > bound %d", admitted.Load(), bound)
+			if got.Admitted > bound {
+				t.Fatalf("admitted %d > bound %d", got.Admitted, bound)
 			}
 			// That the cache never denies longer than the bucket is proved
 			// with stopped clocks in TestDenyCacheNeverLonger; here, on a
 			// loaded machine, only the burst is a safe lower bound.
-			if admitted.Load() < int64(lim.Burst) {
-				t.Fatalf("admitted %d < burst %d", admitted.Load(), lim.Burst)
+			if got.Admitted < int64(lim.Burst) {
+				t.Fatalf("admitted %d < burst %d", got.Admitted, lim.Burst)
 			}
 			// Each token costs a few probes (a deadline is measured from
 			// before the request left, so the first probe can be a hair
 			// early), never one call per request.
-			if cache == 0 && s.calls.Load() > 10*admitted.Load()+16 {
-				t.Fatalf("%d store calls for %d admitted: the cache did not absorb the flood", s.calls.Load(), admitted.Load())
+			if cache == 0 && s.calls.Load() > 10*got.Admitted+16 {
+				t.Fatalf("%d store calls for %d admitted: the cache did not absorb the flood", s.calls.Load(), got.Admitted)
 			}
 		})
 	}

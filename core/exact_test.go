@@ -1,13 +1,8 @@
 package core_test
 
 import (
-	"context"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/internal/limitertest"
@@ -30,91 +25,26 @@ func TestExactnessAcrossInstances(t *testing.T) {
 }
 
 func exactness(t *testing.T, denyCache int) {
-	addr := redistest.Addr(t)
-	prefix := redistest.Prefix(t)
-	const (
-		instances = 16
-		perInst   = 250
-	)
+	const instances, perInst = 16, 250
 	lim := core.Limit{Rate: 200, Period: time.Second, Burst: 50}
-	var admitted, denied atomic.Int64
-	limiters := make([]*core.Limiter, instances)
-	for i := range limiters {
-		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 8})
-		t.Cleanup(func() { c.Close() })
-		limiters[i] = limitertest.New(t, core.Config{
-			Store: core.NewRedisStore(c, core.WithPrefix(prefix)), Limit: lim,
-			FailMode: core.FailClosed, Timeout: 2 * time.Second, DenyCacheSize: denyCache,
-		})
-	}
-	var degraded atomic.Int64
-	start := time.Now()
-	var wg sync.WaitGroup
-	for _, l := range limiters {
-		for g := 0; g < 4; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < perInst/4; i++ {
-					res, err := l.Allow(context.Background(), "hot")
-					switch {
-					case err != nil:
-						t.Error(err)
-						return
-					case res.Degraded:
-						degraded.Add(1)
-					case res.Allowed:
-						admitted.Add(1)
-					default:
-						denied.Add(1)
-					}
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	bound := int64(lim.Capacity()) + int64(float64(lim.Rate)*elapsed.Seconds()/lim.Period.Seconds()) + 1
+	ls := appInstances(t, instances, redistest.Prefix(t), core.Config{
+		Limit: lim, FailMode: core.FailClosed, Timeout: 2 * time.Second, DenyCacheSize: denyCache,
+	}, pooled(redistest.Addr(t), 8))
+	c := limitertest.Flood{Key: "hot", Goroutines: 4, Each: perInst / 4}.Run(t, ls...)
+	bound := limitertest.Bound(lim, c.Elapsed) + 1
 	t.Logf("%d instances, %d decisions in %v: admitted %d, denied %d, degraded %d; bound C + R·Δ = %d",
-		instances, instances*perInst, elapsed.Round(time.Millisecond), admitted.Load(), denied.Load(), degraded.Load(), bound)
-	if degraded.Load() != 0 {
-		t.Fatalf("%d degraded decisions against a healthy Redis", degraded.Load())
-	}
-	if admitted.Load() > bound {
-		t.Fatalf("admitted %d > bound %d: over-admission", admitted.Load(), bound)
-	}
-	if admitted.Load() < int64(lim.Capacity()) {
-		t.Fatalf("admitted %d < burst %d: false denials", admitted.Load(), lim.Capacity())
-	}
+		instances, instances*perInst, c.Elapsed.Round(time.Millisecond), c.Admitted, c.Denied, c.Degraded, bound)
+	checkExact(t, c, lim, bound)
 }
 
 // TestNoFalseDenials: a bucket that is never exhausted never denies, however
 // many instances share it.
 func TestNoFalseDenials(t *testing.T) {
-	addr := redistest.Addr(t)
-	prefix := redistest.Prefix(t)
 	const instances, each = 16, 50
-	var wg sync.WaitGroup
-	var denied atomic.Int64
-	for i := 0; i < instances; i++ {
-		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 4})
-		t.Cleanup(func() { c.Close() })
-		l := limitertest.New(t, core.Config{
-			Store: core.NewRedisStore(c, core.WithPrefix(prefix)), Limit: core.PerHour(instances * each),
-			FailMode: core.FailClosed, Timeout: 2 * time.Second,
-		})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := 0; j < each; j++ {
-				if res, _ := l.Allow(context.Background(), "k"); !res.Allowed {
-					denied.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if denied.Load() != 0 {
-		t.Fatalf("%d of %d decisions denied within the burst", denied.Load(), instances*each)
+	ls := appInstances(t, instances, redistest.Prefix(t), core.Config{
+		Limit: core.PerHour(instances * each), FailMode: core.FailClosed, Timeout: 2 * time.Second,
+	}, pooled(redistest.Addr(t), 4))
+	if c := (limitertest.Flood{Key: "k", Goroutines: 1, Each: each}).Run(t, ls...); c.Denied != 0 {
+		t.Fatalf("%d of %d decisions denied within the burst", c.Denied, instances*each)
 	}
 }

@@ -439,36 +439,16 @@ func TestFaultScriptFlush(t *testing.T) {
 			// Flushes racing decisions: whatever interleaving, the bucket
 			// ends holding exactly the tokens never admitted.
 			stopFlushing := flushScripts(ctx, admin, 3*time.Millisecond)
-			var admitted, degraded atomic.Int64
-			var wg sync.WaitGroup
-			for range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range 50 {
-						res, err := fl.lim.Allow(ctx, "subject")
-						switch {
-						case err != nil:
-							t.Error(err)
-							return
-						case res.Degraded:
-							degraded.Add(1)
-						case res.Allowed:
-							admitted.Add(1)
-						}
-					}
-				}()
-			}
-			wg.Wait()
+			c := limitertest.Flood{Key: "subject", Goroutines: 4, Each: 50}.Run(t, fl.lim)
 			n := stopFlushing()
-			if degraded.Load() != 0 {
-				t.Errorf("%d degraded decisions with a 5 s Timeout: NOSCRIPT must be handled, not degrade", degraded.Load())
+			if c.Degraded != 0 {
+				t.Errorf("%d degraded decisions with a 5 s Timeout: NOSCRIPT must be handled, not degrade", c.Degraded)
 			}
-			want := 989 - admitted.Load()
+			want := 989 - c.Admitted
 			if got := bucketTokens(t, admin, key, limit); got != want {
-				t.Errorf("after %d admitted decisions and %d flushes the bucket holds %d, want %d", admitted.Load(), n, got, want)
+				t.Errorf("after %d admitted decisions and %d flushes the bucket holds %d, want %d", c.Admitted, n, got, want)
 			}
-			t.Logf("fault matrix: %-22s %-6v 200 decisions raced %d SCRIPT FLUSHes: %d admitted, bucket exact, 0 degraded", "SCRIPT FLUSH", fl.mode, n, admitted.Load())
+			t.Logf("fault matrix: %-22s %-6v 200 decisions raced %d SCRIPT FLUSHes: %d admitted, bucket exact, 0 degraded", "SCRIPT FLUSH", fl.mode, n, c.Admitted)
 		})
 	}
 }

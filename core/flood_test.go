@@ -55,13 +55,14 @@ func TestFloodAtLatency(t *testing.T) {
 				limit := core.PerSecond(50)
 				obs := &breakerCounter{}
 				l := limitertest.New(t, core.Config{Store: store, Limit: limit, FailMode: mode, Observer: obs, Timeout: 5 * time.Second})
-				f := flood(l, p)
-				bound := int64(limit.Capacity()) + int64(f.elapsed.Seconds()*float64(limit.Rate)) + 1
+				f := flood(t, l, p)
+				a := f.attacker
+				bound := limitertest.Bound(limit, a.Elapsed) + 1
 				t.Logf("flood at +30ms: victim %d of %d degraded, %d denied; breaker opened %d times; attacker admitted %d (bound %d), %d of its %d decisions degraded",
-					f.degraded, f.sent, f.denied, obs.opened.Load(), f.admitted, bound, f.lost, f.decisions)
-				if obs.opened.Load() != 0 || f.degraded != 0 || f.denied != 0 || f.lost != 0 || f.admitted > bound {
+					f.degraded, f.sent, f.denied, obs.opened.Load(), a.Admitted, bound, a.Degraded, a.Decisions())
+				if obs.opened.Load() != 0 || f.degraded != 0 || f.denied != 0 || a.Degraded != 0 || a.Admitted > bound {
 					t.Errorf("breaker opened %d times; victim %d of %d degraded, %d denied; attacker admitted %d of a bound of %d, %d of %d degraded; want 0, 0, 0, at most the bound, 0",
-						obs.opened.Load(), f.degraded, f.sent, f.denied, f.admitted, bound, f.lost, f.decisions)
+						obs.opened.Load(), f.degraded, f.sent, f.denied, a.Admitted, bound, a.Degraded, a.Decisions())
 				}
 			})
 		}
@@ -70,14 +71,13 @@ func TestFloodAtLatency(t *testing.T) {
 
 // floodStats is what one flood measured.
 type floodStats struct {
-	sent, degraded, denied    int   // the victim's requests
-	admitted, decisions, lost int64 // the attacker's
-	elapsed                   time.Duration
+	sent, degraded, denied int // the victim's requests
+	attacker               limitertest.Counts
 }
 
 // flood runs 64 goroutines on one key of l for 1.5 s, p 30 ms away, while a
 // victim makes a request every 25 ms on another.
-func flood(l *core.Limiter, p *faultproxy.Proxy) floodStats {
+func flood(t *testing.T, l *core.Limiter, p *faultproxy.Proxy) floodStats {
 	ctx := context.Background()
 	// An app that has been running has connections open: a new one costs
 	// a round trip more (go-redis's HELLO).
@@ -89,36 +89,22 @@ func flood(l *core.Limiter, p *faultproxy.Proxy) floodStats {
 	warm.Wait()
 	p.SetLatency(30 * time.Millisecond)
 	const window = 1500 * time.Millisecond
-	start := time.Now()
-	var admitted, decisions, lost atomic.Int64
-	var wg sync.WaitGroup
-	for range 64 {
-		wg.Go(func() {
-			for time.Since(start) < window {
-				res, _ := l.Allow(ctx, "attacker")
-				if res.Allowed {
-					admitted.Add(1)
-				}
-				if decisions.Add(1); res.Degraded {
-					lost.Add(1)
-				}
-				time.Sleep(100 * time.Microsecond) // a spinning loop would starve the netpoller
-			}
-		})
-	}
 	var f floodStats
-	for time.Since(start) < window {
-		res, _ := l.Allow(ctx, "victim")
-		f.sent++
-		if res.Degraded {
-			f.degraded++
-		} else if !res.Allowed {
-			f.denied++
+	victim := make(chan struct{})
+	go func() {
+		defer close(victim)
+		for start := time.Now(); time.Since(start) < window; time.Sleep(25 * time.Millisecond) {
+			res, _ := l.Allow(ctx, "victim")
+			f.sent++
+			if res.Degraded {
+				f.degraded++
+			} else if !res.Allowed {
+				f.denied++
+			}
 		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	wg.Wait()
-	f.elapsed = time.Since(start)
-	f.admitted, f.decisions, f.lost = admitted.Load(), decisions.Load(), lost.Load()
+	}()
+	// A pause between decisions: a spinning loop would starve the netpoller.
+	f.attacker = limitertest.Flood{Key: "attacker", Goroutines: 64, For: window, Pause: 100 * time.Microsecond}.Run(t, l)
+	<-victim
 	return f
 }

@@ -126,7 +126,7 @@ type floodSeen struct {
 }
 
 // floodKey has 64 goroutines decide key on l, each every millisecond,
-// for 1.5 s, running during (if not nil) on the caller's goroutine
+// for 1.5 s, running during (if not nil) on a goroutine of its own
 // meanwhile, and returns what they saw with the flood's bound: the
 // bucket, full at C when the flood began, refilled at most R·Δ, Δ
 // measured on the clock of the Redis at redisAddr around the whole
@@ -143,38 +143,21 @@ func floodKey(t *testing.T, l *core.Limiter, redisAddr string, limit core.Limit,
 		t.Fatal(err)
 	}
 	const window = 1500 * time.Millisecond
-	start := time.Now()
-	var admitted, decisions, degraded atomic.Int64
-	var wg sync.WaitGroup
-	for range 64 {
-		wg.Go(func() {
-			for time.Since(start) < window {
-				res, err := l.Allow(ctx, key)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				decisions.Add(1)
-				if res.Allowed {
-					admitted.Add(1)
-				}
-				if res.Degraded {
-					degraded.Add(1)
-				}
-				time.Sleep(time.Millisecond)
-			}
-		})
-	}
-	if during != nil {
-		during(start, window)
-	}
-	wg.Wait()
+	meanwhile := make(chan struct{})
+	go func() {
+		defer close(meanwhile)
+		if during != nil {
+			during(time.Now(), window)
+		}
+	}()
+	c := limitertest.Flood{Key: key, Goroutines: 64, For: window, Pause: time.Millisecond}.Run(t, l)
+	<-meanwhile
 	after, err := redisClock.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := floodSeen{admitted: admitted.Load(), decisions: decisions.Load(), degraded: degraded.Load(), delta: after.Sub(before)}
-	f.bound = int64(limit.Capacity()) + int64(f.delta.Seconds()*float64(limit.Rate)/limit.Period.Seconds())
+	f := floodSeen{admitted: c.Admitted, decisions: c.Decisions(), degraded: c.Degraded, delta: after.Sub(before)}
+	f.bound = limitertest.Bound(limit, f.delta)
 	return f
 }
 

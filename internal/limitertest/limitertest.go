@@ -3,7 +3,9 @@
 // conformance suite): clocks a test moves by hand, limiters on a memory
 // store of their own reading them, a store that cannot decide, and what
 // the adapters' tests and benchmarks serve through. Time is an input, so
-// tests using these run in parallel and never sleep.
+// tests using these run in parallel and never sleep. Flood is the
+// exception: the exactness tests' load on one key, on the real clock,
+// counted against C + R·Δ (Bound).
 //
 // It imports the standard library and core only: the library packages'
 // tests may use nothing else. core's internal tests (package core) cannot
