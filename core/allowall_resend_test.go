@@ -99,15 +99,7 @@ func TestAllowAllGiveBackOnce(t *testing.T) {
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": p.Addr()}})
 	defer ring.Close()
 	prefix := redistest.Prefix(t)
-	onShard := func(want string) string {
-		for i := 0; ; i++ {
-			k := "k" + strconv.Itoa(i)
-			if c, err := ring.GetShardClientForKey(k); err == nil && c.Options().Addr == want {
-				return k
-			}
-		}
-	}
-	ka, kb := onShard(a.Addr()), onShard(p.Addr())
+	ka, kb := keyOnShard(ring, a.Addr()), keyOnShard(ring, p.Addr())
 	hook := &dropOnce{p: p, admin: b.Client(), mark: "{" + kb + "}"}
 	ring.AddHook(hook)
 	store := core.NewRedisStore(ring, core.WithPrefix(prefix))
@@ -140,6 +132,16 @@ func TestAllowAllGiveBackOnce(t *testing.T) {
 	}
 }
 
+// keyOnShard returns a key that ring sends to its shard at addr.
+func keyOnShard(ring *redis.Ring, addr string) string {
+	for i := 0; ; i++ {
+		k := "k" + strconv.Itoa(i)
+		if c, err := ring.GetShardClientForKey(k); err == nil && c.Options().Addr == addr {
+			return k
+		}
+	}
+}
+
 // TestAllowAllFailedNode: on a Ring whose shard b is down, b's checks are
 // decided by their FailModes and a's by Redis: allowed as a whole when
 // every check is (a took), refused when one refuses (a gave it back).
@@ -150,15 +152,7 @@ func TestAllowAllFailedNode(t *testing.T) {
 	p := faultproxy.Start(t, b.Addr())
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": p.Addr()}, HeartbeatFrequency: time.Hour})
 	defer ring.Close()
-	onShard := func(want string) string {
-		for i := 0; ; i++ {
-			k := "k" + strconv.Itoa(i)
-			if c, err := ring.GetShardClientForKey(k); err == nil && c.Options().Addr == want {
-				return k
-			}
-		}
-	}
-	ka, kb := onShard(a.Addr()), onShard(p.Addr())
+	ka, kb := keyOnShard(ring, a.Addr()), keyOnShard(ring, p.Addr())
 	store := core.NewRedisStore(ring, core.WithPrefix(redistest.Prefix(t)))
 	mk := func(name string, mode core.FailMode) *core.Limiter {
 		return limitertest.New(t, core.Config{Store: store, Name: name, Limit: core.PerHour(10), FailMode: mode,

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/limitertest"
 )
 
 // deadRedis returns a store on an address where nothing listens: every
@@ -29,6 +30,14 @@ func deadRedis(t *testing.T) *core.RedisStore {
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
 	return core.NewRedisStore(client)
+}
+
+// deadLimiter returns a FailOpen limiter named name on store (deadRedis),
+// observed by o, logging to logger. Its BreakerCooldown is longer than a
+// test: the breaker stays open once opened.
+func deadLimiter(t *testing.T, store *core.RedisStore, name string, o core.Observer, logger *slog.Logger) *core.Limiter {
+	return limitertest.New(t, core.Config{Store: store, Name: name, Limit: core.PerSecond(10), FailMode: core.FailOpen,
+		Timeout: time.Second, BreakerCooldown: time.Second, Observer: o, Logger: logger})
 }
 
 // lockedBuffer is a log sink shared by several limiters' loggers.
@@ -60,17 +69,7 @@ func TestOneOpeningPerNode(t *testing.T) {
 	var logs lockedBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	var oa, ob, oc leaseObserver
-	// A cooldown longer than the test: the breaker stays open once opened.
-	a, err := core.New(core.Config{Store: store, Name: "a", Limit: core.PerSecond(10), FailMode: core.FailOpen,
-		Timeout: time.Second, BreakerCooldown: time.Second, Observer: &oa, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := core.New(core.Config{Store: store, Name: "b", Limit: core.PerSecond(10), FailMode: core.FailOpen,
-		Timeout: time.Second, BreakerCooldown: time.Second, Observer: &ob, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := deadLimiter(t, store, "a", &oa, logger), deadLimiter(t, store, "b", &ob, logger)
 	c, err := core.NewConcurrency(core.ConcurrencyConfig{Store: store, Name: "c", Max: 2, FailMode: core.FailOpen,
 		Timeout: time.Second, BreakerCooldown: time.Second, Observer: &oc, Logger: logger})
 	if err != nil {
@@ -112,16 +111,7 @@ func TestAllowAllMeetsTheNodesBreaker(t *testing.T) {
 	store := deadRedis(t)
 	logger := slog.New(slog.DiscardHandler)
 	var oa, ob leaseObserver
-	a, err := core.New(core.Config{Store: store, Name: "a", Limit: core.PerSecond(10), FailMode: core.FailOpen,
-		Timeout: time.Second, BreakerCooldown: time.Second, Observer: &oa, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := core.New(core.Config{Store: store, Name: "b", Limit: core.PerSecond(10), FailMode: core.FailOpen,
-		Timeout: time.Second, BreakerCooldown: time.Second, Observer: &ob, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := deadLimiter(t, store, "a", &oa, logger), deadLimiter(t, store, "b", &ob, logger)
 	ctx := context.Background()
 	for range 10 {
 		a.Allow(ctx, "k")

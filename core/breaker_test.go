@@ -95,6 +95,20 @@ func (s switchable) Answer(context.Context, bucket.Ask) (Outcome, bool, error) {
 	return Outcome{}, true, nil
 }
 
+// switchLimiter returns a FailOpen limiter named name on s, observed by o,
+// logging to logger and reading clock, whose calls open the breaker at 2
+// failures for a second.
+func switchLimiter(t *testing.T, s switchable, name string, o Observer, logger *slog.Logger, clock func() int64) *Limiter {
+	t.Helper()
+	l, err := New(Config{Store: s, Name: name, Limit: PerSecond(10), FailMode: FailOpen, BreakerFailures: 2,
+		BreakerCooldown: time.Second, Observer: o, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.clock = clock
+	return l
+}
+
 // changes records BreakerChange calls.
 type changes struct {
 	Observer
@@ -116,18 +130,10 @@ func TestBreakerClosingToItsOpener(t *testing.T) {
 	down.Store(true)
 	s := switchable{Store: NewMemoryStore(), down: down}
 	var oa, ob changes
-	mk := func(name string, o Observer) *Limiter {
-		l, err := New(Config{Store: s, Name: name, Limit: PerSecond(10), FailMode: FailOpen, BreakerFailures: 2,
-			BreakerCooldown: time.Second, Observer: o, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	a, b := mk("a", &oa), mk("b", &ob)
 	now := int64(1)
-	a.clock = func() int64 { return now }
-	b.clock = a.clock
+	clock := func() int64 { return now }
+	quiet := slog.New(slog.DiscardHandler)
+	a, b := switchLimiter(t, s, "a", &oa, quiet, clock), switchLimiter(t, s, "b", &ob, quiet, clock)
 	ctx := context.Background()
 	for range 3 {
 		a.Allow(ctx, "k")
@@ -158,19 +164,10 @@ func TestBreakerDoesNotPinItsOpener(t *testing.T) {
 	var oa, ob changes
 	now := int64(1)
 	clock := func() int64 { return now }
-	mk := func(name string, o Observer, logger *slog.Logger) *Limiter {
-		l, err := New(Config{Store: s, Name: name, Limit: PerSecond(10), FailMode: FailOpen, BreakerFailures: 2,
-			BreakerCooldown: time.Second, Observer: o, Logger: logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.clock = clock
-		return l
-	}
-	b := mk("b", &ob, slog.New(slog.NewTextHandler(&logs, nil)))
+	b := switchLimiter(t, s, "b", &ob, slog.New(slog.NewTextHandler(&logs, nil)), clock)
 	ctx := context.Background()
 	gone := func() weak.Pointer[Limiter] { // a's only reference is in here
-		a := mk("a", &oa, slog.New(slog.DiscardHandler))
+		a := switchLimiter(t, s, "a", &oa, slog.New(slog.DiscardHandler), clock)
 		for range 2 {
 			a.Allow(ctx, "k")
 		}

@@ -442,19 +442,7 @@ func TestClusterSlotMigration(t *testing.T) {
 	}
 	inSlot := func(subj int) bool { return subj <= mates }
 
-	node, err := admin.MasterForKey(ctx, "{"+hot+"}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var src, dst *redistest.Server
-	for _, p := range cluster.Primaries() {
-		switch {
-		case p.Addr() == node.Options().Addr:
-			src = p
-		case dst == nil:
-			dst = p
-		}
-	}
+	src, dst := slotPrimaries(t, cluster, admin, hot)
 	pipe := admin.Pipeline()
 	for i := range fillers {
 		pipe.Set(ctx, "filler{"+hot+"}:"+strconv.Itoa(i), "x", 0)
@@ -562,6 +550,25 @@ func TestClusterSlotMigration(t *testing.T) {
 	}
 }
 
+// slotPrimaries asks admin for the primary of subject's slot, and returns
+// it with another, a destination to move the slot to.
+func slotPrimaries(t *testing.T, cluster *redistest.Cluster, admin *redis.ClusterClient, subject string) (src, dst *redistest.Server) {
+	t.Helper()
+	node, err := admin.MasterForKey(context.Background(), "{"+subject+"}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range cluster.Primaries() {
+		switch {
+		case p.Addr() == node.Options().Addr:
+			src = p
+		case dst == nil:
+			dst = p
+		}
+	}
+	return src, dst
+}
+
 // TestClusterMigratingSlotKeepsNodeBreakerClosed: while a slot migrates,
 // Redis answers TRYAGAIN to a multi-limit decision whose keys are on
 // neither node (a new subject, or one whose buckets expired). That is the
@@ -577,19 +584,7 @@ func TestClusterMigratingSlotKeepsNodeBreakerClosed(t *testing.T) {
 	admin := cluster.Client()
 	const hot = "hot"
 	slot := subjectSlot(hot)
-	node, err := admin.MasterForKey(ctx, "{"+hot+"}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var src, dst *redistest.Server
-	for _, p := range cluster.Primaries() {
-		switch {
-		case p.Addr() == node.Options().Addr:
-			src = p
-		case dst == nil:
-			dst = p
-		}
-	}
+	src, dst := slotPrimaries(t, cluster, admin, hot)
 	var mates []string // subjects of the migrating slot, never decided before
 	for i := 0; len(mates) < core.DefaultBreakerFailures; i++ {
 		if s := "mate-" + strconv.Itoa(i); subjectSlot(s) == slot {

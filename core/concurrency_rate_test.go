@@ -186,23 +186,7 @@ func TestConcurrencyRateNoOverAdmission(t *testing.T) {
 		var c *core.Concurrency
 		c, rate = withRate(t, core.NewRedisStore(client, core.WithPrefix(prefix)), max, core.PerHour(burst))
 		for range perInstance {
-			wg.Go(func() {
-				ctx := context.Background()
-				for range rounds {
-					l, res, err := c.Acquire(ctx, "hot")
-					if err != nil || res.Degraded {
-						t.Errorf("acquire: %+v, %v", res, err)
-						return
-					}
-					if l == nil {
-						continue
-					}
-					g.hold()
-					if err := l.Release(ctx); err != nil {
-						t.Errorf("release: %v", err)
-					}
-				}
-			})
+			wg.Go(func() { g.serve(t, c, "hot", rounds, false) })
 		}
 	}
 	wg.Wait()

@@ -3,7 +3,6 @@ package core_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -50,23 +49,7 @@ func TestConcurrencyNoOverAdmission(t *testing.T) {
 					}),
 				})
 				for range perInstance {
-					wg.Go(func() {
-						ctx := context.Background()
-						for r := range rounds {
-							l, res, err := c.Acquire(ctx, "hot")
-							if err != nil {
-								t.Errorf("instance %d round %d: %+v, %v", i, r, res, err)
-								return
-							}
-							if l == nil {
-								continue
-							}
-							g.hold()
-							if err := l.Release(ctx); err != nil {
-								t.Errorf("release: %v", err)
-							}
-						}
-					})
+					wg.Go(func() { g.serve(t, c, "hot", rounds, true) })
 				}
 			}
 			wg.Wait()
@@ -285,24 +268,11 @@ func TestConcurrencyReleaseOutlivesCaller(t *testing.T) {
 // bound checked is generous (CI is a loaded machine); how close to
 // Timeout an acquire answers is bench's stall figure, not a test's.
 func TestConcurrencyStalledRedis(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { conn.Close() })
-		}
-	}()
+	addr := stalledServer(t)
 	const timeout = 40 * time.Millisecond
 	for _, inline := range []bool{true, false} {
 		t.Run("ContextTimeoutEnabled="+strconv.FormatBool(inline), func(t *testing.T) {
-			client := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), ContextTimeoutEnabled: inline, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
+			client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: inline, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
 			t.Cleanup(func() { client.Close() })
 			c := mustConcurrency(t, core.ConcurrencyConfig{Store: core.NewRedisStore(client), Name: "stalled", Max: 1, FailMode: core.FailClosed, Timeout: timeout})
 			var worst time.Duration

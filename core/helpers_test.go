@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,5 +61,26 @@ func checkExact(t testing.TB, c limitertest.Counts, lim core.Limit, bound int64)
 	}
 	if c.Admitted < int64(lim.Capacity()) {
 		t.Fatalf("admitted %d < burst %d: false denials", c.Admitted, lim.Capacity())
+	}
+}
+
+// serve has c acquire key rounds times, each lease held (hold) and then
+// released. An error fails the test, and so does a degraded acquire
+// unless degradedOK.
+func (g *gauge) serve(t testing.TB, c *core.Concurrency, key string, rounds int, degradedOK bool) {
+	ctx := context.Background()
+	for r := range rounds {
+		l, res, err := c.Acquire(ctx, key)
+		if err != nil || res.Degraded && !degradedOK {
+			t.Errorf("round %d: %+v, %v", r, res, err)
+			return
+		}
+		if l == nil {
+			continue
+		}
+		g.hold()
+		if err := l.Release(ctx); err != nil {
+			t.Errorf("release: %v", err)
+		}
 	}
 }
