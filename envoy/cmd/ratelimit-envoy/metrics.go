@@ -2,6 +2,7 @@ package main
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/ratelimit/envoy"
@@ -15,7 +16,15 @@ type refMetrics struct {
 	totalHits, overLimit, nearLimit, withinLimit, shadowMode *prometheus.CounterVec
 	errors                                                   *prometheus.CounterVec
 	configLoadSuccess, configLoadError                       prometheus.Counter
+
+	// The counters of each key seen (domain and DescriptorEvent.Key), up to
+	// maxStatKeys: a label lookup per counter and descriptor costs more
+	// than the decision's own work.
+	mu   sync.RWMutex
+	keys map[[2]string]*refCounters
 }
+
+type refCounters struct{ total, over, near, within, shadow prometheus.Counter }
 
 func newRefMetrics(reg prometheus.Registerer, nearRatio float64) *refMetrics {
 	hits := func(what string) *prometheus.CounterVec {
@@ -40,6 +49,7 @@ func newRefMetrics(reg prometheus.Registerer, nearRatio float64) *refMetrics {
 		configLoadError: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ratelimit_service_config_load_error", Help: "Config loads refused (the last good config kept serving).",
 		}),
+		keys: make(map[[2]string]*refCounters),
 	}
 	reg.MustRegister(m.errors, m.configLoadSuccess, m.configLoadError)
 	return m
@@ -47,18 +57,40 @@ func newRefMetrics(reg prometheus.Registerer, nearRatio float64) *refMetrics {
 
 // descriptor counts one decided descriptor as the reference does.
 func (m *refMetrics) descriptor(e envoy.DescriptorEvent) {
-	rest := strings.TrimPrefix(e.Key, e.Domain+".")
+	k := m.counters(e.Domain, e.Key)
+	c := countHits(e, m.nearRatio)
+	k.total.Add(float64(e.Hits))
+	k.over.Add(float64(c.over))
+	k.near.Add(float64(c.near))
+	k.within.Add(float64(c.within))
+	k.shadow.Add(float64(c.shadow))
+}
+
+// counters returns the counters of a domain's key, labelled by the domain
+// and the key's first two parts after it.
+func (m *refMetrics) counters(domain, key string) *refCounters {
+	m.mu.RLock()
+	k := m.keys[[2]string{domain, key}]
+	m.mu.RUnlock()
+	if k != nil {
+		return k
+	}
+	rest := strings.TrimPrefix(key, domain+".")
 	key1, key2, _ := strings.Cut(rest, ".")
 	if i := strings.IndexByte(key2, '.'); i >= 0 {
 		key2 = key2[:i]
 	}
-	l := prometheus.Labels{"domain": e.Domain, "key1": key1, "key2": key2}
-	c := countHits(e, m.nearRatio)
-	m.totalHits.With(l).Add(float64(e.Hits))
-	m.overLimit.With(l).Add(float64(c.over))
-	m.nearLimit.With(l).Add(float64(c.near))
-	m.withinLimit.With(l).Add(float64(c.within))
-	m.shadowMode.With(l).Add(float64(c.shadow))
+	l := prometheus.Labels{"domain": domain, "key1": key1, "key2": key2}
+	k = &refCounters{
+		total: m.totalHits.With(l), over: m.overLimit.With(l), near: m.nearLimit.With(l),
+		within: m.withinLimit.With(l), shadow: m.shadowMode.With(l),
+	}
+	m.mu.Lock()
+	if len(m.keys) < maxStatKeys {
+		m.keys[[2]string{domain, key}] = k
+	}
+	m.mu.Unlock()
+	return k
 }
 
 func (m *refMetrics) configLoaded(ok bool) {
