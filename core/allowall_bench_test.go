@@ -100,3 +100,38 @@ func (s *scriptRuns) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		return next(ctx, cmd)
 	}
 }
+
+// BenchmarkAllowAllClient is BenchmarkAllowAll's client side alone: the
+// limiter's and store's work for a decision on the Redis path, each
+// script call answered at once by a canned reply (no network, no
+// server), for one AllowN and AllowAll of 1 and of 3 checks.
+func BenchmarkAllowAllClient(b *testing.B) {
+	reply := redis.NewCmd(context.Background())
+	reply.SetVal("1,99,0,10000,99,0,10000,99,0,10000")
+	store := core.NewRedisStore(&scriptedClient{reply: reply})
+	var ls []*core.Limiter
+	for _, name := range []string{"ip", "tenant", "route"} {
+		ls = append(ls, limitertest.New(b, core.Config{Store: store, Name: name, Limit: core.PerSecond(100), FailMode: core.FailOpen}))
+	}
+	ctx := context.Background()
+	ks := keys(10000)
+	for _, w := range []struct {
+		name   string
+		decide func(i int)
+	}{
+		{"AllowN", func(i int) { ls[0].AllowN(ctx, ks[i%len(ks)], 1) }},
+		{"AllowAll-k1", func(i int) { core.AllowAll(ctx, core.Check{ls[0], ks[i%len(ks)], 1}) }},
+		{"AllowAll-k3", func(i int) {
+			core.AllowAll(ctx, core.Check{ls[0], ks[i%len(ks)], 1}, core.Check{ls[1], ks[i%100], 1}, core.Check{ls[2], "*", 1})
+		}},
+	} {
+		b.Run(w.name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				w.decide(i)
+				i++
+			}
+		})
+	}
+}
