@@ -145,7 +145,8 @@ type across struct {
 	parts []bucket.Part // per bucket: its subject and cost
 	pols  []bucket.Policy
 	each  []bucket.Outcome
-	units []int // the start of each node's parts, then len(parts)
+	units []int             // the start of each node's parts, then len(parts)
+	seen  map[bucketKey]int // the parts by bucket, once they are many (find)
 
 	allowed bool
 	failed  []error // per node, when remote: why it could not decide
@@ -188,95 +189,121 @@ func (d *across) init(checks []Check) error {
 	if len(checks) == 0 {
 		return fmt.Errorf("%w: AllowAll needs at least one check", ErrInvalidConfig)
 	}
+	k := len(checks)
 	d.checks = checks
-	d.subj, d.sets, d.first = d.small.subj[:0], d.small.sets[:0], d.small.first[:0]
+	d.subj, d.sets, d.first = room(d.small.subj[:], k), room(d.small.sets[:], k), room(d.small.first[:], k+1)
 	d.at, d.parts, d.pols = d.small.at[:0], d.small.parts[:0], d.small.pols[:0]
-	for range checks {
-		d.subj, d.sets, d.first = append(d.subj, ""), append(d.sets, nil), append(d.first, 0)
-	}
-	d.first = append(d.first, 0)
-	type bucketKey struct{ subj, name string }
-	var seen map[bucketKey]int // past a few parts; before, a look through them
 	for i, c := range checks {
-		switch {
-		case c.Limiter == nil:
-			return &checkError{i, fmt.Errorf("%w: nil Limiter", ErrInvalidConfig)}
-		case c.Key == "":
-			return &checkError{i, ErrEmptyKey}
-		case c.N < 0:
-			return &checkError{i, fmt.Errorf("%w (got %d; 0 looks without taking)", ErrInvalidCost, c.N)}
-		}
-		l := c.Limiter.base
-		if i == 0 {
-			d.store = l.store
-		} else if l.store != d.store {
-			return &checkError{i, fmt.Errorf("%w: its limiter uses another store than check 0's", ErrInvalidConfig)}
-		}
-		d.sets[i] = c.Limiter.set
-		if l.denials != nil && c.N >= 1 && c.N <= d.sets[i].minCap {
-			if d.asked == nil {
-				d.asked, d.probe = d.small.asked[:0], d.small.probe[:0]
-				if len(checks) > len(d.small.asked) {
-					d.asked, d.probe = make([]int64, 0, len(checks)), make([]bool, 0, len(checks))
-				}
-				d.asked, d.probe = d.asked[:len(checks)], d.probe[:len(checks)]
-			}
-			d.asked[i] = -1 // asks its cache, unless it shares a bucket
-		}
-		d.subj[i] = l.store.subject(c.Key)
-		d.first[i] = len(d.at)
-		for j := range d.sets[i].policies {
-			p := &d.sets[i].policies[j]
-			n := min(c.N, int(p.Capacity/p.Unit)+1) // above the burst: never passes
-			at, ok := -1, false
-			if len(d.parts) <= 16 {
-				for j := range d.parts {
-					if d.parts[j].Subj == d.subj[i] && d.pols[j].Name == p.Name {
-						at, ok = j, true
-						break
-					}
-				}
-			} else {
-				if seen == nil {
-					seen = make(map[bucketKey]int)
-					for j := range d.parts {
-						seen[bucketKey{d.parts[j].Subj, d.pols[j].Name}] = j
-					}
-				}
-				at, ok = seen[bucketKey{d.subj[i], p.Name}]
-			}
-			if ok {
-				if d.asked != nil {
-					d.asked[i] = 0
-					for c := range i {
-						if slices.Contains(d.at[d.first[c]:d.first[c+1]], at) {
-							d.asked[c] = 0
-						}
-					}
-				}
-				if d.pols[at].Desc() != p.Desc() {
-					return &checkError{i, fmt.Errorf("%w: key %q under policy %q is also in an earlier check, under another limit", ErrInvalidConfig, c.Key, p.Name)}
-				}
-				d.parts[at].N = min(d.parts[at].N+n, int(p.Capacity/p.Unit)+1)
-				d.at = append(d.at, at)
-				continue
-			}
-			if seen != nil {
-				seen[bucketKey{d.subj[i], p.Name}] = len(d.parts)
-			}
-			d.at = append(d.at, len(d.parts))
-			d.parts = append(d.parts, bucket.Part{Subj: d.subj[i], N: n})
-			d.pols = append(d.pols, *p)
+		if err := d.lay(i, c); err != nil {
+			return err
 		}
 	}
-	d.first[len(checks)] = len(d.at)
-	d.each = d.small.each[:0]
-	if len(d.parts) > len(d.small.each) {
-		d.each = make([]bucket.Outcome, 0, len(d.parts))
-	}
-	d.each = d.each[:len(d.parts)]
+	d.first[k] = len(d.at)
+	d.each = room(d.small.each[:], len(d.parts))
 	d.units = append(d.small.units[:0], 0, len(d.parts))
 	return nil
+}
+
+// room returns n elements: small's first n, or new ones past its length.
+func room[T any](small []T, n int) []T {
+	if n <= len(small) {
+		return small[:n]
+	}
+	return make([]T, n)
+}
+
+// lay checks check i and lays out its buckets, one part per policy.
+func (d *across) lay(i int, c Check) error {
+	switch {
+	case c.Limiter == nil:
+		return &checkError{i, fmt.Errorf("%w: nil Limiter", ErrInvalidConfig)}
+	case c.Key == "":
+		return &checkError{i, ErrEmptyKey}
+	case c.N < 0:
+		return &checkError{i, fmt.Errorf("%w (got %d; 0 looks without taking)", ErrInvalidCost, c.N)}
+	}
+	l, set := c.Limiter.base, c.Limiter.set
+	if i == 0 {
+		d.store = l.store
+	} else if l.store != d.store {
+		return &checkError{i, fmt.Errorf("%w: its limiter uses another store than check 0's", ErrInvalidConfig)}
+	}
+	if l.denials != nil && c.N >= 1 && c.N <= set.minCap {
+		if d.asked == nil {
+			d.asked, d.probe = room(d.small.asked[:], len(d.checks)), room(d.small.probe[:], len(d.checks))
+		}
+		d.asked[i] = -1 // asks its cache, unless it shares a bucket
+	}
+	d.sets[i], d.subj[i], d.first[i] = set, l.store.subject(c.Key), len(d.at)
+	for j := range set.policies {
+		if err := d.layPolicy(i, &set.policies[j]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// layPolicy lays out check i's bucket under policy p: a part of its own,
+// or, when an earlier check has that bucket (the same subject and policy
+// name), that part, the costs added up.
+func (d *across) layPolicy(i int, p *bucket.Policy) error {
+	n := min(d.checks[i].N, int(p.Capacity/p.Unit)+1) // above the burst: never passes
+	at, ok := d.find(d.subj[i], p.Name)
+	if !ok {
+		if d.seen != nil {
+			d.seen[bucketKey{d.subj[i], p.Name}] = len(d.parts)
+		}
+		d.at = append(d.at, len(d.parts))
+		d.parts = append(d.parts, bucket.Part{Subj: d.subj[i], N: n})
+		d.pols = append(d.pols, *p)
+		return nil
+	}
+	if d.pols[at].Desc() != p.Desc() {
+		return &checkError{i, fmt.Errorf("%w: key %q under policy %q is also in an earlier check, under another limit", ErrInvalidConfig, d.checks[i].Key, p.Name)}
+	}
+	d.shared(i, at)
+	d.parts[at].N = min(d.parts[at].N+n, int(p.Capacity/p.Unit)+1)
+	d.at = append(d.at, at)
+	return nil
+}
+
+// bucketKey names a bucket: its subject and its policy's name.
+type bucketKey struct{ subj, name string }
+
+// find returns the part of the bucket of subj under policy name, if laid
+// out: through the parts while they are few, past that through seen.
+func (d *across) find(subj, name string) (int, bool) {
+	if d.seen == nil && len(d.parts) <= 16 {
+		for j := range d.parts {
+			if d.parts[j].Subj == subj && d.pols[j].Name == name {
+				return j, true
+			}
+		}
+		return -1, false
+	}
+	if d.seen == nil {
+		d.seen = make(map[bucketKey]int, 2*len(d.parts))
+		for j := range d.parts {
+			d.seen[bucketKey{d.parts[j].Subj, d.pols[j].Name}] = j
+		}
+	}
+	at, ok := d.seen[bucketKey{subj, name}]
+	return at, ok
+}
+
+// shared stops check i, and every earlier check with part at, from
+// asking their denial caches: a cost that adds up with another check's
+// is not the one their cache knows.
+func (d *across) shared(i, at int) {
+	if d.asked == nil {
+		return
+	}
+	d.asked[i] = 0
+	for c := range i {
+		if slices.Contains(d.at[d.first[c]:d.first[c+1]], at) {
+			d.asked[c] = 0
+		}
+	}
 }
 
 // cached looks the checks up in their limiters' denial caches: when one
@@ -404,10 +431,7 @@ func (d *across) remote(ctx context.Context) {
 		d.group(d.store.unit)
 	}
 	nu := len(d.units) - 1
-	d.failed, d.took, d.backs = d.small.failed[:0], d.small.took[:0], d.small.backs[:0]
-	for range nu {
-		d.failed, d.took, d.backs = append(d.failed, nil), append(d.took, false), append(d.backs, false)
-	}
+	d.failed, d.took, d.backs = room(d.small.failed[:], nu), room(d.small.took[:], nu), room(d.small.backs[:], nu)
 	start := time.Now()
 	timeout := d.checks[0].Limiter.base.timeout
 	for _, c := range d.checks[1:] {
@@ -599,12 +623,7 @@ func (d *across) results(ctx context.Context) (Result, []Result) {
 }
 
 // resultSlice returns room for one Result per check.
-func (d *across) resultSlice() []Result {
-	if len(d.checks) <= len(d.small.res) {
-		return d.small.res[:len(d.checks)]
-	}
-	return make([]Result, len(d.checks))
-}
+func (d *across) resultSlice() []Result { return room(d.small.res[:], len(d.checks)) }
 
 // binds reports whether r binds rather than best: refused, the longer
 // RetryAfter; allowed, a check decided over a blind one (FailOpen's

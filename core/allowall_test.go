@@ -163,6 +163,38 @@ func TestAllowAllMistakes(t *testing.T) {
 	}
 }
 
+// TestAllowAllManyChecks: past a few buckets AllowAll finds a bucket
+// met again through a map: the costs of its checks still add up, and
+// one bucket under two limits is still a mistake.
+func TestAllowAllManyChecks(t *testing.T) {
+	t.Parallel()
+	store := core.NewMemoryStore()
+	a := limitertest.New(t, core.Config{Store: store, Name: "a", Limit: core.PerMinute(3), FailMode: core.FailOpen})
+	a10, err := a.With(core.PerMinute(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	many := func(last core.Check) []core.Check {
+		var cs []core.Check
+		for i := range 20 {
+			cs = append(cs, core.Check{a, "k" + strconv.Itoa(i), 1})
+		}
+		return append(cs, last)
+	}
+	first, rs, err := core.AllowAll(ctx, many(core.Check{a, "k18", 3})...)
+	if err != nil || first.Allowed || rs[18].Allowed || rs[20].Allowed || !rs[0].Allowed || rs[0].Remaining != 3 {
+		t.Fatalf("k18 twice, 1 + 3 of 3: %+v %+v %v; want refused by k18's checks", first, rs, err)
+	}
+	first, rs, err = core.AllowAll(ctx, many(core.Check{a, "k18", 2})...)
+	if err != nil || !first.Allowed || rs[20].Remaining != 0 || rs[0].Remaining != 2 || first.Remaining != 0 {
+		t.Fatalf("k18 twice, 1 + 2 of 3: %+v %+v %v; want allowed, k18 emptied", first, rs, err)
+	}
+	if _, _, err = core.AllowAll(ctx, many(core.Check{a10, "k18", 1})...); !errors.Is(err, core.ErrInvalidConfig) || !strings.Contains(err.Error(), "check 20: ") {
+		t.Fatalf("k18 under two limits: %v; want check 20's mistake", err)
+	}
+}
+
 // TestAllowAllFailModes: a store that cannot decide leaves each check to
 // its limiter's FailMode, in one store call for the node; the whole is
 // allowed only if every check is, and a refused whole gives FailLocal's
