@@ -21,95 +21,89 @@ import (
 // with its Remaining untouched. N 0 looks; N above a burst is a refusal
 // that can never pass; one bucket in two checks adds up their costs.
 func TestAllowAll(t *testing.T) {
-	for name, mk := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			cs := mk(t)
-			if !cs.realTime {
-				t.Parallel()
+	forStores(t, stores(t), func(t *testing.T, cs clockStore) {
+		mk := func(name string, lim core.Limit, extra ...core.NamedLimit) *core.Limiter {
+			return limitertest.New(t, core.Config{Store: cs.store, Name: name, Limit: lim, Extra: extra,
+				FailMode: core.FailClosed, Timeout: 5 * time.Second, DenyCacheSize: -1})
+		}
+		ip := mk("ip", core.PerMinute(3))
+		tenant := mk("tenant", core.PerMinute(5), core.NamedLimit{Name: "tenant-hour", Limit: core.PerHour(6)})
+		route := mk("route", core.PerMinute(100))
+		ctx := context.Background()
+		remaining := func(l *core.Limiter, key string) int {
+			t.Helper()
+			r, err := l.Peek(ctx, key, 1)
+			if err != nil || r.Degraded {
+				t.Fatalf("Peek: %+v %v", r, err)
 			}
-			mk := func(name string, lim core.Limit, extra ...core.NamedLimit) *core.Limiter {
-				return limitertest.New(t, core.Config{Store: cs.store, Name: name, Limit: lim, Extra: extra,
-					FailMode: core.FailClosed, Timeout: 5 * time.Second, DenyCacheSize: -1})
+			return r.Remaining
+		}
+		all := func(checks ...core.Check) (core.Result, []core.Result) {
+			t.Helper()
+			first, rs, err := core.AllowAll(ctx, checks...)
+			if err != nil || len(rs) != len(checks) {
+				t.Fatalf("AllowAll: %+v %+v %v", first, rs, err)
 			}
-			ip := mk("ip", core.PerMinute(3))
-			tenant := mk("tenant", core.PerMinute(5), core.NamedLimit{Name: "tenant-hour", Limit: core.PerHour(6)})
-			route := mk("route", core.PerMinute(100))
-			ctx := context.Background()
-			remaining := func(l *core.Limiter, key string) int {
-				t.Helper()
-				r, err := l.Peek(ctx, key, 1)
-				if err != nil || r.Degraded {
-					t.Fatalf("Peek: %+v %v", r, err)
+			for i, r := range rs {
+				if r.Degraded {
+					t.Fatalf("check %d degraded: %+v", i, r)
 				}
-				return r.Remaining
 			}
-			all := func(checks ...core.Check) (core.Result, []core.Result) {
-				t.Helper()
-				first, rs, err := core.AllowAll(ctx, checks...)
-				if err != nil || len(rs) != len(checks) {
-					t.Fatalf("AllowAll: %+v %+v %v", first, rs, err)
-				}
-				for i, r := range rs {
-					if r.Degraded {
-						t.Fatalf("check %d degraded: %+v", i, r)
-					}
-				}
-				return first, rs
-			}
+			return first, rs
+		}
 
-			first, rs := all(core.Check{ip, "10.0.0.1", 2}, core.Check{tenant, "acme", 1}, core.Check{route, "*", 1})
-			if !first.Allowed || rs[0].Remaining != 1 || rs[1].Remaining != 4 || rs[2].Remaining != 99 || len(rs[1].Policies) != 2 || rs[1].Policies[1].Remaining != 5 {
-				t.Fatalf("allowed: %+v %+v", first, rs)
-			}
-			if first.Name != "ip" || first.Remaining != 1 {
-				t.Errorf("binding result %+v; want ip's, the fewest left for its burst", first)
-			}
-			if got := policyNames(first); got != "ip 1, tenant 4, tenant-hour 5, route 99" {
-				t.Errorf("binding result's policies: %s; want every check's", got)
-			}
-			first, rs = all(core.Check{ip, "10.0.0.1", 2}, core.Check{tenant, "acme", 1}, core.Check{route, "*", 1})
-			if first.Allowed || first.Name != "ip" || first.RetryAfter <= 0 || rs[0].Allowed || rs[0].Remaining != 1 {
-				t.Fatalf("ip short: first %+v, ip %+v", first, rs[0])
-			}
-			if !rs[1].Allowed || rs[1].Remaining != 4 || rs[1].RetryAfter != 0 || !rs[2].Allowed || rs[2].Remaining != 99 {
-				t.Fatalf("refused: the checks within their limits %+v %+v; want allowed, untouched", rs[1], rs[2])
-			}
-			if got := remaining(tenant, "acme"); got != 4 {
-				t.Fatalf("tenant after a refused AllowAll: %d left; want 4 (nothing taken)", got)
-			}
-			if got := remaining(route, "*"); got != 99 {
-				t.Fatalf("route after a refused AllowAll: %d left; want 99", got)
-			}
+		first, rs := all(core.Check{ip, "10.0.0.1", 2}, core.Check{tenant, "acme", 1}, core.Check{route, "*", 1})
+		if !first.Allowed || rs[0].Remaining != 1 || rs[1].Remaining != 4 || rs[2].Remaining != 99 || len(rs[1].Policies) != 2 || rs[1].Policies[1].Remaining != 5 {
+			t.Fatalf("allowed: %+v %+v", first, rs)
+		}
+		if first.Name != "ip" || first.Remaining != 1 {
+			t.Errorf("binding result %+v; want ip's, the fewest left for its burst", first)
+		}
+		if got := policyNames(first); got != "ip 1, tenant 4, tenant-hour 5, route 99" {
+			t.Errorf("binding result's policies: %s; want every check's", got)
+		}
+		first, rs = all(core.Check{ip, "10.0.0.1", 2}, core.Check{tenant, "acme", 1}, core.Check{route, "*", 1})
+		if first.Allowed || first.Name != "ip" || first.RetryAfter <= 0 || rs[0].Allowed || rs[0].Remaining != 1 {
+			t.Fatalf("ip short: first %+v, ip %+v", first, rs[0])
+		}
+		if !rs[1].Allowed || rs[1].Remaining != 4 || rs[1].RetryAfter != 0 || !rs[2].Allowed || rs[2].Remaining != 99 {
+			t.Fatalf("refused: the checks within their limits %+v %+v; want allowed, untouched", rs[1], rs[2])
+		}
+		if got := remaining(tenant, "acme"); got != 4 {
+			t.Fatalf("tenant after a refused AllowAll: %d left; want 4 (nothing taken)", got)
+		}
+		if got := remaining(route, "*"); got != 99 {
+			t.Fatalf("route after a refused AllowAll: %d left; want 99", got)
+		}
 
-			// N 0 looks: allowed while one token is there, taking none.
-			first, rs = all(core.Check{ip, "10.0.0.1", 0}, core.Check{route, "*", 1})
-			if !first.Allowed || rs[0].Remaining != 1 || rs[1].Remaining != 98 {
-				t.Fatalf("look: %+v %+v", first, rs)
-			}
-			// One bucket twice: the costs add up (1 + 1 > the 1 left).
-			first, rs = all(core.Check{ip, "10.0.0.1", 1}, core.Check{ip, "10.0.0.1", 1}, core.Check{route, "*", 1})
-			if first.Allowed || rs[0].Allowed || rs[1].Allowed || !rs[2].Allowed || rs[2].Remaining != 98 {
-				t.Fatalf("one bucket twice: %+v %+v", first, rs)
-			}
-			// Above a burst: refused, never an error, the others untouched.
-			first, rs = all(core.Check{route, "*", 1}, core.Check{tenant, "acme", 7})
-			if first.Allowed || !strings.HasPrefix(first.Name, "tenant") || rs[1].Allowed || rs[1].RetryAfter <= rs[1].ResetAfter || !rs[0].Allowed || rs[0].Remaining != 98 {
-				t.Fatalf("cost above the burst: %+v %+v", first, rs)
-			}
-			// An Extra limit refuses: the tenant's hour has 5 left.
-			first, rs = all(core.Check{tenant, "acme", 4}, core.Check{route, "*", 1})
-			if !first.Allowed || rs[1].Remaining != 97 {
-				t.Fatalf("%+v %+v", first, rs)
-			}
-			first, rs = all(core.Check{route, "*", 1}, core.Check{tenant, "acme", 2})
-			if first.Allowed || first.Name != "tenant-hour" && first.Name != "tenant" || rs[1].Allowed || !rs[0].Allowed || rs[0].Remaining != 97 {
-				t.Fatalf("Extra refuses: %+v %+v", first, rs)
-			}
-			if got := remaining(route, "*"); got != 97 {
-				t.Fatalf("route: %d left; want 97", got)
-			}
-		})
-	}
+		// N 0 looks: allowed while one token is there, taking none.
+		first, rs = all(core.Check{ip, "10.0.0.1", 0}, core.Check{route, "*", 1})
+		if !first.Allowed || rs[0].Remaining != 1 || rs[1].Remaining != 98 {
+			t.Fatalf("look: %+v %+v", first, rs)
+		}
+		// One bucket twice: the costs add up (1 + 1 > the 1 left).
+		first, rs = all(core.Check{ip, "10.0.0.1", 1}, core.Check{ip, "10.0.0.1", 1}, core.Check{route, "*", 1})
+		if first.Allowed || rs[0].Allowed || rs[1].Allowed || !rs[2].Allowed || rs[2].Remaining != 98 {
+			t.Fatalf("one bucket twice: %+v %+v", first, rs)
+		}
+		// Above a burst: refused, never an error, the others untouched.
+		first, rs = all(core.Check{route, "*", 1}, core.Check{tenant, "acme", 7})
+		if first.Allowed || !strings.HasPrefix(first.Name, "tenant") || rs[1].Allowed || rs[1].RetryAfter <= rs[1].ResetAfter || !rs[0].Allowed || rs[0].Remaining != 98 {
+			t.Fatalf("cost above the burst: %+v %+v", first, rs)
+		}
+		// An Extra limit refuses: the tenant's hour has 5 left.
+		first, rs = all(core.Check{tenant, "acme", 4}, core.Check{route, "*", 1})
+		if !first.Allowed || rs[1].Remaining != 97 {
+			t.Fatalf("%+v %+v", first, rs)
+		}
+		first, rs = all(core.Check{route, "*", 1}, core.Check{tenant, "acme", 2})
+		if first.Allowed || first.Name != "tenant-hour" && first.Name != "tenant" || rs[1].Allowed || !rs[0].Allowed || rs[0].Remaining != 97 {
+			t.Fatalf("Extra refuses: %+v %+v", first, rs)
+		}
+		if got := remaining(route, "*"); got != 97 {
+			t.Fatalf("route: %d left; want 97", got)
+		}
+	})
 }
 
 // policyNames lists r.Policies as "name remaining, …".

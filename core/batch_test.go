@@ -546,10 +546,7 @@ func TestBatchingClientPanic(t *testing.T) {
 // travel in pipelines of one script call per subject; each subject,
 // decided by one goroutine only, loses exactly one token per decision.
 func TestBatchingCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("Redis Cluster: skipped with -short")
-	}
-	c := redistest.StartCluster(t, 3, 0).Client()
+	c := startCluster(t).Client()
 	t.Cleanup(func() { c.Close() })
 	pc := &pipeCounter{}
 	c.AddHook(pc)
@@ -580,30 +577,17 @@ func TestBatchingCluster(t *testing.T) {
 func BenchmarkRedis(b *testing.B) {
 	srv := redistest.StartServer(b)
 	ks := keys(10000)
-	ctx := context.Background()
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	defer c.Close()
 	l := limitertest.New(b, core.Config{Store: core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(b))),
 		Limit: core.PerSecond(1 << 30), FailMode: core.FailOpen, Timeout: time.Second})
 	b.Run("serial", func(b *testing.B) {
-		b.ReportAllocs()
 		defer reportCPU(b)()
-		i := 0
-		for b.Loop() {
-			l.Allow(ctx, ks[i%len(ks)])
-			i++
-		}
+		allowKeys(b, l, ks)
 	})
 	b.Run("parallel", func(b *testing.B) {
-		b.ReportAllocs()
 		defer reportCPU(b)()
 		b.SetParallelism(16)
-		b.RunParallel(func(pb *testing.PB) {
-			i := 0
-			for pb.Next() {
-				l.Allow(ctx, ks[i%len(ks)])
-				i += 7
-			}
-		})
+		allowKeysParallel(b, l, ks)
 	})
 }

@@ -210,10 +210,7 @@ func TestBorrowZeroUnchanged(t *testing.T) {
 // under two limits, are decided from slices borrowed in the node
 // batches, within C + R·Δ, none degraded.
 func TestBorrowOnCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a Redis Cluster takes seconds to form")
-	}
-	cluster := redistest.StartCluster(t, 3, 0)
+	cluster := startCluster(t)
 	prefix := redistest.Prefix(t)
 	lim := core.Limit{Rate: 400, Period: time.Second, Burst: 100}
 	obs := new(borrowObserver)

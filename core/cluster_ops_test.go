@@ -412,10 +412,7 @@ func moveSlot(t *testing.T, cluster *redistest.Cluster, src, dst *redistest.Serv
 // The test logs how many per move, and the window, and does not fail on
 // them: RELIABILITY.md documents it.
 func TestClusterSlotMigration(t *testing.T) {
-	if testing.Short() {
-		t.Skip("migrates Redis Cluster slots: takes seconds")
-	}
-	cluster := redistest.StartCluster(t, 3, 0)
+	cluster := startCluster(t)
 	ctx := context.Background()
 	admin := cluster.Client()
 	const (
@@ -576,10 +573,7 @@ func slotPrimaries(t *testing.T, cluster *redistest.Cluster, admin *redis.Cluste
 // open the primary's circuit breaker, which would degrade every subject of
 // its other slots for a cool-down.
 func TestClusterMigratingSlotKeepsNodeBreakerClosed(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
-	cluster := redistest.StartCluster(t, 3, 0)
+	cluster := startCluster(t)
 	ctx := context.Background()
 	admin := cluster.Client()
 	const hot = "hot"

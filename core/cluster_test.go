@@ -64,10 +64,7 @@ func topoSubjects(n int) []string {
 // subject and however many policies; a shard's empty script cache is
 // survived; and the limit stays exact with many clients on one key.
 func TestRedisCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a Redis Cluster takes seconds to form")
-	}
-	cluster := redistest.StartCluster(t, 3, 0)
+	cluster := startCluster(t)
 
 	t.Run("SubjectsSpreadOneSlotEach", func(t *testing.T) {
 		ctx := context.Background()

@@ -304,10 +304,7 @@ func TestConcurrencySplitStores(t *testing.T) {
 			return ring
 		},
 		"cluster": func(t *testing.T) redis.UniversalClient {
-			if testing.Short() {
-				t.Skip("starts a Redis Cluster")
-			}
-			return redistest.StartCluster(t, 3, 0).Client()
+			return startCluster(t).Client()
 		},
 	}
 	for name, mk := range clients {

@@ -96,6 +96,20 @@ func stores(t *testing.T) map[string]func(t *testing.T) clockStore {
 	}
 }
 
+// forStores runs f in a subtest per store of all, each on a store of its
+// own: in parallel where the store's clock is the test's own.
+func forStores(t *testing.T, all map[string]func(t *testing.T) clockStore, f func(t *testing.T, cs clockStore)) {
+	for name, mk := range all {
+		t.Run(name, func(t *testing.T) {
+			cs := mk(t)
+			if !cs.realTime {
+				t.Parallel() // a store and a clock of its own
+			}
+			f(t, cs)
+		})
+	}
+}
+
 // exactOnly names the cases that hang on less than a millisecond: they run
 // on stopped clocks only.
 var exactOnly = map[string]bool{"a day, counted in ms": true, "30 days, counted in ms": true, "a billion a second": true,
@@ -436,72 +450,60 @@ func orKey(k string) string {
 }
 
 func TestStoreConformanceNames(t *testing.T) {
-	for storeName, mk := range stores(t) {
-		t.Run(storeName, func(t *testing.T) {
-			s := mk(t)
-			if !s.realTime {
-				t.Parallel() // a store and a clock of its own
+	forStores(t, stores(t), func(t *testing.T, s clockStore) {
+		a := []core.Policy{policyOf(t, "a", core.PerMinute(1))}
+		b := []core.Policy{policyOf(t, "b", core.PerMinute(1))}
+		for _, c := range []struct {
+			p     []core.Policy
+			allow bool
+		}{{a, true}, {a, false}, {b, true}, {b, false}} {
+			got, err := core.Take(context.Background(), s.store, "k", 1, c.p, nil)
+			if err != nil || got.Allowed != c.allow {
+				t.Fatalf("policy %s: got %v %v, want allowed=%v", c.p[0].Name, got.Allowed, err, c.allow)
 			}
-			a := []core.Policy{policyOf(t, "a", core.PerMinute(1))}
-			b := []core.Policy{policyOf(t, "b", core.PerMinute(1))}
-			for _, c := range []struct {
-				p     []core.Policy
-				allow bool
-			}{{a, true}, {a, false}, {b, true}, {b, false}} {
-				got, err := core.Take(context.Background(), s.store, "k", 1, c.p, nil)
-				if err != nil || got.Allowed != c.allow {
-					t.Fatalf("policy %s: got %v %v, want allowed=%v", c.p[0].Name, got.Allowed, err, c.allow)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 func TestStoreConformanceMultiPolicy(t *testing.T) {
-	for storeName, mk := range stores(t) {
-		t.Run(storeName, func(t *testing.T) {
-			s := mk(t)
-			if !s.realTime {
-				t.Parallel() // a store and a clock of its own
-			}
-			ps, err := core.Policies(
-				core.NamedLimit{Name: "second", Limit: core.PerSecond(2)},
-				core.NamedLimit{Name: "hour", Limit: core.PerHour(3)},
-			)
-			if err != nil {
-				t.Fatal(err)
-			}
-			each := make([]core.Outcome, 2)
-			ctx := context.Background()
-			// Two allowed: the second-limit binds on the 2nd call (0 left vs 1).
-			for i, wantRem := range []int64{1, 0} {
-				got, err := core.Take(ctx, s.store, "k", 1, ps, each)
-				if err != nil || !got.Allowed || got.Remaining != wantRem {
-					t.Fatalf("call %d: got %+v %v", i, got, err)
-				}
-			}
-			if each[1].Remaining != 1 {
-				t.Errorf("hour remaining %d, want 1", each[1].Remaining)
-			}
-			// Denied by "second": all-or-nothing, the hour bucket keeps its token.
+	forStores(t, stores(t), func(t *testing.T, s clockStore) {
+		ps, err := core.Policies(
+			core.NamedLimit{Name: "second", Limit: core.PerSecond(2)},
+			core.NamedLimit{Name: "hour", Limit: core.PerHour(3)},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		each := make([]core.Outcome, 2)
+		ctx := context.Background()
+		// Two allowed: the second-limit binds on the 2nd call (0 left vs 1).
+		for i, wantRem := range []int64{1, 0} {
 			got, err := core.Take(ctx, s.store, "k", 1, ps, each)
-			if err != nil || got.Allowed || got.Policy != 0 || each[1].Remaining != 1 {
-				t.Fatalf("third call: got %+v each %+v %v", got, each, err)
+			if err != nil || !got.Allowed || got.Remaining != wantRem {
+				t.Fatalf("call %d: got %+v %v", i, got, err)
 			}
-			if s.realTime {
-				return
-			}
-			s.advance(time.Second)
-			got, _ = core.Take(ctx, s.store, "k", 1, ps, each)
-			if !got.Allowed || got.Policy != 1 || got.Remaining != 0 {
-				t.Fatalf("after 1s: got %+v, want allowed, bound by hour with 0 left", got)
-			}
-			got, _ = core.Take(ctx, s.store, "k", 1, ps, each)
-			// The hour bucket refilled 1s worth (1/1200 token) before the
-			// last token went: the next is 20m - 1s away.
-			if got.Allowed || got.Policy != 1 || got.RetryAfter != 20*time.Minute-time.Second {
-				t.Fatalf("hour exhausted: got %+v, want denied by hour, retry 19m59s", got)
-			}
-		})
-	}
+		}
+		if each[1].Remaining != 1 {
+			t.Errorf("hour remaining %d, want 1", each[1].Remaining)
+		}
+		// Denied by "second": all-or-nothing, the hour bucket keeps its token.
+		got, err := core.Take(ctx, s.store, "k", 1, ps, each)
+		if err != nil || got.Allowed || got.Policy != 0 || each[1].Remaining != 1 {
+			t.Fatalf("third call: got %+v each %+v %v", got, each, err)
+		}
+		if s.realTime {
+			return
+		}
+		s.advance(time.Second)
+		got, _ = core.Take(ctx, s.store, "k", 1, ps, each)
+		if !got.Allowed || got.Policy != 1 || got.Remaining != 0 {
+			t.Fatalf("after 1s: got %+v, want allowed, bound by hour with 0 left", got)
+		}
+		got, _ = core.Take(ctx, s.store, "k", 1, ps, each)
+		// The hour bucket refilled 1s worth (1/1200 token) before the
+		// last token went: the next is 20m - 1s away.
+		if got.Allowed || got.Policy != 1 || got.RetryAfter != 20*time.Minute-time.Second {
+			t.Fatalf("hour exhausted: got %+v, want denied by hour, retry 19m59s", got)
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/core"
 	"github.com/sluicehq/ratelimit/internal/limitertest"
+	"github.com/sluicehq/ratelimit/internal/redistest"
 )
 
 // appInstances returns n limiters of cfg as n app instances have them: each
@@ -32,6 +33,16 @@ func appInstances(t testing.TB, n int, prefix string, cfg core.Config, client fu
 // pool of size connections.
 func pooled(addr string, size int) func(int) *redis.Client {
 	return func(int) *redis.Client { return redis.NewClient(&redis.Options{Addr: addr, PoolSize: size}) }
+}
+
+// startCluster starts a Redis Cluster of three primaries for t, and skips
+// t under -short: a cluster takes seconds to form.
+func startCluster(t testing.TB) *redistest.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster: takes seconds")
+	}
+	return redistest.StartCluster(t, 3, 0)
 }
 
 // gauge counts the requests admitted, those in flight, and the most there

@@ -142,32 +142,26 @@ func TestEdgeLimitsDecide(t *testing.T) {
 // smaller share denies it instead (degraded, nothing taken).
 func TestCostAboveBurst(t *testing.T) {
 	ctx := context.Background()
-	for storeName, mk := range edgeStores(t) {
-		t.Run(storeName, func(t *testing.T) {
-			cs := mk(t)
-			if !cs.realTime {
-				t.Parallel() // a store and a clock of its own
-			}
-			l := limitertest.New(t, core.Config{
-				Store: cs.store, Limit: core.PerMinute(5), FailMode: core.FailClosed, Timeout: 5 * time.Second,
-				Extra: []core.NamedLimit{{Name: "hourly", Limit: core.PerHour(4)}},
-			})
-			for _, n := range []int{5, 6, math.MaxInt, math.MaxInt32 + 1} {
-				if res, err := l.AllowN(ctx, "k", n); !errors.Is(err, core.ErrCostTooHigh) || res.Allowed {
-					t.Errorf("AllowN(%d) with bursts 5 and 4: %+v, %v; want ErrCostTooHigh", n, res, err)
-				}
-			}
-			for _, n := range []int{0, -1, math.MinInt} {
-				if res, err := l.AllowN(ctx, "k", n); !errors.Is(err, core.ErrInvalidCost) || res.Allowed {
-					t.Errorf("AllowN(%d): %+v, %v; want ErrInvalidCost", n, res, err)
-				}
-			}
-			res, err := l.AllowN(ctx, "k", 4)
-			if err != nil || !res.Allowed || res.Policies[0].Remaining != 1 || res.Policies[1].Remaining != 0 {
-				t.Fatalf("AllowN(4) after the refused costs: %+v, %v; want allowed with 1 and 0 left: nothing was taken before", res, err)
-			}
+	forStores(t, edgeStores(t), func(t *testing.T, cs clockStore) {
+		l := limitertest.New(t, core.Config{
+			Store: cs.store, Limit: core.PerMinute(5), FailMode: core.FailClosed, Timeout: 5 * time.Second,
+			Extra: []core.NamedLimit{{Name: "hourly", Limit: core.PerHour(4)}},
 		})
-	}
+		for _, n := range []int{5, 6, math.MaxInt, math.MaxInt32 + 1} {
+			if res, err := l.AllowN(ctx, "k", n); !errors.Is(err, core.ErrCostTooHigh) || res.Allowed {
+				t.Errorf("AllowN(%d) with bursts 5 and 4: %+v, %v; want ErrCostTooHigh", n, res, err)
+			}
+		}
+		for _, n := range []int{0, -1, math.MinInt} {
+			if res, err := l.AllowN(ctx, "k", n); !errors.Is(err, core.ErrInvalidCost) || res.Allowed {
+				t.Errorf("AllowN(%d): %+v, %v; want ErrInvalidCost", n, res, err)
+			}
+		}
+		res, err := l.AllowN(ctx, "k", 4)
+		if err != nil || !res.Allowed || res.Policies[0].Remaining != 1 || res.Policies[1].Remaining != 0 {
+			t.Fatalf("AllowN(4) after the refused costs: %+v, %v; want allowed with 1 and 0 left: nothing was taken before", res, err)
+		}
+	})
 	t.Run("FailLocal share", func(t *testing.T) {
 		l := limitertest.New(t, core.Config{Store: limitertest.NewDownStore(), Limit: core.PerMinute(10), FailMode: core.FailLocal, Instances: 5})
 		res, err := l.AllowN(ctx, "k", 3) // a share holds 2

@@ -109,10 +109,7 @@ func (*deadlineHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // goroutine under its own deadline (Timeout), as on one Redis, not by a
 // carrier under a call's longer one.
 func TestLoneClusterDecisionsGoInline(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
-	opts := redistest.StartCluster(t, 3, 0).Options()
+	opts := startCluster(t).Options()
 	opts.ContextTimeoutEnabled = true
 	c := redis.NewClusterClient(opts)
 	defer c.Close()

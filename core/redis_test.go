@@ -138,10 +138,7 @@ func TestPreload(t *testing.T) {
 }
 
 func TestPreloadCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
-	cl := redistest.StartCluster(t, 3, 0)
+	cl := startCluster(t)
 	c := cl.Client()
 	ctx := context.Background()
 	if err := core.NewRedisStore(c).Preload(ctx); err != nil {

@@ -18,49 +18,43 @@ import (
 // and takes nothing; Refund gives tokens back to every limit, capped at
 // the burst.
 func TestPeekAndRefund(t *testing.T) {
-	for name, mk := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			cs := mk(t)
-			if !cs.realTime {
-				t.Parallel() // a store and a clock of its own
-			}
-			l := limitertest.New(t, core.Config{
-				Store: cs.store, Name: "min", Limit: core.PerMinute(3),
-				Extra:    []core.NamedLimit{{Name: "hour", Limit: core.PerHour(5)}},
-				FailMode: core.FailClosed, Timeout: time.Second, DenyCacheSize: -1,
-			})
-			ctx := context.Background()
-			check := func(what string, r core.Result, err error, allowed bool, rem int, hourRem int) {
-				t.Helper()
-				if err != nil || r.Degraded || r.Allowed != allowed || r.Remaining != rem || r.Policies[1].Remaining != hourRem {
-					t.Fatalf("%s: %+v %v; want allowed %v, %d left, %d left this hour", what, r, err, allowed, rem, hourRem)
-				}
-			}
-			r, err := l.Peek(ctx, "k", 3)
-			check("peek at a full bucket", r, err, true, 3, 5)
-			r, err = l.Peek(ctx, "k", 3)
-			check("peek again: nothing was taken", r, err, true, 3, 5)
-			r, err = l.AllowN(ctx, "k", 3)
-			check("take 3", r, err, true, 0, 2)
-			r, err = l.Peek(ctx, "k", 1)
-			check("peek at an empty bucket", r, err, false, 0, 2)
-			if r.RetryAfter <= 0 || r.RetryAfter > 20*time.Second {
-				t.Fatalf("peek's RetryAfter %v; want the wait for a token, at most 20s", r.RetryAfter)
-			}
-			r, err = l.Refund(ctx, "k", 2)
-			check("refund 2", r, err, true, 2, 4)
-			r, err = l.AllowN(ctx, "k", 2)
-			check("take the refunded 2", r, err, true, 0, 2)
-			r, err = l.Refund(ctx, "k", 3)
-			check("refund 3", r, err, true, 3, 5)
-			r, err = l.Refund(ctx, "k", 3)
-			check("refund above the burst is capped", r, err, true, 3, 5)
-			r, err = l.AllowN(ctx, "k", 3)
-			check("take 3 again", r, err, true, 0, 2)
-			r, err = l.Refund(ctx, "k", 100)
-			check("refund of 100, above every burst: gives back the smallest burst", r, err, true, 3, 5)
+	forStores(t, stores(t), func(t *testing.T, cs clockStore) {
+		l := limitertest.New(t, core.Config{
+			Store: cs.store, Name: "min", Limit: core.PerMinute(3),
+			Extra:    []core.NamedLimit{{Name: "hour", Limit: core.PerHour(5)}},
+			FailMode: core.FailClosed, Timeout: time.Second, DenyCacheSize: -1,
 		})
-	}
+		ctx := context.Background()
+		check := func(what string, r core.Result, err error, allowed bool, rem int, hourRem int) {
+			t.Helper()
+			if err != nil || r.Degraded || r.Allowed != allowed || r.Remaining != rem || r.Policies[1].Remaining != hourRem {
+				t.Fatalf("%s: %+v %v; want allowed %v, %d left, %d left this hour", what, r, err, allowed, rem, hourRem)
+			}
+		}
+		r, err := l.Peek(ctx, "k", 3)
+		check("peek at a full bucket", r, err, true, 3, 5)
+		r, err = l.Peek(ctx, "k", 3)
+		check("peek again: nothing was taken", r, err, true, 3, 5)
+		r, err = l.AllowN(ctx, "k", 3)
+		check("take 3", r, err, true, 0, 2)
+		r, err = l.Peek(ctx, "k", 1)
+		check("peek at an empty bucket", r, err, false, 0, 2)
+		if r.RetryAfter <= 0 || r.RetryAfter > 20*time.Second {
+			t.Fatalf("peek's RetryAfter %v; want the wait for a token, at most 20s", r.RetryAfter)
+		}
+		r, err = l.Refund(ctx, "k", 2)
+		check("refund 2", r, err, true, 2, 4)
+		r, err = l.AllowN(ctx, "k", 2)
+		check("take the refunded 2", r, err, true, 0, 2)
+		r, err = l.Refund(ctx, "k", 3)
+		check("refund 3", r, err, true, 3, 5)
+		r, err = l.Refund(ctx, "k", 3)
+		check("refund above the burst is capped", r, err, true, 3, 5)
+		r, err = l.AllowN(ctx, "k", 3)
+		check("take 3 again", r, err, true, 0, 2)
+		r, err = l.Refund(ctx, "k", 100)
+		check("refund of 100, above every burst: gives back the smallest burst", r, err, true, 3, 5)
+	})
 }
 
 // TestRefundRoundTrips: a Peek and a Refund are one script call each.
