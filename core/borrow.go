@@ -57,7 +57,7 @@ type slice struct {
 	spent int64   // tokens taken from the slice, of every policy
 	level []int64 // per policy: tokens in the bucket at the borrow, the slice with them
 	busy  bool    // a borrow is in flight
-	quiet int64   // no borrow before: the store lent nothing, or failed
+	quiet int64   // no borrow before: the store lent nothing, or was not asked
 }
 
 // newSlices returns the slice table of a limiter borrowing for term
@@ -142,11 +142,21 @@ func (l *Limiter) borrowFor(ctx context.Context, a bucket.Ask, set *policySet, e
 	o, each, br, err := l.lend(ctx, a.Subj, set, back, id, start)
 	s.mu.Lock()
 	e.busy = false
-	if err != nil || !o.Allowed {
-		// Nothing to decide from: the store decides the key's takes one
-		// by one for a while (a slice lent to a lost reply stays unused
-		// until its loan ends).
+	switch {
+	case err != nil && asked(err):
+		// The reply is lost, not the loan: the store may have lent it.
+		// The key's next decision borrows again, returning it whole (a
+		// loan the store never recorded gives nothing back), rather than
+		// leave it unused until its end and send the key's takes to the
+		// store one by one meanwhile, a burst of calls on a slow store.
+		e.id, e.end, e.spent = id, sent, 0
+	case err != nil || !o.Allowed:
+		// Nothing lent, or not asked (the breaker is open, or the store
+		// overloaded): the store decides the key's takes one by one for a
+		// while, exactly near empty, and probing the breaker as ever.
 		e.quiet = sent + term
+	}
+	if err != nil || !o.Allowed {
 		s.mu.Unlock()
 		if err != nil {
 			if !asked(err) {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/ratelimit/core"
+	"github.com/sluicehq/ratelimit/internal/faultproxy"
 	"github.com/sluicehq/ratelimit/internal/limitertest"
 	"github.com/sluicehq/ratelimit/internal/redistest"
 )
@@ -188,6 +189,48 @@ func TestBorrowOutage(t *testing.T) {
 	rig.advance(50 * time.Millisecond) // past the loan's end
 	if res, _ := l.Allow(ctx, "k"); res.Allowed || !res.Degraded {
 		t.Fatalf("after the loan's end: %+v, want FailClosed's denial", res)
+	}
+}
+
+// TestBorrowLostReply: a borrow whose reply is lost (the script ran,
+// the reply came after Timeout) degrades that decision alone; the key's
+// next decision borrows again, giving the lost loan back whole, so the
+// bucket records one loan, and decisions come from the new slice.
+func TestBorrowLostReply(t *testing.T) {
+	rig := newBorrowRig(t)
+	proxy := faultproxy.Start(t, rig.m.Addr())
+	c := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
+	t.Cleanup(func() { c.Close() })
+	store := core.NewRedisStore(c)
+	l := limitertest.New(t, core.Config{Store: store, Limit: core.PerSecond(1000), Name: "lost",
+		Borrow: 100 * time.Millisecond, FailMode: core.FailClosed, Timeout: 50 * time.Millisecond, Observer: rig.obs})
+	core.SetClock(l, func() time.Duration { return rig.now })
+	ctx := context.Background()
+	if res, _ := l.Allow(ctx, "k"); !res.Allowed || res.Degraded { // the key is seen
+		t.Fatalf("first decision: %+v", res)
+	}
+	rig.advance(time.Millisecond)
+	proxy.SetLatency(time.Second)
+	if res, _ := l.Allow(ctx, "k"); !res.Degraded {
+		t.Fatalf("the borrow whose reply is late: %+v, want degraded", res)
+	}
+	proxy.SetLatency(0)
+	loans := func() int {
+		v, _ := rig.m.Get(store.Key("lost", "k"))
+		return strings.Count(v, ";")
+	}
+	if loans() != 1 {
+		t.Fatalf("the store records %d loans, want the one whose reply was lost", loans())
+	}
+	rig.advance(time.Millisecond)
+	for i := range 10 {
+		if res, _ := l.Allow(ctx, "k"); !res.Allowed || res.Degraded {
+			t.Fatalf("decision %d after the lost reply: %+v", i, res)
+		}
+	}
+	if got := loans(); got != 1 || rig.obs.returned.Load() != 100 || rig.obs.borrowed.Load() != 10 {
+		t.Fatalf("after the next borrow: %d loans recorded, %d tokens returned, %d decisions from slices; want 1, 100, 10",
+			got, rig.obs.returned.Load(), rig.obs.borrowed.Load())
 	}
 }
 
