@@ -110,24 +110,36 @@ func repeats(keys []string, args []any) ([]any, int) {
 	return args, n
 }
 
-// encodeShort is encode for TokenBuckets, whose lone take has arguments
-// of its own: the record's expiry, the policy, n (a take across one
-// bucket's too: see TestLoneAcrossOneBucket); across subjects, the
-// record's expiry, "A", then each bucket's policy and cost.
+// encodeShort is encode for TokenBuckets, whose plain takes have
+// arguments of their own: a batch of takes of one cost n under one policy,
+// one request per bucket (a lone take among them; a take across one
+// bucket's too: see TestLoneAcrossOneBucket), sends the record's expiry,
+// the policy and n; a lone take across subjects the record's expiry,
+// "A", then each bucket's policy and cost.
 func (s *Store) encodeShort(ctx context.Context, call uint64, batch []*request) ([]string, []any) {
 	r := batch[0]
-	if len(batch) > 1 || r.Op != bucket.OpTake || len(r.Policies) > 1 && r.Across == nil {
+	if r.Op != bucket.OpTake || len(r.Policies) > 1 && r.Across == nil {
 		return s.encode(ctx, call, batch)
 	}
-	if n := r.N; r.Across == nil || len(r.Across) == 1 && r.Across[0].N > 0 {
-		// A take across one bucket, of a cost, is the lone take of it:
-		// the same arithmetic, reply and writes, in the shorter form
-		// (an Envoy request of one descriptor).
-		if r.Across != nil {
-			n = r.Across[0].N
+	if p, n, ok := plainTake(r); ok {
+		keys := make([]string, len(batch), len(batch)+1)
+		keys[0] = s.Key(r.Subj, p.Name)
+		for i, o := range batch[1:] {
+			q, m, ok := plainTake(o)
+			if !ok || m != n || q != p && q.Desc() != p.Desc() {
+				return s.encode(ctx, call, batch)
+			}
+			keys[i+1] = s.Key(o.Subj, q.Name)
 		}
-		p := &r.Policies[0]
-		return []string{s.Key(r.Subj, p.Name), s.recordKey(r.Subj, call)}, []any{recordTTL(ctx), p.Arg(), n}
+		if len(batch) > 1 {
+			if _, again := repeats(keys, nil); again > 0 {
+				return s.encode(ctx, call, batch)
+			}
+		}
+		return append(keys, s.recordKey(r.Subj, call)), []any{recordTTL(ctx), p.Arg(), n}
+	}
+	if len(batch) > 1 {
+		return s.encode(ctx, call, batch)
 	}
 	keys, args := make([]string, 0, len(r.Policies)+1), make([]any, 2, 2+2*len(r.Policies))
 	for i := range r.Policies {
@@ -137,6 +149,22 @@ func (s *Store) encodeShort(ctx context.Context, call uint64, batch []*request) 
 	}
 	args[0], args[1] = recordTTL(ctx), "A"
 	return append(keys, s.recordKey(r.Subj, call)), args
+}
+
+// plainTake returns the policy and cost of r if it is a plain take: under
+// one policy, or across one bucket (an Envoy request of one descriptor) of
+// a cost.
+func plainTake(r *request) (*bucket.Policy, int, bool) {
+	if r.Op != bucket.OpTake || len(r.Policies) != 1 {
+		return nil, 0, false
+	}
+	if r.Across == nil {
+		return &r.Policies[0], r.N, true
+	}
+	if len(r.Across) == 1 && r.Across[0].N > 0 { // Subj is Across[0].Subj
+		return &r.Policies[0], r.Across[0].N, true
+	}
+	return nil, 0, false
 }
 
 // sameShape reports whether b, whose policies' indexes start at bi, asks

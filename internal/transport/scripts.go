@@ -16,10 +16,11 @@ import "github.com/redis/go-redis/v9"
 // runs of alike ones: a run's operation, cost n, number of policies m and
 // the index (1..P) of each, then how many requests in a row ask that.
 // KEYS are every request's buckets, in the same order, then the call's
-// replay record (named by the call's id); a lone take under one policy
-// sends only the record's expiry, the policy and n, and a lone take
-// across subjects the record's expiry, "A", then each bucket's policy
-// and cost. The operations: 1
+// replay record (named by the call's id); plain takes (a lone take
+// under one policy, or a batch of takes of one n under one policy, each
+// of its own bucket) send only the record's expiry, the policy and n,
+// and a lone take across subjects the record's expiry, "A", then each
+// bucket's policy and cost. The operations: 1
 // takes n tokens, all or nothing over the request's policies; 2 peeks (whether n would be taken, taking nothing); 3 refunds
 // n tokens to every policy, each capped at its capacity; 4 to 7 wait or
 // owe (DESIGN §11: reserve, charge, cancel, pause; see waiting), and
@@ -36,8 +37,7 @@ import "github.com/redis/go-redis/v9"
 // µs, a charge's tokens forgiven, else 0).
 //
 // A bucket may owe tokens (its units below 0, DESIGN §11): a take is
-// then refused until the refill repays the debt and n. A bucket in debt
-// never takes the lone take's straight line below.
+// then refused until the refill repays the debt and n.
 //
 // A bucket's value is "<units>:<tick>:<policy>": the tokens (in units) it
 // held at that tick of the server's clock, counted in the policy that
@@ -120,46 +120,58 @@ if vals[nk] then return vals[nk] end
 -- TIME, our own arguments, digits a match has checked).
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
--- A lone take under one policy comes as three arguments: the record's
--- expiry, the policy and the cost. Of a bucket in that policy (or none)
--- stamped no later than now, it is decided here in a straight line, by
--- the arithmetic below for that case; otherwise it goes on below, in the
--- arguments of a batch of one.
-local ARGV = ARGV
+-- Plain takes come as three arguments: the record's expiry, the policy
+-- and the cost n, one request per bucket (none asked twice), each a take
+-- of n under that policy: a lone take, or a batch of them. Each bucket in
+-- that policy (or none), stamped no later than now and without loans, is
+-- decided here in a straight line, by the arithmetic below for that
+-- case; from the first that is not, the rest goes on below, in the
+-- arguments of a batch.
+local ARGV, k, wrote = ARGV, 0, false
 if #ARGV == 3 then
-  -- straight's arithmetic (below), inline: a lone take is the commonest
-  -- call, and a call costs.
-  local desc, v = ARGV[2], vals[1]
+  local desc = ARGV[2]
   local cap, rate, unit, tick = match(desc, '^(%d+):(%d+):(%d+):(%d+)$')
-  local tok, el, at = cap, -1, 0
   if cap then
     cap, rate, unit, tick = cap + 0, rate + 0, unit + 0, tick + 0
-    tok = cap
     if rate > 0 and unit > 0 and tick > 0 then
-      at, el = floor(now / tick), 0
-      if v then
-        local units, ts, d = match(v, '^(%d+):(%d+):(.*)')
-        if d == desc then tok, el = units + 0, at - ts else el = -1 end
+      local at = floor(now / tick)
+      local phase, need, sfx = now - at * tick, ARGV[3] * unit, format(':%d:%s', at, desc)
+      local e, lastEx = false, false
+      while k < nk - 1 do
+        local v, tok = vals[k + 1], cap
+        if v then
+          local units, ts, d = match(v, '^(-?%d+):(%d+):(.*)')
+          if d ~= desc then break end
+          local el = at - ts
+          if el < 0 then break end
+          tok = units + 0
+          if tok < cap and el < ceil((cap - tok) / rate) then tok = tok + el * rate else tok = cap end
+        end
+        k = k + 1
+        local reset = 0
+        if tok < need then
+          if tok < cap then reset = ceil((cap - tok) / rate) * tick - phase end
+          local rem = floor(tok / unit)
+          if rem < 0 then rem = 0 end
+          vals[k] = format('0,%d,%d,%d', rem, ceil((need - tok) / rate) * tick - phase, reset)
+        else
+          local left = tok - need
+          if left < cap then reset = ceil((cap - left) / rate) * tick - phase end
+          vals[k] = format('1,%d,0,%d', floor(left / unit), reset)
+          local ex = ceil(reset / 1000000) + 1
+          if ex ~= lastEx then e, lastEx = format('%d', ex), ex end
+          redis.call('SETEX', KEYS[k], e, format('%d%s', left, sfx))
+          wrote = true
+        end
+      end
+      if k == nk - 1 then
+        local reply = table.concat(vals, ',', 1, k)
+        if wrote then redis.call('SETEX', KEYS[nk], ARGV[1], reply) end
+        return reply
       end
     end
   end
-  if el >= 0 then
-    if tok >= cap or el >= ceil((cap - tok) / rate) then tok = cap else tok = tok + el * rate end
-    local phase = now - at * tick
-    local need = ARGV[3] * unit
-    if tok < need then
-      local reset = 0
-      if tok < cap then reset = ceil((cap - tok) / rate) * tick - phase end
-      return format('0,%d,%d,%d', floor(tok / unit), ceil((need - tok) / rate) * tick - phase, reset)
-    end
-    local left, reset = tok - need, 0
-    if left < cap then reset = ceil((cap - left) / rate) * tick - phase end
-    local reply = format('1,%d,0,%d', floor(left / unit), reset)
-    redis.call('SETEX', KEYS[1], ceil(reset / 1000000) + 1, format('%d:%d:%s', left, at, desc))
-    redis.call('SETEX', KEYS[2], ARGV[1], reply)
-    return reply
-  end
-  ARGV = {ARGV[1], '1', '1', '0', desc, '1', ARGV[3], '1', '1', '1'}
+  ARGV = {ARGV[1], nk - 1 - k, '1', '0', desc, '1', ARGV[3], '1', '1', nk - 1 - k}
 elseif ARGV[2] == 'A' then
   -- A lone take across subjects (AllowAll on one node) comes short too:
   -- the record's expiry, 'A', then each bucket's policy and cost, in
@@ -273,7 +285,7 @@ end
 -- conversion ("%.14g") costs more, and would print 1e+15. Each format
 -- costs about as much as deciding a bucket: a request's part of the reply
 -- is one per policy, a bucket's value one per write.
-local wrote, exs = false, {}
+local exs = {}
 local function put(key, ex, units, p, ln)
   local sfx = false
   if ln and ln[1] then
@@ -407,7 +419,7 @@ local function carry(x, q, p)
   if spent >= p[1] then return 0 end
   return p[1] - spent
 end
-local k, a, d = 0, 5 + P + 2 * R, 0
+local a, d = 5 + P + 2 * R, 0
 while d < D do
   local op, n, m = int(ARGV[a]), int(ARGV[a+1]), int(ARGV[a+2])
   for i = 1, m do rp[i] = pols[int(ARGV[a+2+i])] end
