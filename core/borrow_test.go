@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,15 +48,8 @@ func TestBorrowNeverOverAdmits(t *testing.T) {
 		t.Skip("real-Redis load test")
 	}
 	for _, instances := range []int{1, 8, 24} {
-		t.Run("instances="+itoa(instances), func(t *testing.T) { borrowExactness(t, instances) })
+		t.Run("instances="+strconv.Itoa(instances), func(t *testing.T) { borrowExactness(t, instances) })
 	}
-}
-
-func itoa(n int) string {
-	if n < 10 {
-		return string(rune('0' + n))
-	}
-	return itoa(n/10) + string(rune('0'+n%10))
 }
 
 func borrowExactness(t *testing.T, instances int) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -134,7 +135,7 @@ func TestConcurrencyRenewsManyLeases(t *testing.T) {
 	for range 16 {
 		wg.Go(func() {
 			for i := range keys {
-				l, _, _ := c.Acquire(context.Background(), "k"+itoaTest(i))
+				l, _, _ := c.Acquire(context.Background(), "k"+strconv.Itoa(i))
 				if l == nil {
 					failed.Add(1)
 					continue
@@ -156,18 +157,6 @@ func TestConcurrencyRenewsManyLeases(t *testing.T) {
 		t.Fatalf("a renewal call carried %d leases; want chunks of a bounded size", most)
 	}
 	t.Logf("%d leases renewed in %d calls of at most %d leases", leases, calls.calls.Load(), calls.maxKeys.Load())
-}
-
-func itoaTest(i int) string {
-	var b [20]byte
-	n := len(b)
-	for {
-		n--
-		b[n] = byte('0' + i%10)
-		if i /= 10; i == 0 {
-			return string(b[n:])
-		}
-	}
 }
 
 // TestConcurrencyLocalLeaseHasItsOwnID: an acquire whose store call
