@@ -208,8 +208,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 // shadow mode refused, the request is decided again without them (a second
 // call): they never refuse a request, yet the others take their hits.
 func (s *Service) decide(ctx context.Context, plans []plan) (refused, degraded bool, err error) {
-	var buf [4]bool
-	checks, shadowed, refused := s.checks(plans, buf[:0])
+	checks, shadowed, refused := s.checks(plans)
 	if len(checks) == 0 {
 		return refused, false, nil
 	}
@@ -239,11 +238,9 @@ func (s *Service) decide(ctx context.Context, plans []plan) (refused, degraded b
 }
 
 // checks returns the checks of the plans the store decides, and per
-// check whether its rule is in shadow mode (appended to buf). A plan that
-// always refuses gets its status here; refused says one refused the
-// request.
-func (s *Service) checks(plans []plan, buf []bool) (checks []core.Check, shadowed []bool, refused bool) {
-	shadowed = buf
+// check whether its rule is in shadow mode. A plan that always refuses
+// gets its status here; refused says one refused the request.
+func (s *Service) checks(plans []plan) (checks []core.Check, shadowed []bool, refused bool) {
 	for i := range plans {
 		p := &plans[i]
 		p.at = -1
