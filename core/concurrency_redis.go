@@ -15,12 +15,13 @@ import (
 // the acquires of one key batch themselves through qs (see
 // transport.Store.Acquire).
 func (s *RedisStore) acquire(ctx context.Context, deadline time.Time, bound int64, qs *transport.LeaseQueues, req *bucket.LeaseAsk) (bucket.LeaseAnswer, error) {
-	return s.t.Acquire(ctx, deadline, bound, qs, req)
+	a, err := s.t.Acquire(ctx, deadline, bound, qs, req)
+	return a, storeErr(err)
 }
 
 // release removes lease id from its set, if there, by deadline.
 func (s *RedisStore) release(ctx context.Context, deadline time.Time, bound int64, name, subj, id string) error {
-	return s.t.Release(ctx, deadline, bound, name, subj, id)
+	return storeErr(s.t.Release(ctx, deadline, bound, name, subj, id))
 }
 
 // renew renews ls (at most maxRenewLeases: one renewal chunk) by
@@ -30,5 +31,6 @@ func (s *RedisStore) renew(ctx context.Context, deadline time.Time, bound int64,
 	for i, l := range ls {
 		ids[i] = transport.LeaseID{Subj: l.subj, ID: l.id}
 	}
-	return s.t.Renew(ctx, deadline, bound, name, lease, ids)
+	got, err := s.t.Renew(ctx, deadline, bound, name, lease, ids)
+	return got, storeErr(err)
 }

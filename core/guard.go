@@ -180,7 +180,7 @@ func (g *guard) end(br *breaker, probe bool, err error, deadline time.Time) erro
 	// reads the deadline.
 	call := callOf(err)
 	timedOut := !time.Now().Before(deadline) || (call == 0 && errors.Is(err, context.DeadlineExceeded))
-	err = transport.FailureCause(err, timedOut, dialErr, last)
+	err = failureCause(err, timedOut, dialErr, last)
 	switch {
 	case transport.SlotMoving(err), timedOut && told && last == nil && dialErr == nil:
 		br.release(probe)

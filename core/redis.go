@@ -115,10 +115,14 @@ func (s *RedisStore) Preload(ctx context.Context) error {
 	return s.t.Preload(ctx, transport.AcquireLease, transport.AcquireWithRate, transport.RenewLeases)
 }
 
-// call decides a through the transport, by a.Deadline: see
-// transport.Store.Do.
+// call decides a, once checked, through the transport, by a.Deadline:
+// see transport.Store.Do.
 func (s *RedisStore) call(ctx context.Context, a bucket.Ask) (bucket.Outcome, error) {
-	return s.t.Do(ctx, a)
+	if err := checkAsk(&a); err != nil {
+		return bucket.Outcome{}, err
+	}
+	o, err := s.t.Do(ctx, a)
+	return o, storeErr(err)
 }
 
 // clear deletes subj's buckets (subj as the store keys it).
@@ -128,7 +132,8 @@ func (s *RedisStore) clear(ctx context.Context, subj string, policies []bucket.P
 
 // live stamps the store in name's live set (see transport.Store.Live).
 func (s *RedisStore) live(ctx context.Context, deadline time.Time, bound int64, name string, ttl time.Duration) (int, error) {
-	return s.t.Live(ctx, deadline, bound, name, ttl)
+	n, err := s.t.Live(ctx, deadline, bound, name, ttl)
+	return n, storeErr(err)
 }
 
 func (s *RedisStore) remote() bool              { return true }

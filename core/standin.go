@@ -22,7 +22,6 @@ func storeDo(ctx context.Context, s storeCalls, a bucket.Ask) (bucket.Outcome, e
 	if a.Op == standin.OpReset {
 		return bucket.Outcome{}, s.clear(ctx, a.Subj, a.Policies)
 	}
-	var err error
 	if a.Across != nil {
 		a.Across = slices.Clone(a.Across)
 		for i := range a.Across {
@@ -31,11 +30,8 @@ func storeDo(ctx context.Context, s storeCalls, a bucket.Ask) (bucket.Outcome, e
 		if len(a.Across) > 0 {
 			a.Subj = a.Across[0].Subj
 		}
-		err = bucket.CheckAcross(a.Op, a.Across, a.Policies, a.Each)
-	} else {
-		err = bucket.CheckOp(a.Op, a.Subj, a.N, a.Policies)
 	}
-	if err != nil {
+	if err := checkAsk(&a); err != nil {
 		return bucket.Outcome{}, err
 	}
 	a.Deadline, _ = ctx.Deadline()

@@ -73,11 +73,11 @@ func TestCheck(t *testing.T) {
 		ps      []Policy
 		want    error
 	}{
-		{"", 1, []Policy{ok}, ErrEmptyKey},
-		{"k", 0, []Policy{ok}, ErrInvalidCost},
-		{"k", 11, []Policy{ok}, ErrCostTooHigh},
-		{"k", 1, nil, ErrInvalidConfig},
-		{"k", 1, []Policy{{Name: "p", Capacity: MaxExact, Refill: 1, Unit: 1, Tick: 1}}, ErrInvalidLimit},
+		{"", 1, []Policy{ok}, EmptyKey},
+		{"k", 0, []Policy{ok}, InvalidCost},
+		{"k", 11, []Policy{ok}, CostTooHigh},
+		{"k", 1, nil, InvalidConfig},
+		{"k", 1, []Policy{{Name: "p", Capacity: MaxExact, Refill: 1, Unit: 1, Tick: 1}}, InvalidLimit},
 		{"k", 10, []Policy{ok}, nil},
 	} {
 		if got := Check(c.subject, c.n, c.ps); !errors.Is(got, c.want) || (c.want == nil) != (got == nil) {

@@ -87,24 +87,24 @@ const maxCharge = 1 << 52
 // Check rejects what no store may decide: an empty subject (one bucket
 // for everyone, and an empty Cluster hash tag), a cost below 1, a cost
 // above a policy's burst (it could never be served, and n × Unit could
-// overflow), or a policy New would refuse (ErrInvalidLimit: its numbers must
+// overflow), or a policy New would refuse (InvalidLimit: its numbers must
 // stay below 2^53, where the arithmetic is exact and cannot overflow).
 func Check(subject string, n int, policies []Policy) error {
 	switch {
 	case subject == "":
-		return ErrEmptyKey
+		return EmptyKey
 	case n < 1:
-		return ErrInvalidCost
+		return InvalidCost
 	case len(policies) == 0:
-		return ErrInvalidConfig
+		return InvalidConfig
 	}
 	for i := range policies {
 		p := &policies[i]
 		if p.Unit <= 0 || p.Refill <= 0 || p.Tick <= 0 || p.Capacity > MaxExact-p.Refill || CeilDiv(p.Capacity, p.Refill) > MaxExact/p.Tick {
-			return ErrInvalidLimit
+			return InvalidLimit
 		}
 		if int64(n) > p.Capacity/p.Unit {
-			return ErrCostTooHigh
+			return CostTooHigh
 		}
 	}
 	return nil
@@ -115,7 +115,7 @@ func Check(subject string, n int, policies []Policy) error {
 // its part allows.
 func CheckAcross(op int, parts []Part, policies []Policy, each []Outcome) error {
 	if (op != OpTake && op != OpRefund) || len(parts) == 0 || len(parts) != len(policies) || len(each) != len(parts) {
-		return ErrInvalidConfig
+		return InvalidConfig
 	}
 	for i := range parts {
 		if err := Check(parts[i].Subj, 1, policies[i:i+1]); err != nil {
@@ -123,7 +123,7 @@ func CheckAcross(op int, parts []Part, policies []Policy, each []Outcome) error 
 		}
 		p := &policies[i]
 		if n := int64(parts[i].N); n < 0 || n > p.Capacity/p.Unit+1 || op == OpRefund && (n < 1 || n > p.Capacity/p.Unit) {
-			return ErrInvalidCost
+			return InvalidCost
 		}
 	}
 	return nil
@@ -141,7 +141,7 @@ func CheckOp(op int, subject string, n int, policies []Policy) error {
 		return err
 	}
 	if int64(n) > MaxExact {
-		return ErrCostTooHigh
+		return CostTooHigh
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func Policies(limits ...NamedLimit) ([]Policy, error) {
 			c = int64(l.Rate)
 		}
 		if Tick(int64(l.Rate), l.Period.Microseconds(), c) == 0 {
-			return nil, ErrInvalidLimit
+			return nil, InvalidLimit
 		}
 		ps[i] = PolicyOf(nl.Name, int64(l.Rate), l.Period.Microseconds(), c)
 	}

@@ -286,7 +286,7 @@ func (s *Store) sendAlone(r *request, dest string) {
 	s.send(ctx, dest, []*request{r})
 	ctx.Stop()
 	last.lone.Add(-1)
-	if p := s.lastErr.Load(); p != nil && isTimeout(r.err) && errors.Is(r.err, *p) && !time.Now().Before(r.Deadline) {
+	if p := s.lastErr.Load(); p != nil && IsTimeout(r.err) && errors.Is(r.err, *p) && !time.Now().Before(r.Deadline) {
 		s.lastErr.CompareAndSwap(p, nil)
 	}
 	if s.running.Add(-1) > 0 {
@@ -619,7 +619,7 @@ func (s *Store) settle(ctx context.Context, batch []*request, call uint64, reply
 		}
 		end := fieldsEnd(reply, w)
 		if end < 0 {
-			r.err = fmt.Errorf("%w: %q for %d decisions", ErrBadReply, truncate(reply), len(batch))
+			r.err = fmt.Errorf("%w: %q for %d decisions", bucket.BadReply, truncate(reply), len(batch))
 			continue
 		}
 		r.reply, reply = reply[:end], reply[min(end+1, len(reply)):]

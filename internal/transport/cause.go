@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -15,10 +14,8 @@ import (
 
 // Why a store call failed, said as precisely as the store knows: a
 // decision that ran out of time waiting for a Redis that refuses
-// connections must report the refusal, not only that it stopped waiting.
-
-// ErrTimeout is core.ErrTimeout: a store decision ran out of time.
-var ErrTimeout = errors.New("core: store decision timed out")
+// connections must report the refusal, not only that it stopped waiting
+// (core's failureCause says it, from Store.Why and IsTimeout).
 
 // lastDial keeps a client's last dial error (see Watch).
 type lastDial struct{ last atomic.Pointer[dialFailure] }
@@ -72,7 +69,7 @@ func (w dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 			if w.last.Load() != nil {
 				w.last.Store(nil)
 			}
-		case !isTimeout(err):
+		case !IsTimeout(err):
 			// A dial cut short by the caller's deadline says nothing new.
 			w.last.Store(&dialFailure{err: err, at: time.Now()})
 		}
@@ -86,33 +83,13 @@ func (dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 	return next
 }
 
-// isTimeout reports an error that says the call ran out of time: a
+// IsTimeout reports an error that says the call ran out of time: a
 // context deadline, or a network timeout (go-redis's own read, write and
 // dial timeouts, and a connection's deadline set from the context).
-func isTimeout(err error) bool {
+func IsTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
 		(errors.As(err, &ne) && ne.Timeout())
-}
-
-// FailureCause is what a failed store call under the decision's deadline
-// reports (to the Observer, the log and metrics): the dial error when the
-// store cannot connect, whatever the call returned; ErrTimeout, with the
-// store's own error, when the call ran out of time; else the error.
-func FailureCause(err error, timedOut bool, dialErr, last error) error {
-	if dialErr != nil && (timedOut || isTimeout(err)) {
-		return fmt.Errorf("core: the store is unreachable: %w", dialErr)
-	}
-	if !timedOut && !isTimeout(err) {
-		return err
-	}
-	if last != nil && !isTimeout(last) {
-		return fmt.Errorf("%w; the store's last error: %w", ErrTimeout, last)
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return ErrTimeout
-	}
-	return fmt.Errorf("%w: %w", ErrTimeout, err)
 }
 
 // SlotMoving reports a Redis Cluster answer about one slot being moved

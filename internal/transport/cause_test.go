@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"context"
 	"errors"
 	"testing"
 )
@@ -34,39 +33,6 @@ func TestCrossSlotRefusals(t *testing.T) {
 	} {
 		if got := noScriptFlags(tc.err); got != tc.want {
 			t.Errorf("noScriptFlags(%v) = %v, want %v", tc.err, got, tc.want)
-		}
-	}
-}
-
-// TestFailureCause: a fresh dial error explains a call that ran out of
-// time; a timeout is ErrTimeout, with the store's last error when that
-// says more; any other error is itself.
-func TestFailureCause(t *testing.T) {
-	refused := errors.New("dial tcp: connection refused")
-	broken := errors.New("i/o: broken pipe")
-	for _, tc := range []struct {
-		name          string
-		err           error
-		timedOut      bool
-		dialErr, last error
-		is            []error
-		not           []error
-	}{
-		{"refused", context.DeadlineExceeded, true, refused, nil, []error{refused}, []error{ErrTimeout}},
-		{"timeout", context.DeadlineExceeded, true, nil, nil, []error{ErrTimeout}, nil},
-		{"timeout, last", context.DeadlineExceeded, true, nil, broken, []error{ErrTimeout, broken}, nil},
-		{"error", broken, false, refused, nil, []error{broken}, []error{ErrTimeout, refused}},
-	} {
-		got := FailureCause(tc.err, tc.timedOut, tc.dialErr, tc.last)
-		for _, e := range tc.is {
-			if !errors.Is(got, e) {
-				t.Errorf("%s: %v is not %v", tc.name, got, e)
-			}
-		}
-		for _, e := range tc.not {
-			if errors.Is(got, e) {
-				t.Errorf("%s: %v is %v", tc.name, got, e)
-			}
 		}
 	}
 }

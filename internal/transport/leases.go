@@ -142,7 +142,7 @@ func (w *leaseWaiter) wait() (bucket.LeaseAnswer, error) {
 // NOSCRIPT), deciding its acquires in order, each as if alone.
 //
 // Each call is counted among the calls running in the store, against
-// bound (ErrOverloaded beyond it). A lone call goes on its caller's
+// bound (bucket.Overloaded beyond it). A lone call goes on its caller's
 // goroutine, under its deadline, while calls to its node are fast and the
 // client honours deadlines (see Store.fast); else calls go on a goroutine of
 // their own (see acquireCalls).
@@ -154,7 +154,7 @@ func (s *Store) Acquire(ctx context.Context, deadline time.Time, bound int64, qs
 	ws := []*leaseWaiter{w}
 	switch last := s.lastToSubj(req.Subj); {
 	case !s.enter(bound):
-		ws = s.answer(qs, ws, nil, ErrOverloaded)
+		ws = s.answer(qs, ws, nil, bucket.Overloaded)
 	case s.fast(last, deadline):
 		ctx := s.clock.Context(ctx, deadline)
 		as, err := s.acquireMany(ctx, last, ws, deadline)
@@ -179,7 +179,7 @@ func (s *Store) Acquire(ctx context.Context, deadline time.Time, bound int64, qs
 func (s *Store) acquireCalls(qs *LeaseQueues, ws []*leaseWaiter, admitted bool) {
 	for ws != nil {
 		if !admitted && !s.enter(ws[0].bound) {
-			ws = s.answer(qs, ws, nil, ErrOverloaded)
+			ws = s.answer(qs, ws, nil, bucket.Overloaded)
 			continue
 		}
 		admitted = false
@@ -205,7 +205,7 @@ func (s *Store) acquireCalls(qs *LeaseQueues, ws []*leaseWaiter, admitted bool) 
 // script added the lease) or that was answered after its caller stopped
 // waiting is taken back, best effort within its request's timeout,
 // rather than hold a phantom slot for a Lease. Its tokens, if any, stay
-// spent. A call never made (ErrOverloaded) has nothing to take back.
+// spent. A call never made (bucket.Overloaded) has nothing to take back.
 func (s *Store) answer(qs *LeaseQueues, ws []*leaseWaiter, as []bucket.LeaseAnswer, err error) []*leaseWaiter {
 	if err != nil && len(ws) > 1 && qs != nil {
 		err = &CallError{Call: qs.calls.Add(1), Err: err} // the breaker counts one failed call
@@ -224,7 +224,7 @@ func (s *Store) answer(qs *LeaseQueues, ws []*leaseWaiter, as []bucket.LeaseAnsw
 			w.err = err
 			fallthrough
 		default:
-			if !errors.Is(err, ErrOverloaded) {
+			if !errors.Is(err, bucket.Overloaded) {
 				back = append(back, w.req.ID)
 			}
 		}
@@ -267,7 +267,7 @@ func (s *Store) acquireLeases(ctx context.Context, ws []*leaseWaiter, as []bucke
 		return err
 	}
 	if len(v) != 5*len(ws) {
-		return fmt.Errorf("%w: %d values for %d acquires", ErrBadReply, len(v), len(ws))
+		return fmt.Errorf("%w: %d values for %d acquires", bucket.BadReply, len(v), len(ws))
 	}
 	for i := range as {
 		if as[i], err = s.leaseReply(v[5*i:5*i+5], 5); err != nil {
@@ -279,14 +279,14 @@ func (s *Store) acquireLeases(ctx context.Context, ws []*leaseWaiter, as []bucke
 
 // leaseCall makes the lease call f for subj by deadline, bounded as the
 // store's decisions are (see Store.Do): counted among the decisions
-// running in the store, against bound (ErrOverloaded beyond it); on the
+// running in the store, against bound (bucket.Overloaded beyond it); on the
 // caller's goroutine under deadline while calls to subj's node are fast
 // and the client honours deadlines, else on a goroutine of its own under
 // at least minSend (a call cut at Timeout would cost its connection),
 // which the caller waits for until deadline (then context.DeadlineExceeded).
 func (s *Store) leaseCall(ctx context.Context, deadline time.Time, bound int64, subj string, f func(context.Context) error) error {
 	if !s.enter(bound) {
-		return ErrOverloaded
+		return bucket.Overloaded
 	}
 	last := s.lastToSubj(subj)
 	if s.fast(last, deadline) {
@@ -327,13 +327,13 @@ func (s *Store) leaseCall(ctx context.Context, deadline time.Time, bound int64, 
 // must be want.
 func (s *Store) leaseReply(v []any, want int) (bucket.LeaseAnswer, error) {
 	if len(v) != want {
-		return bucket.LeaseAnswer{}, fmt.Errorf("%w: %d values", ErrBadReply, len(v))
+		return bucket.LeaseAnswer{}, fmt.Errorf("%w: %d values", bucket.BadReply, len(v))
 	}
 	var n [5]int64
 	for i := range n {
 		x, ok := v[i].(int64)
 		if !ok {
-			return bucket.LeaseAnswer{}, fmt.Errorf("%w: %T", ErrBadReply, v[i])
+			return bucket.LeaseAnswer{}, fmt.Errorf("%w: %T", bucket.BadReply, v[i])
 		}
 		n[i] = x
 	}
@@ -380,7 +380,7 @@ func (s *Store) acquireWithRate(ctx context.Context, ws []*leaseWaiter, as []buc
 		return err
 	}
 	if len(v) != 6*len(ws) {
-		return fmt.Errorf("%w: %d values for %d acquires", ErrBadReply, len(v), len(ws))
+		return fmt.Errorf("%w: %d values for %d acquires", bucket.BadReply, len(v), len(ws))
 	}
 	for i, w := range ws {
 		if as[i], err = s.leaseReply(v[6*i:6*i+6], 6); err != nil {
@@ -388,7 +388,7 @@ func (s *Store) acquireWithRate(ctx context.Context, ws []*leaseWaiter, as []buc
 		}
 		reply, ok := v[6*i+5].(string)
 		if !ok {
-			return fmt.Errorf("%w: tokens' reply %T", ErrBadReply, v[6*i+5])
+			return fmt.Errorf("%w: tokens' reply %T", bucket.BadReply, v[6*i+5])
 		}
 		if w.req.Rate, err = ParseReply(reply, w.req.Each); err != nil {
 			return err
@@ -456,7 +456,7 @@ func (s *Store) renewLeases(ctx context.Context, name string, lease time.Duratio
 	for i, g := range groups {
 		v, err := cmds[i].Slice()
 		if err == nil && len(v) != len(g.at) {
-			err = fmt.Errorf("%w: %d values", ErrBadReply, len(v))
+			err = fmt.Errorf("%w: %d values", bucket.BadReply, len(v))
 		}
 		if err != nil {
 			firstErr = cmp.Or(firstErr, err)

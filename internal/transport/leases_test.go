@@ -122,7 +122,7 @@ func (*resendLeases) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // caller still waiting gets its answer; one that left gets nothing, and
 // its slot, if granted, is taken back; a failed call's acquires are all
 // taken back (the script may have run), a call never made
-// (ErrOverloaded) takes nothing back. All in one ZREM.
+// (bucket.Overloaded) takes nothing back. All in one ZREM.
 func TestLeaseBatchSettles(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
 	t.Cleanup(func() { client.Close() })
@@ -137,7 +137,7 @@ func TestLeaseBatchSettles(t *testing.T) {
 	}{
 		{"answered", nil, "[left-granted]"},
 		{"failed", errors.New("connection reset"), "[waiting left-granted left-refused]"},
-		{"overloaded", ErrOverloaded, ""},
+		{"overloaded", bucket.Overloaded, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ws []*leaseWaiter

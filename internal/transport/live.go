@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
 // LiveSubj is the subject of the live sets (LiveKey): a leading '~' is
@@ -35,7 +37,7 @@ func (s *Store) Live(ctx context.Context, deadline time.Time, bound int64, name 
 		return 0, err
 	}
 	if n < 1 {
-		return 0, ErrBadReply
+		return 0, bucket.BadReply
 	}
 	return int(n), nil
 }

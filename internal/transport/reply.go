@@ -16,13 +16,13 @@ func ParseReply(reply string, each []bucket.Outcome) (bucket.Outcome, error) {
 	var v [3]int64
 	allowed, rest, ok := nextInt(reply)
 	if !ok || rest == "" {
-		return bucket.Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, truncate(reply))
+		return bucket.Outcome{}, fmt.Errorf("%w: %q", bucket.BadReply, truncate(reply))
 	}
 	var best bucket.Outcome
 	for i := 0; rest != ""; i++ {
 		for j := range v {
 			if v[j], rest, ok = nextInt(rest); !ok {
-				return bucket.Outcome{}, fmt.Errorf("%w: %q", ErrBadReply, truncate(reply))
+				return bucket.Outcome{}, fmt.Errorf("%w: %q", bucket.BadReply, truncate(reply))
 			}
 			if j == 0 && i > 0 && rest == "" {
 				best.Extra = v[0]
@@ -38,7 +38,7 @@ func ParseReply(reply string, each []bucket.Outcome) (bucket.Outcome, error) {
 		}
 		if each != nil {
 			if i >= len(each) {
-				return bucket.Outcome{}, fmt.Errorf("%w: more outcomes than %d policies", ErrBadReply, len(each))
+				return bucket.Outcome{}, fmt.Errorf("%w: more outcomes than %d policies", bucket.BadReply, len(each))
 			}
 			each[i] = o
 		}

@@ -14,16 +14,10 @@ import (
 	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
-// Errors of a store call, core's under the same names: core.ErrOverloaded
-// and core.ErrBadReply are these values.
-var (
-	ErrOverloaded = errors.New("core: too many store decisions in flight")
-	ErrBadReply   = errors.New("core: unexpected reply from store")
-	// errSlotsSplit is a decision across subjects that its Cluster node
-	// could not run in one call: a slot on the move, or Redis before 7
-	// (whose decisions across subjects go one subject a call: see Unit).
-	errSlotsSplit = errors.New("core: a decision across subjects met a Cluster slot on the move")
-)
+// errSlotsSplit is a decision across subjects that its Cluster node
+// could not run in one call: a slot on the move, or Redis before 7
+// (whose decisions across subjects go one subject a call: see Unit).
+var errSlotsSplit = errors.New("core: a decision across subjects met a Cluster slot on the move")
 
 // Store carries core.RedisStore's calls to one client (see its doc for
 // what a caller sees): the decisions' queues and carriers, their
@@ -99,31 +93,17 @@ func (s *Store) Why() (dialErr, last error) {
 // (see Node).
 func (s *Store) Split() bool { return s.split }
 
-// Do decides a (its subject as the store keys it: bucket.HashSubject's): it
-// queues its request and waits for its answer, at most until a.Deadline
-// (zero: none) or until ctx is cancelled. A decision across subjects
-// (a.Across) is one script call, atomic: every subject must be of the
-// node of a.Subj (see Unit).
-// With a.Bound > 0, it refuses (ErrOverloaded) a request that would make
+// Do decides a (checked: see core's checkAsk; its subject as the store
+// keys it: bucket.HashSubject's): it queues its request and waits for its
+// answer, at most until a.Deadline (zero: none) or until ctx is
+// cancelled. A decision across subjects (a.Across) is one script call,
+// atomic: every subject must be of the node of a.Subj (see Unit).
+// With a.Bound > 0, it refuses (bucket.Overloaded) a request that would make
 // more than bound decisions running in the store: queued, or in a call,
 // including calls that outlive their callers' deadlines.
 func (s *Store) Do(ctx context.Context, a bucket.Ask) (bucket.Outcome, error) {
-	var err error
-	if a.Across != nil {
-		err = bucket.CheckAcross(a.Op, a.Across, a.Policies, a.Each)
-	} else {
-		err = bucket.CheckOp(a.Op, a.Subj, a.N, a.Policies)
-	}
-	if kind, _ := bucket.SplitOp(a.Op); err == nil && (kind == bucket.OpLend) != (a.Lend != nil && a.Across == nil) {
-		err = bucket.ErrInvalidConfig
-	} else if a.Lend != nil && (len(a.Lend.Back) != len(a.Policies) || len(a.Lend.Want) != len(a.Policies)) {
-		err = bucket.ErrInvalidConfig
-	}
-	if err != nil {
-		return bucket.Outcome{}, err
-	}
 	if !Admit(&s.running, a.Bound) {
-		return bucket.Outcome{}, ErrOverloaded
+		return bucket.Outcome{}, bucket.Overloaded
 	}
 	r := newRequest(ctx, a)
 	var dest string
@@ -273,7 +253,7 @@ func (s *Store) run(ctx context.Context, last *lastCall, f func(context.Context)
 		if s.lastErr.Load() != nil {
 			s.lastErr.Store(nil)
 		}
-	case !cut.IsZero() && isTimeout(err) && !time.Now().Before(cut):
+	case !cut.IsZero() && IsTimeout(err) && !time.Now().Before(cut):
 	default:
 		s.lastErr.Store(&err)
 	}
