@@ -256,7 +256,7 @@ func (c *Concurrency) acquire(ctx context.Context, key, id string) (*Lease, Resu
 		req.Each = make([]bucket.Outcome, len(req.Policies))
 	}
 	if !c.store.remote() {
-		a, _ := c.store.acquire(ctx, time.Time{}, 0, nil, req)
+		a, _ := c.store.lease(ctx, leaseCall{op: leaseAcquire, acquire: req})
 		return c.granted(ctx, req, a, heldInStore, time.Time{})
 	}
 	l, r := c.ask(ctx, req, time.Now())
@@ -267,9 +267,9 @@ func (c *Concurrency) acquire(ctx context.Context, key, id string) (*Lease, Resu
 // start, and degrades by FailMode when it cannot answer.
 func (c *Concurrency) ask(ctx context.Context, req *bucket.LeaseAsk, start time.Time) (*Lease, Result) {
 	var a bucket.LeaseAnswer
-	deadline := start.Add(c.timeout)
-	br, err := c.call(ctx, req.Subj, deadline, func(ctx context.Context) (err error) {
-		a, err = c.store.acquire(ctx, deadline, c.bound, &c.acquiring, req)
+	lc := leaseCall{op: leaseAcquire, deadline: start.Add(c.timeout), bound: c.bound, acquire: req, queues: &c.acquiring}
+	br, err := c.call(ctx, req.Subj, lc.deadline, func(ctx context.Context) (err error) {
+		a, err = c.store.lease(ctx, lc)
 		return err
 	})
 	if err != nil {
@@ -363,9 +363,10 @@ func (c *Concurrency) degrade(ctx context.Context, br *breaker, req *bucket.Leas
 // remove deletes lease id of subj from the store through the guard,
 // within Timeout.
 func (c *Concurrency) remove(ctx context.Context, subj, id string) error {
-	deadline := time.Now().Add(c.timeout)
-	_, err := c.call(ctx, subj, deadline, func(ctx context.Context) error {
-		return c.store.release(ctx, deadline, c.bound, c.name, subj, id)
+	lc := leaseCall{op: leaseRelease, deadline: time.Now().Add(c.timeout), bound: c.bound, name: c.name, subj: subj, id: id}
+	_, err := c.call(ctx, subj, lc.deadline, func(ctx context.Context) error {
+		_, err := c.store.lease(ctx, lc)
+		return err
 	})
 	return err
 }
@@ -399,7 +400,8 @@ func (l *Lease) Release(ctx context.Context) error {
 		c.fallback.local.releaseLease(c.name, l.subj, l.id)
 		return nil
 	case !c.store.remote():
-		return c.store.release(ctx, time.Time{}, 0, c.name, l.subj, l.id)
+		_, err := c.store.lease(ctx, leaseCall{op: leaseRelease, name: c.name, subj: l.subj, id: l.id})
+		return err
 	}
 	err := c.remove(ctx, l.subj, l.id)
 	if err != nil {
@@ -461,8 +463,10 @@ const (
 	renewExpired = bucket.RenewExpired // past its deadline, pruned by this renewal: likewise
 )
 
-// maxRenewLeases bounds the leases of one renewal call.
-const maxRenewLeases = transport.MaxRenewLeases
+// maxRenewLeases bounds the leases of one renewal call (Lua's unpack and
+// the reply stay small, and a chunk takes Redis well under a Timeout):
+// a round renews its leases in chunks, each a store call of its own.
+const maxRenewLeases = 500
 
 // renewLoop renews the kept leases every Lease/3 and exits when none is
 // left; KeepAlive starts it again.
@@ -544,21 +548,21 @@ func (c *Concurrency) renewAll(ls []*Lease) []renewal {
 // renewChunk renews ls (at most maxRenewLeases, all held in the store) in
 // one store call, bounded by Timeout from its own start.
 func (c *Concurrency) renewChunk(ls []*Lease) []renewal {
+	lc := leaseCall{op: leaseRenew, name: c.name, lease: c.lease, held: ls, renewed: make([]renewal, len(ls))}
 	if !c.store.remote() {
-		got, _ := c.store.renew(context.Background(), time.Time{}, 0, c.name, c.lease, ls)
-		return got
+		_, _ = c.store.lease(context.Background(), lc)
+		return lc.renewed
 	}
-	var got []renewal
-	deadline := time.Now().Add(c.timeout)
-	_, err := c.call(context.Background(), ls[0].subj, deadline, func(ctx context.Context) (err error) {
-		got, err = c.store.renew(ctx, deadline, c.bound, c.name, c.lease, ls)
+	lc.deadline, lc.bound = time.Now().Add(c.timeout), c.bound
+	_, err := c.call(context.Background(), ls[0].subj, lc.deadline, func(ctx context.Context) error {
+		_, err := c.store.lease(ctx, lc)
 		return err
 	})
 	if err != nil {
 		c.report.degradedBy("renew", err, c.clock())
 		return make([]renewal, len(ls))
 	}
-	return got
+	return lc.renewed
 }
 
 // adopt renews l, a lease FailLocal holds in this process: in the store,
@@ -571,9 +575,9 @@ func (c *Concurrency) adopt(l *Lease, down bool) (renewal, bool) {
 	err := ErrCircuitOpen
 	var a bucket.LeaseAnswer
 	if !down {
-		deadline := time.Now().Add(c.timeout)
-		_, err = c.call(context.Background(), l.subj, deadline, func(ctx context.Context) (err error) {
-			a, err = c.store.acquire(ctx, deadline, c.bound, nil, req)
+		lc := leaseCall{op: leaseAcquire, deadline: time.Now().Add(c.timeout), bound: c.bound, acquire: req}
+		_, err = c.call(context.Background(), l.subj, lc.deadline, func(ctx context.Context) (err error) {
+			a, err = c.store.lease(ctx, lc)
 			return err
 		})
 	}

@@ -36,8 +36,9 @@ func RenewNow(c *Concurrency) { c.renew(0) }
 // RenewOnce renews l alone, kept or not, and reports whether it still
 // existed.
 func RenewOnce(c *Concurrency, l *Lease) (bool, error) {
-	got, err := c.store.renew(context.Background(), time.Now().Add(time.Second), 0, c.name, c.lease, []*Lease{l})
-	return got[0] == renewed, err
+	lc := leaseCall{op: leaseRenew, deadline: time.Now().Add(time.Second), name: c.name, lease: c.lease, held: []*Lease{l}, renewed: make([]renewal, 1)}
+	_, err := c.store.lease(context.Background(), lc)
+	return lc.renewed[0] == renewed, err
 }
 
 // Kept reports how many leases c renews in the background.

@@ -5,15 +5,26 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
-	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
-// A MemoryStore's leases are a bucket.Leases on the store's clock; these
-// are the store's lease calls (see storeCalls) over it.
+// A MemoryStore's leases are a bucket.Leases on the store's clock.
 
-// acquire is acquireLocal: the store is in this process.
-func (s *MemoryStore) acquire(_ context.Context, _ time.Time, _ int64, _ *transport.LeaseQueues, req *bucket.LeaseAsk) (bucket.LeaseAnswer, error) {
-	return s.acquireLocal(req), nil
+// lease makes c at once: the store is in this process, and counts one
+// instance, this one.
+func (s *MemoryStore) lease(_ context.Context, c leaseCall) (bucket.LeaseAnswer, error) {
+	switch c.op {
+	case leaseAcquire:
+		return s.acquireLocal(c.acquire), nil
+	case leaseRelease:
+		s.releaseLease(c.name, c.subj, c.id)
+	case leaseRenew:
+		for i, l := range c.held {
+			c.renewed[i] = s.renewLease(c.name, l.subj, l.id, c.lease)
+		}
+	case leaseLive:
+		return bucket.LeaseAnswer{Held: 1}, nil
+	}
+	return bucket.LeaseAnswer{}, nil
 }
 
 // acquireLocal takes a slot for req, and with req.Policies one token of
@@ -27,21 +38,6 @@ func (s *MemoryStore) acquireLocal(req *bucket.LeaseAsk) bucket.LeaseAnswer {
 		}
 	}
 	return s.leases.Acquire(s.table.Now(), req, decide)
-}
-
-// release is releaseLease: the store is in this process.
-func (s *MemoryStore) release(_ context.Context, _ time.Time, _ int64, name, subject, id string) error {
-	s.releaseLease(name, subject, id)
-	return nil
-}
-
-// renew is renewLease for each of ls: the store is in this process.
-func (s *MemoryStore) renew(_ context.Context, _ time.Time, _ int64, name string, lease time.Duration, ls []*Lease) ([]renewal, error) {
-	got := make([]renewal, len(ls))
-	for i, l := range ls {
-		got[i] = s.renewLease(name, l.subj, l.id, lease)
-	}
-	return got, nil
 }
 
 // releaseLease removes lease id, if held.

@@ -72,14 +72,17 @@ func (e *faultError) Error() string   { return "core: " + e.err.Error() }
 func (e *faultError) Unwrap() []error { return []error{e.is, e.err} }
 
 // checkAsk returns the error of an Ask no store may decide (see
-// bucket.CheckOp), nil when every store may: each store checks at its
-// call, so that the arithmetic and the scripts meet only numbers they
-// compute exactly.
+// bucket.CheckOp; an OpClear needs a subject and valid policies), nil
+// when every store may: a store outside this process checks at its call,
+// so that the scripts meet only numbers they compute exactly.
 func checkAsk(a *bucket.Ask) error {
 	var err error
-	if a.Across != nil {
+	switch {
+	case a.Op == bucket.OpClear:
+		err = bucket.Check(a.Subj, 1, a.Policies)
+	case a.Across != nil:
 		err = bucket.CheckAcross(a.Op, a.Across, a.Policies, a.Each)
-	} else {
+	default:
 		err = bucket.CheckOp(a.Op, a.Subj, a.N, a.Policies)
 	}
 	if kind, _ := bucket.SplitOp(a.Op); err == nil && (kind == bucket.OpLend) != (a.Lend != nil && a.Across == nil) {

@@ -58,7 +58,8 @@ func (s *MemoryStore) Refund(ctx context.Context, subject string, n int, policie
 
 // Reset makes subject's buckets full.
 func (s *MemoryStore) Reset(ctx context.Context, subject string, policies []Policy) error {
-	return s.clear(ctx, subject, policies)
+	_, err := s.call(ctx, bucket.Ask{Op: bucket.OpClear, Subj: subject, Policies: policies})
+	return err
 }
 
 // Take is MemoryStore.Take on Redis.
@@ -78,7 +79,8 @@ func (s *RedisStore) Refund(ctx context.Context, subject string, n int, policies
 
 // Reset is MemoryStore.Reset on Redis.
 func (s *RedisStore) Reset(ctx context.Context, subject string, policies []Policy) error {
-	return s.clear(ctx, s.subject(subject), policies)
+	_, err := s.call(ctx, bucket.Ask{Op: bucket.OpClear, Subj: s.subject(subject), Policies: policies})
+	return err
 }
 
 // Take is MemoryStore.Take for any of this package's stores.

@@ -426,11 +426,12 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	}
 	key = l.store.subject(key)
 	if l.fallback.local != nil {
-		_ = l.fallback.local.clear(ctx, key, set.local.policies)
+		l.fallback.local.table.Clear(key, set.local.policies)
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	err := l.store.clear(ctx, key, set.policies)
+	deadline, _ := ctx.Deadline()
+	_, err := l.store.call(ctx, bucket.Ask{Op: bucket.OpClear, Subj: key, Policies: set.policies, Deadline: deadline})
 	if l.borrow != nil {
 		l.borrow.drop(key)
 	}

@@ -70,7 +70,8 @@ func (g *guard) heartbeat() {
 	var n int
 	deadline := time.Now().Add(g.timeout)
 	_, err := g.call(context.Background(), transport.LiveSubj, deadline, func(ctx context.Context) (err error) {
-		n, err = g.store.live(ctx, deadline, g.bound, g.report.policy, liveTTL)
+		a, err := g.store.lease(ctx, leaseCall{op: leaseLive, deadline: deadline, bound: g.bound, name: g.report.policy, lease: liveTTL})
+		n = a.Held
 		return err
 	})
 	if err == nil {

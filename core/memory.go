@@ -87,19 +87,13 @@ var _ Store = (*MemoryStore)(nil)
 func (s *MemoryStore) Len() int { return s.table.Len() }
 
 // call decides a at once: arguments are checked, so it never fails.
+// OpClear makes a.Subj's buckets full again.
 func (s *MemoryStore) call(_ context.Context, a bucket.Ask) (bucket.Outcome, error) {
+	if a.Op == bucket.OpClear {
+		s.table.Clear(a.Subj, a.Policies)
+		return bucket.Outcome{}, nil
+	}
 	return s.table.Apply(&a), nil
-}
-
-// clear makes subject's buckets full again.
-func (s *MemoryStore) clear(_ context.Context, subject string, policies []bucket.Policy) error {
-	s.table.Clear(subject, policies)
-	return nil
-}
-
-// live counts one instance: a memory store is this process's alone.
-func (s *MemoryStore) live(context.Context, time.Time, int64, string, time.Duration) (int, error) {
-	return 1, nil
 }
 
 func (s *MemoryStore) remote() bool                       { return false }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -115,25 +114,17 @@ func (s *RedisStore) Preload(ctx context.Context) error {
 	return s.t.Preload(ctx, transport.AcquireLease, transport.AcquireWithRate, transport.RenewLeases)
 }
 
-// call decides a, once checked, through the transport, by a.Deadline:
-// see transport.Store.Do.
+// call decides a, once checked, through the transport, by a.Deadline
+// (see transport.Store.Do); OpClear deletes a.Subj's buckets.
 func (s *RedisStore) call(ctx context.Context, a bucket.Ask) (bucket.Outcome, error) {
 	if err := checkAsk(&a); err != nil {
 		return bucket.Outcome{}, err
 	}
+	if a.Op == bucket.OpClear {
+		return bucket.Outcome{}, s.t.Clear(ctx, a.Subj, a.Policies)
+	}
 	o, err := s.t.Do(ctx, a)
 	return o, storeErr(err)
-}
-
-// clear deletes subj's buckets (subj as the store keys it).
-func (s *RedisStore) clear(ctx context.Context, subj string, policies []bucket.Policy) error {
-	return s.t.Clear(ctx, subj, policies)
-}
-
-// live stamps the store in name's live set (see transport.Store.Live).
-func (s *RedisStore) live(ctx context.Context, deadline time.Time, bound int64, name string, ttl time.Duration) (int, error) {
-	n, err := s.t.Live(ctx, deadline, bound, name, ttl)
-	return n, storeErr(err)
 }
 
 func (s *RedisStore) remote() bool              { return true }

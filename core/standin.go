@@ -5,22 +5,18 @@ import (
 	"errors"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/sluicehq/ratelimit/internal/bucket"
 	"github.com/sluicehq/ratelimit/internal/standin"
 	"github.com/sluicehq/ratelimit/internal/transport"
 )
 
-// storeDo asks s to do a (standin.OpReset included), checked as the
-// guard does not, by ctx's deadline, with a.Subj keyed as the store keys
-// a limiter's key.
+// storeDo asks s to do a (OpClear included), checked as the guard does
+// not, by ctx's deadline, with a.Subj keyed as the store keys a
+// limiter's key.
 func storeDo(ctx context.Context, s storeCalls, a bucket.Ask) (bucket.Outcome, error) {
 	if a.Subj != "" {
 		a.Subj = s.subject(a.Subj)
-	}
-	if a.Op == standin.OpReset {
-		return bucket.Outcome{}, s.clear(ctx, a.Subj, a.Policies)
 	}
 	if a.Across != nil {
 		a.Across = slices.Clone(a.Across)
@@ -100,11 +96,6 @@ func (h *hookStore) call(ctx context.Context, a bucket.Ask) (bucket.Outcome, err
 	}
 }
 
-func (h *hookStore) clear(ctx context.Context, subject string, policies []bucket.Policy) error {
-	_, err := h.answer(ctx, bucket.Ask{Op: standin.OpReset, Subj: subject, Policies: policies})
-	return err
-}
-
 func (*hookStore) remote() bool                          { return true }
 func (*hookStore) subject(key string) string             { return bucket.HashSubject(key) }
 func (*hookStore) why() (dialErr, last error, told bool) { return nil, nil, false }
@@ -115,18 +106,6 @@ func (*hookStore) take1(string, int, *bucket.Policy) (bucket.Decision, bool) {
 	return bucket.Decision{}, false
 }
 
-func (*hookStore) acquire(context.Context, time.Time, int64, *transport.LeaseQueues, *bucket.LeaseAsk) (bucket.LeaseAnswer, error) {
+func (*hookStore) lease(context.Context, leaseCall) (bucket.LeaseAnswer, error) {
 	return bucket.LeaseAnswer{}, errNoLeases
-}
-
-func (*hookStore) live(context.Context, time.Time, int64, string, time.Duration) (int, error) {
-	return 0, errNoLeases
-}
-
-func (*hookStore) release(context.Context, time.Time, int64, string, string, string) error {
-	return errNoLeases
-}
-
-func (*hookStore) renew(_ context.Context, _ time.Time, _ int64, _ string, _ time.Duration, ls []*Lease) ([]renewal, error) {
-	return make([]renewal, len(ls)), errNoLeases
 }

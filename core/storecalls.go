@@ -16,11 +16,13 @@ import (
 // MemoryStore, and the stand-ins tests make through internal/standin),
 // and no call site asks what the store is.
 type storeCalls interface {
-	// clear makes subject's buckets under policies full again.
-	clear(ctx context.Context, subject string, policies []bucket.Policy) error
-	// call decides a (see bucket.Ask). ctx gives values; its cancellation is
+	// call decides a (see bucket.Ask; OpClear makes a.Subj's buckets
+	// under a.Policies full again). ctx gives values; its cancellation is
 	// not watched.
 	call(ctx context.Context, a bucket.Ask) (bucket.Outcome, error)
+	// lease makes c, one of a Concurrency's lease calls (see leaseCall),
+	// as call makes a decision; an acquire's answer is its LeaseAnswer.
+	lease(ctx context.Context, c leaseCall) (bucket.LeaseAnswer, error)
 	// remote reports a store outside this process: its calls are bounded
 	// by Timeout and guarded by breakers, and its denials are cached. An
 	// in-process store answers at once and never fails a checked call.
@@ -48,26 +50,45 @@ type storeCalls interface {
 	// and the take goes through the guard. A Limiter's hot path
 	// (BENCHMARKS.md, "Tricks kept").
 	take1(key string, n int, p *bucket.Policy) (d bucket.Decision, ok bool)
-
-	// A Concurrency's leases, each call by deadline and within bound, as
-	// call.
-
-	// acquire takes a slot for req (see bucket.LeaseAsk); a RedisStore
-	// batches the acquires of one set through qs (a Concurrency's; nil:
-	// none), which other stores ignore.
-	acquire(ctx context.Context, deadline time.Time, bound int64, qs *transport.LeaseQueues, req *bucket.LeaseAsk) (bucket.LeaseAnswer, error)
-	// release removes lease id of subject's set under name, if held.
-	release(ctx context.Context, deadline time.Time, bound int64, name, subject, id string) error
-	// live stamps the store (an app instance) in the live set of the
-	// instances deciding under policy name, by deadline and within bound,
-	// drops those not stamped within ttl, and returns how many remain
-	// (see instanceCount).
-	live(ctx context.Context, deadline time.Time, bound int64, name string, ttl time.Duration) (int, error)
-	// renew renews the leases ls (at most maxRenewLeases) of one
-	// Concurrency, under name, for lease: renewed, gone or expired per
-	// lease; unknown for every lease of a call that failed.
-	renew(ctx context.Context, deadline time.Time, bound int64, name string, lease time.Duration, ls []*Lease) ([]renewal, error)
 }
+
+// leaseCall is one lease call of a Concurrency to its store (or the
+// guard's heartbeat), as a bucket.Ask is one decision: op says which,
+// and deadline and bound bound it as an Ask's Deadline and Bound do.
+// The other fields are the op's: each says whose.
+type leaseCall struct {
+	op       leaseOp
+	deadline time.Time // zero: none (a store in this process)
+	bound    int64     // the guard's MaxInFlight; 0: none
+
+	acquire *bucket.LeaseAsk       // leaseAcquire: the slot asked; the store fills its Each and Rate
+	queues  *transport.LeaseQueues // leaseAcquire: a Concurrency's, to batch on Redis (nil: none)
+	name    string                 // the others: the Concurrency's name (leaseLive: the policy's)
+	subj    string                 // leaseRelease: the lease's subject, as the store keys it
+	id      string                 // leaseRelease: the lease's id
+	lease   time.Duration          // leaseRenew: the Lease renewed for; leaseLive: the set's ttl
+	held    []*Lease               // leaseRenew: the leases (at most maxRenewLeases)
+	renewed []renewal              // leaseRenew: filled, what became of each of held
+}
+
+// The lease calls.
+type leaseOp int8
+
+const (
+	// leaseAcquire takes a slot (see bucket.LeaseAsk).
+	leaseAcquire leaseOp = iota + 1
+	// leaseRelease removes lease id of subj's set under name, if held.
+	leaseRelease
+	// leaseRenew renews held, all of one Concurrency, under name, for
+	// lease: renewed, gone or expired per lease; unknown for every lease
+	// of a call that failed.
+	leaseRenew
+	// leaseLive stamps the store (an app instance) in the live set of the
+	// instances deciding under policy name, drops those not stamped
+	// within lease, and counts those left in the answer's Held (see
+	// instanceCount).
+	leaseLive
+)
 
 // standins holds the hookStore of every stand-in store resolved (tests only).
 var standins sync.Map

@@ -66,6 +66,7 @@ const (
 	OpCancel  = 6 // n given back by a reservation due at arg µs on the store's clock, if not yet due
 	OpPause   = 7 // the bucket owes at least what refills in arg µs (an upstream's Retry-After)
 	OpLend    = 8 // slices of the bucket lent for arg µs and returned (see Lend)
+	OpClear   = 9 // the subject's buckets made full again (Limiter.Reset); a store's own, never the arithmetic's
 )
 
 // opBits is the width of an operation in its word.

@@ -15,7 +15,7 @@ import (
 )
 
 // Func answers a call: a as a store gets it (a.Op is bucket.OpTake,
-// OpPeek, OpRefund…, or standin.OpReset for Limiter.Reset); ctx has the
+// OpPeek, OpRefund…, or bucket.OpClear for Limiter.Reset); ctx has the
 // decision's deadline.
 type Func func(ctx context.Context, a bucket.Ask) (bucket.Outcome, error)
 

@@ -12,16 +12,13 @@ import (
 	"github.com/sluicehq/ratelimit/internal/bucket"
 )
 
-// OpReset is a stand-in's Limiter.Reset call: a.N is 0, a.Each nil, the
-// outcome ignored.
-const OpReset = 15 // no operation's: they fit in 3 bits (see bucket.WithArg)
-
 // Store is a test's stand-in store. A Limiter decides through it as
 // through a RedisStore: by the decision's deadline, through its breaker
 // and denial cache. Its calls run on goroutines of their own, so an
 // Answer that blocks past the deadline holds no caller.
 type Store interface {
-	// Answer answers a: a.Op (bucket.OpTake, OpPeek, OpRefund, or OpReset)
+	// Answer answers a: a.Op (bucket.OpTake, OpPeek, OpRefund…, or OpClear:
+	// Limiter.Reset's, a.N 0, a.Each nil, the outcome ignored)
 	// for a.N tokens of a.Subj under a.Policies, filling a.Each when not
 	// nil; ctx has a.Deadline. pass asks the core.Store the stand-in embeds
 	// to decide a instead, as a Limiter would past its guard (a.Subj keyed

@@ -406,7 +406,7 @@ func (s *Store) Release(ctx context.Context, deadline time.Time, bound int64, na
 	})
 }
 
-// Renew renews ls (at most MaxRenewLeases: one renewal chunk) by
+// Renew renews ls (at most core's chunk of 500 leases) by
 // deadline, in one bounded call (see renewLeases).
 func (s *Store) Renew(ctx context.Context, deadline time.Time, bound int64, name string, lease time.Duration, ls []LeaseID) ([]bucket.Renewal, error) {
 	var got []bucket.Renewal
@@ -422,15 +422,10 @@ func (s *Store) Renew(ctx context.Context, deadline time.Time, bound int64, name
 	return got, nil
 }
 
-// MaxRenewLeases bounds the leases of one renewal call (Lua's unpack and
-// the reply stay small, and a chunk takes Redis well under a Timeout):
-// a round renews its leases in chunks, each a store call of its own.
-const MaxRenewLeases = 500
-
 // renewLeases renews leases (all of one Concurrency, so of one name and
 // lease) and reports, per lease, renewed, expired or gone (never brought
 // back), or unknown (its call failed). A standalone or Sentinel Redis gets
-// one script call for up to MaxRenewLeases leases; a Cluster or Ring one
+// one script call for a chunk of leases; a Cluster or Ring one
 // pipeline, with a call per subject (a script's keys must share a slot),
 // which go-redis sends as one batch per node.
 func (s *Store) renewLeases(ctx context.Context, name string, lease time.Duration, ls []LeaseID) ([]bucket.Renewal, error) {
