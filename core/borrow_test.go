@@ -197,7 +197,7 @@ func TestBorrowLostReply(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	store := core.NewRedisStore(c)
 	l := limitertest.New(t, core.Config{Store: store, Limit: core.PerSecond(1000), Name: "lost",
-		Borrow: 100 * time.Millisecond, FailMode: core.FailClosed, Timeout: 50 * time.Millisecond, Observer: rig.obs})
+		Borrow: 100 * time.Millisecond, FailMode: core.FailClosed, Timeout: 200 * time.Millisecond, Observer: rig.obs})
 	core.SetClock(l, func() time.Duration { return rig.now })
 	ctx := context.Background()
 	if res, _ := l.Allow(ctx, "k"); !res.Allowed || res.Degraded { // the key is seen
