@@ -153,13 +153,7 @@ func TestBatchingConformance(t *testing.T) {
 		s := core.NewRedisStore(c, core.WithPrefix(redistest.Prefix(t)))
 		stop := noise(t, s, 6)
 		defer stop()
-		ps, err := core.Policies(
-			core.NamedLimit{Name: "second", Limit: core.PerSecond(2)},
-			core.NamedLimit{Name: "hour", Limit: core.PerHour(3)},
-		)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ps := secondAndHour(t)
 		each := make([]core.Outcome, 2)
 		ctx := context.Background()
 		for i, wantRem := range []int64{1, 0} {

@@ -109,6 +109,17 @@ func switchLimiter(t *testing.T, s switchable, name string, o Observer, logger *
 	return l
 }
 
+// probeUp brings the store up again and moves the clock now reads past
+// the breaker's cooldown: l's next decision is the probe, which closes it.
+func probeUp(t *testing.T, down *atomic.Bool, now *int64, l *Limiter) {
+	t.Helper()
+	down.Store(false)
+	*now += int64(time.Second)
+	if r, _ := l.Allow(context.Background(), "k"); r.Degraded {
+		t.Fatalf("%s's probe on a store up again: %+v", l.Name(), r)
+	}
+}
+
 // changes records BreakerChange calls.
 type changes struct {
 	Observer
@@ -141,11 +152,7 @@ func TestBreakerClosingToItsOpener(t *testing.T) {
 	if r, _ := b.Allow(ctx, "k"); !r.Degraded {
 		t.Fatalf("b with a's breaker open: %+v; want degraded", r)
 	}
-	down.Store(false)
-	now += int64(time.Second)
-	if r, _ := b.Allow(ctx, "k"); r.Degraded {
-		t.Fatalf("b's probe on a store up again: %+v", r)
-	}
+	probeUp(t, down, &now, b)
 	if fmt.Sprint(oa.got, ob.got) != "[a true a false] []" {
 		t.Fatalf("a's Observer heard %v, b's %v; want a's to hear the opening and the closing, b's nothing", oa.got, ob.got)
 	}
@@ -182,11 +189,7 @@ func TestBreakerDoesNotPinItsOpener(t *testing.T) {
 		}
 		runtime.GC()
 	}
-	down.Store(false)
-	now += int64(time.Second)
-	if r, _ := b.Allow(ctx, "k"); r.Degraded {
-		t.Fatalf("b's probe on a store up again: %+v", r)
-	}
+	probeUp(t, down, &now, b)
 	if fmt.Sprint(oa.got, ob.got) != "[a true] [b false]" {
 		t.Fatalf("a's Observer heard %v, b's %v; want a's the opening only, b's the closing its probe made", oa.got, ob.got)
 	}

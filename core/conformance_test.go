@@ -465,15 +465,22 @@ func TestStoreConformanceNames(t *testing.T) {
 	})
 }
 
+// secondAndHour is the policies 2 a second and 3 an hour.
+func secondAndHour(t *testing.T) []core.Policy {
+	t.Helper()
+	ps, err := core.Policies(
+		core.NamedLimit{Name: "second", Limit: core.PerSecond(2)},
+		core.NamedLimit{Name: "hour", Limit: core.PerHour(3)},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
 func TestStoreConformanceMultiPolicy(t *testing.T) {
 	forStores(t, stores(t), func(t *testing.T, s clockStore) {
-		ps, err := core.Policies(
-			core.NamedLimit{Name: "second", Limit: core.PerSecond(2)},
-			core.NamedLimit{Name: "hour", Limit: core.PerHour(3)},
-		)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ps := secondAndHour(t)
 		each := make([]core.Outcome, 2)
 		ctx := context.Background()
 		// Two allowed: the second-limit binds on the 2nd call (0 left vs 1).
