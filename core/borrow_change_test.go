@@ -46,6 +46,8 @@ func TestBorrowLimitChange(t *testing.T) {
 	}{
 		{"raise", core.Limit{Rate: 200, Period: time.Second, Burst: 400}, core.Limit{Rate: 400, Period: time.Second, Burst: 800}},
 		{"rate down, burst up", core.Limit{Rate: 1000, Period: time.Second, Burst: 1600}, core.Limit{Rate: 100, Period: time.Second, Burst: 2000}},
+		{"lower", core.Limit{Rate: 400, Period: time.Second, Burst: 800}, core.Limit{Rate: 200, Period: time.Second, Burst: 60}},
+		{"rate up, burst down", core.Limit{Rate: 200, Period: time.Second, Burst: 400}, core.Limit{Rate: 5000, Period: time.Second, Burst: 60}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { borrowLimitChange(t, tc.a, tc.b) })
 	}

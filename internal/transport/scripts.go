@@ -496,6 +496,10 @@ while d < D do
           if pel > 0 and st < p[1] then
             if pel >= ceil((p[1] - st) / p[2]) then st = p[1] else st = st + pel * p[2] end
           end
+          -- The loans carry in whole tokens: neither reading exceeds C - L.
+          local most = p[1] - lent * p[3]
+          if st > most then st = most end
+          if tok > most then tok = most end
           if st > tok then tok = st end
           stamped[i] = st
         end
