@@ -36,9 +36,17 @@ type statsdStats struct {
 
 	mu   sync.Mutex
 	keys map[string]*keyStats
+
+	callsMu sync.RWMutex
+	calls   map[string]*callStats // by the gRPC method's full name
 }
 
 type keyStats struct{ total, over, near, within, shadow gostats.Counter }
+
+type callStats struct {
+	total gostats.Counter
+	time  gostats.Timer
+}
 
 const maxStatKeys = 1 << 14
 
@@ -56,7 +64,7 @@ func newStatsd(ctx context.Context, s settings, log *slog.Logger) *statsdStats {
 		server:    store.ScopeWithTags("ratelimit_server", s.ExtraTags),
 		loadOK:    svc.NewCounter("config_load_success"), loadErr: svc.NewCounter("config_load_error"),
 		redisErr: calls.NewCounter("redis_error"), serviceErr: calls.NewCounter("service_error"),
-		keys: make(map[string]*keyStats),
+		keys: make(map[string]*keyStats), calls: make(map[string]*callStats),
 	}
 }
 
@@ -113,11 +121,28 @@ func (m *statsdStats) callError(kind string) {
 // ratelimit_service_total_requests and ratelimit_service_response_time_seconds).
 func (m *statsdStats) serverCalls(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	start := time.Now()
-	method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
-	m.server.NewCounter(method + ".total_requests").Inc()
+	c := m.call(info.FullMethod)
+	c.total.Inc()
 	resp, err := h(ctx, req)
-	m.server.NewTimer(method + ".response_time").AddValue(float64(time.Since(start).Milliseconds()))
+	c.time.AddValue(float64(time.Since(start).Milliseconds()))
 	return resp, err
+}
+
+// call returns the stats of a gRPC method, looked up once (the server's
+// methods are few).
+func (m *statsdStats) call(fullMethod string) *callStats {
+	m.callsMu.RLock()
+	c := m.calls[fullMethod]
+	m.callsMu.RUnlock()
+	if c != nil {
+		return c
+	}
+	method := fullMethod[strings.LastIndexByte(fullMethod, '/')+1:]
+	c = &callStats{total: m.server.NewCounter(method + ".total_requests"), time: m.server.NewTimer(method + ".response_time")}
+	m.callsMu.Lock()
+	m.calls[fullMethod] = c
+	m.callsMu.Unlock()
+	return c
 }
 
 // hitCounts are one descriptor's hits as the reference counts them.
