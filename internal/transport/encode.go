@@ -114,7 +114,8 @@ func repeats(keys []string, args []any) ([]any, int) {
 // arguments of their own: a batch of takes of one cost n under one policy,
 // one request per bucket (a lone take among them; a take across one
 // bucket's too: see TestLoneAcrossOneBucket), sends the record's expiry,
-// the policy and n; a lone take across subjects the record's expiry,
+// the policy and n; a batch of takes across subjects alike (a lone one
+// among them), none of whose buckets is asked twice, the record's expiry,
 // "A", then each bucket's policy and cost.
 func (s *Store) encodeShort(ctx context.Context, call uint64, batch []*request) ([]string, []any) {
 	r := batch[0]
@@ -138,17 +139,40 @@ func (s *Store) encodeShort(ctx context.Context, call uint64, batch []*request) 
 		}
 		return append(keys, s.recordKey(r.Subj, call)), []any{recordTTL(ctx), p.Arg(), n}
 	}
-	if len(batch) > 1 {
-		return s.encode(ctx, call, batch)
-	}
-	keys, args := make([]string, 0, len(r.Policies)+1), make([]any, 2, 2+2*len(r.Policies))
+	keys, args := make([]string, 0, len(batch)*len(r.Policies)+1), make([]any, 2, 2+2*len(r.Policies))
 	for i := range r.Policies {
-		p := &r.Policies[i]
-		keys = append(keys, s.Key(r.Across[i].Subj, p.Name))
-		args = append(args, p.Arg(), r.Across[i].N)
+		args = append(args, r.Policies[i].Arg(), r.Across[i].N)
+	}
+	for _, o := range batch {
+		if o != r && !sameAcross(r, o) {
+			return s.encode(ctx, call, batch)
+		}
+		for i := range o.Policies {
+			keys = append(keys, s.Key(o.Across[i].Subj, o.Policies[i].Name))
+		}
+	}
+	if len(batch) > 1 {
+		if _, again := repeats(keys, nil); again > 0 {
+			return s.encode(ctx, call, batch)
+		}
 	}
 	args[0], args[1] = recordTTL(ctx), "A"
 	return append(keys, s.recordKey(r.Subj, call)), args
+}
+
+// sameAcross reports whether b, like a, is a take across subjects of the
+// same policies and costs (of other buckets).
+func sameAcross(a, b *request) bool {
+	if b.Op != bucket.OpTake || len(b.Across) != len(a.Across) || len(b.Policies) != len(a.Policies) {
+		return false
+	}
+	for i := range a.Across {
+		p, q := &a.Policies[i], &b.Policies[i]
+		if b.Across[i].N != a.Across[i].N || p != q && p.Desc() != q.Desc() {
+			return false
+		}
+	}
+	return true
 }
 
 // plainTake returns the policy and cost of r if it is a plain take: under

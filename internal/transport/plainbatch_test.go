@@ -14,11 +14,13 @@ import (
 )
 
 // TestPlainBatchMatchesGeneral: a batch of plain takes goes in the short
-// form (three arguments), decided in a straight line up to the first
-// bucket the line cannot decide (written under another limit, stamped
-// ahead of the clock, with a loan out), the rest in the general form. It
-// answers, writes and expires as the general form does: on a miniredis
-// whose clock stands still, to the byte; on Redis, to the token.
+// form (three arguments), and one of takes across subjects alike in the
+// form across ("A"), each decided in a straight line up to the first
+// request the line cannot decide (a bucket written under another limit,
+// stamped ahead of the clock, with a loan out; across, in debt too), the
+// rest in the general form. It answers, writes and expires as the
+// general form does: on a miniredis whose clock stands still, to the
+// byte; on Redis, to the token.
 func TestPlainBatchMatchesGeneral(t *testing.T) {
 	m := miniredis.RunT(t)
 	m.SetTime(time.Unix(1767225600, 250000000))
@@ -52,34 +54,60 @@ func TestPlainBatchMatchesGeneral(t *testing.T) {
 					}
 					return b
 				}
-				sb, lb := batch(), batch()
-				keys, args := short.encodeShort(ctx, short.idSeq.Add(1), sb)
-				if len(args) != 3 {
-					t.Fatalf("round %d: %d arguments; want the short form's 3", round, len(args))
+				compareForms(t, c, name == "miniredis", short, long, batch(), batch(), 3)
+			}
+			// Across subjects: each request two buckets, "<subject>1" and
+			// "<subject>2", of costs 1 and 0 (a look), then 2 and 1.
+			for round, subjs := range []string{"acfh", "abc", "cda", "fea", "hga", "acfh", "bdegh"} {
+				batch := func() []*request {
+					b := make([]*request, len(subjs))
+					for i, subj := range subjs {
+						x, y := bucket.HashSubject(string(subj)), bucket.HashSubject(string(subj)+"2")
+						b[i] = &request{ctx: ctx, Ask: bucket.Ask{Subj: x, Op: bucket.OpTake, Policies: []bucket.Policy{five[0], five[0]},
+							Each: make([]bucket.Outcome, 2), Across: []bucket.Part{{Subj: x, N: 1 + round%2}, {Subj: y, N: round % 2}}}}
+					}
+					return b
 				}
-				reply, err := TokenBuckets.Run(ctx, c, keys, args...).Text()
-				short.settle(ctx, sb, 0, reply, err)
-				keys, args = long.encode(ctx, long.idSeq.Add(1), lb)
-				reply, err = TokenBuckets.Run(ctx, c, keys, args...).Text()
-				long.settle(ctx, lb, 0, reply, err)
-				for i, subj := range subjs {
-					var ge, we [1]bucket.Outcome
-					g, err1 := ParseReply(sb[i].reply, ge[:])
-					w, err2 := ParseReply(lb[i].reply, we[:])
-					if err1 != nil || err2 != nil || g.Allowed != w.Allowed || g.Remaining != w.Remaining {
-						t.Fatalf("round %d, %c: short %q %v, general %q %v", round, subj, sb[i].reply, err1, lb[i].reply, err2)
-					}
-					sk, lk := short.Key(sb[i].Subj, "p"), long.Key(lb[i].Subj, "p")
-					sv, lv := c.Get(ctx, sk).Val(), c.Get(ctx, lk).Val()
-					st, lt := c.PTTL(ctx, sk).Val(), c.PTTL(ctx, lk).Val()
-					if name == "miniredis" && (sb[i].reply != lb[i].reply || sv != lv || st != lt) {
-						t.Fatalf("round %d, %c: short %q %q %v, general %q %q %v", round, subj, sb[i].reply, sv, st, lb[i].reply, lv, lt)
-					}
-					if d := st - lt; d < -time.Second || d > time.Second {
-						t.Errorf("round %d, %c: expiry %v short, %v general", round, subj, st, lt)
-					}
-				}
+				compareForms(t, c, name == "miniredis", short, long, batch(), batch(), 6)
 			}
 		})
+	}
+}
+
+// compareForms sends sb through short's short form (of want arguments)
+// and lb, the same requests, through long's general form, and compares
+// their answers and the buckets they leave: to the byte when exact.
+func compareForms(t *testing.T, c *redis.Client, exact bool, short, long *Store, sb, lb []*request, want int) {
+	t.Helper()
+	ctx := context.Background()
+	keys, args := short.encodeShort(ctx, short.idSeq.Add(1), sb)
+	if len(args) != want {
+		t.Fatalf("%d arguments; want the short form's %d", len(args), want)
+	}
+	reply, err := TokenBuckets.Run(ctx, c, keys, args...).Text()
+	short.settle(ctx, sb, 0, reply, err)
+	lkeys, largs := long.encode(ctx, long.idSeq.Add(1), lb)
+	reply, err = TokenBuckets.Run(ctx, c, lkeys, largs...).Text()
+	long.settle(ctx, lb, 0, reply, err)
+	k := 0
+	for i := range sb {
+		ge, we := make([]bucket.Outcome, len(sb[i].Policies)), make([]bucket.Outcome, len(sb[i].Policies))
+		g, err1 := ParseReply(sb[i].reply, ge)
+		w, err2 := ParseReply(lb[i].reply, we)
+		if err1 != nil || err2 != nil || g.Allowed != w.Allowed || g.Remaining != w.Remaining || exact && sb[i].reply != lb[i].reply {
+			t.Fatalf("request %d: short %q %v, general %q %v", i, sb[i].reply, err1, lb[i].reply, err2)
+		}
+		for range sb[i].Policies {
+			sk, lk := keys[k], lkeys[k]
+			k++
+			sv, lv := c.Get(ctx, sk).Val(), c.Get(ctx, lk).Val()
+			st, lt := c.PTTL(ctx, sk).Val(), c.PTTL(ctx, lk).Val()
+			if exact && (sv != lv || st != lt) {
+				t.Fatalf("request %d, %s: short %q %v, general %q %v", i, sk, sv, st, lv, lt)
+			}
+			if d := st - lt; d < -time.Second || d > time.Second {
+				t.Errorf("request %d, %s: expiry %v short, %v general", i, sk, st, lt)
+			}
+		}
 	}
 }

@@ -173,71 +173,78 @@ if #ARGV == 3 then
   end
   ARGV = {ARGV[1], nk - 1 - k, '1', '0', desc, '1', ARGV[3], '1', '1', nk - 1 - k}
 elseif ARGV[2] == 'A' then
-  -- A lone take across subjects (AllowAll on one node) comes short too:
-  -- the record's expiry, 'A', then each bucket's policy and cost, in
-  -- KEYS' order; a cost 0 takes nothing and asks for one token. The same
-  -- straight line decides it, all or nothing, when every bucket is in its
-  -- policy (or none) and stamped no later than now; otherwise it goes on
-  -- below, as a batch of one take across subjects (operation 8).
-  -- straight reads value v of a bucket for the straight line: the numbers
-  -- of policy desc and the units v holds refilled to now, with the current
-  -- tick; nil when the line cannot decide it (a bucket in another policy,
-  -- stamped ahead, in debt or with loans out: see lending).
-  local function straight(desc, v)
-    local cap, rate, unit, tick = match(desc, '^(%d+):(%d+):(%d+):(%d+)$')
-    if not cap then return nil end
-    cap, rate, unit, tick = cap + 0, rate + 0, unit + 0, tick + 0
-    if rate <= 0 or unit <= 0 or tick <= 0 then return nil end
-    local at, tok, el = floor(now / tick), cap, 0
-    if v then
-      local units, ts, d = match(v, '^(%d+):(%d+):(.*)')
-      if d ~= desc then return nil end
-      tok, el = units + 0, at - ts
-      if el < 0 then return nil end
-    end
-    if tok >= cap or el >= ceil((cap - tok) / rate) then tok = cap else tok = tok + el * rate end
-    return cap, rate, unit, tick, tok, at
-  end
-  local m, S, all = (#ARGV - 2) / 2, {}, true
+  -- Takes across subjects (AllowAll on one node) come short too: the
+  -- record's expiry, 'A', then each bucket's policy and cost, for a lone
+  -- take or a batch of takes alike (KEYS: each request's buckets in turn,
+  -- none asked twice); a cost 0 takes nothing and asks for one token. The
+  -- same straight line decides each request, all or nothing, when every
+  -- bucket is in its policy (or none) and stamped no later than now
+  -- (not in debt, without loans); from the first that is not, the rest
+  -- goes on below, as a batch of takes across subjects (operation 8).
+  -- C holds per bucket of a request its policy's numbers, the current
+  -- tick, its cost, its policy and the tokens it holds now.
+  local m, C = (#ARGV - 2) / 2, {}
   for i = 1, m do
-    local cap, rate, unit, tick, tok, at = straight(ARGV[1 + 2 * i], vals[i])
-    if not cap then S = false; break end
-    local n = ARGV[2 + 2 * i] + 0
-    if tok < n * unit or n == 0 and tok < unit then all = false end
-    local j = 7 * i
-    S[j - 6], S[j - 5], S[j - 4], S[j - 3], S[j - 2], S[j - 1], S[j] = cap, rate, unit, tick, tok, at, n
+    local desc = ARGV[1 + 2 * i]
+    local cap, rate, unit, tick = match(desc, '^(%d+):(%d+):(%d+):(%d+)$')
+    if not cap then C = false; break end
+    cap, rate, unit, tick = cap + 0, rate + 0, unit + 0, tick + 0
+    if rate <= 0 or unit <= 0 or tick <= 0 then C = false; break end
+    local j = 8 * i
+    C[j - 7], C[j - 6], C[j - 5], C[j - 4] = cap, rate, unit, tick
+    C[j - 3], C[j - 2], C[j - 1] = floor(now / tick), ARGV[2 + 2 * i] + 0, desc
   end
-  if S then
-    local out, wrote = {}, false
+  while C and k < nk - 1 do
+    local all = true
     for i = 1, m do
-      local j = 7 * i
-      local cap, rate, unit, tick, tok, at, n = S[j - 6], S[j - 5], S[j - 4], S[j - 3], S[j - 2], S[j - 1], S[j]
+      local j = 8 * i
+      local cap, rate, unit, n = C[j - 7], C[j - 6], C[j - 5], C[j - 2]
+      local tok, v = cap, vals[k + i]
+      if v then
+        local units, ts, d = match(v, '^(%d+):(%d+):(.*)')
+        if d ~= C[j - 1] then C = false; break end
+        local el = C[j - 3] - ts
+        if el < 0 then C = false; break end
+        tok = units + 0
+        if tok < cap and el < ceil((cap - tok) / rate) then tok = tok + el * rate else tok = cap end
+      end
+      if tok < n * unit or n == 0 and tok < unit then all = false end
+      C[j] = tok
+    end
+    if not C then break end
+    for i = 1, m do
+      local j, b = 8 * i, k + i
+      local cap, rate, unit, tick, at, n, tok = C[j - 7], C[j - 6], C[j - 5], C[j - 4], C[j - 3], C[j - 2], C[j]
       local phase, need, reset = now - at * tick, n * unit, 0
       if not all then
         if need == 0 then need = unit end
         local retry = 0
         if tok < need then retry = ceil((need - tok) / rate) * tick - phase end
         if tok < cap then reset = ceil((cap - tok) / rate) * tick - phase end
-        out[i] = format(i == 1 and '0,%d,%d,%d' or '%d,%d,%d', floor(tok / unit), retry, reset)
+        vals[b] = format(i == 1 and '0,%d,%d,%d' or '%d,%d,%d', floor(tok / unit), retry, reset)
       else
         local left = tok - need
         if left < cap then reset = ceil((cap - left) / rate) * tick - phase end
-        out[i] = format(i == 1 and '1,%d,0,%d' or '%d,0,%d', floor(left / unit), reset)
+        vals[b] = format(i == 1 and '1,%d,0,%d' or '%d,0,%d', floor(left / unit), reset)
         if need > 0 then
-          redis.call('SETEX', KEYS[i], ceil(reset / 1000000) + 1, format('%d:%d:%s', left, at, ARGV[1 + 2 * i]))
+          redis.call('SETEX', KEYS[b], ceil(reset / 1000000) + 1, format('%d:%d:%s', left, at, C[j - 1]))
           wrote = true
         end
       end
     end
-    local reply = table.concat(out, ',')
-    if wrote then redis.call('SETEX', KEYS[m + 1], ARGV[1], reply) end
+    k = k + m
+  end
+  if k == nk - 1 then
+    local reply = table.concat(vals, ',', 1, k)
+    if wrote then redis.call('SETEX', KEYS[nk], ARGV[1], reply) end
     return reply
   end
-  local a = {ARGV[1], '1', m, '0'}
+  local D = floor((nk - 1 - k) / m)
+  local a = {ARGV[1], D, m, '0'}
   for i = 1, m do a[4 + i] = ARGV[1 + 2 * i] end
   a[5 + m], a[6 + m], a[7 + m] = '8', '0', m
   for i = 1, m do a[7 + m + i] = i end
-  a[8 + 2 * m] = '1'
+  a[8 + 2 * m] = D
   for i = 1, m do a[8 + 2 * m + i] = ARGV[2 + 2 * i] end
   ARGV = a
 end
