@@ -18,8 +18,8 @@ type refMetrics struct {
 	configLoadSuccess, configLoadError                       prometheus.Counter
 
 	// The counters of each key seen (domain and DescriptorEvent.Key), up to
-	// maxStatKeys: a label lookup per counter and descriptor costs more
-	// than the decision's own work.
+	// maxStatKeys (then each domain's other_keys): a label lookup per
+	// counter and descriptor costs more than the decision's own work.
 	mu   sync.RWMutex
 	keys map[[2]string]*refCounters
 }
@@ -67,12 +67,22 @@ func (m *refMetrics) descriptor(e envoy.DescriptorEvent) {
 }
 
 // counters returns the counters of a domain's key, labelled by the domain
-// and the key's first two parts after it.
+// and the key's first two parts after it. Beyond maxStatKeys keys, new
+// ones count under <domain>.other_keys, as in statsd: no stream of values
+// (detailed_metric's) grows the series without bound.
 func (m *refMetrics) counters(domain, key string) *refCounters {
 	m.mu.RLock()
 	k := m.keys[[2]string{domain, key}]
 	m.mu.RUnlock()
 	if k != nil {
+		return k
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.keys) >= maxStatKeys {
+		key = domain + ".other_keys"
+	}
+	if k := m.keys[[2]string{domain, key}]; k != nil {
 		return k
 	}
 	rest := strings.TrimPrefix(key, domain+".")
@@ -85,11 +95,7 @@ func (m *refMetrics) counters(domain, key string) *refCounters {
 		total: m.totalHits.With(l), over: m.overLimit.With(l), near: m.nearLimit.With(l),
 		within: m.withinLimit.With(l), shadow: m.shadowMode.With(l),
 	}
-	m.mu.Lock()
-	if len(m.keys) < maxStatKeys {
-		m.keys[[2]string{domain, key}] = k
-	}
-	m.mu.Unlock()
+	m.keys[[2]string{domain, key}] = k
 	return k
 }
 
