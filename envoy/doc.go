@@ -74,7 +74,8 @@
 // A request's decision is one store call (one per Cluster node, at once),
 // bounded by ServiceConfig.Timeout (default 50ms) through core's bound and
 // breakers, so a stalled store costs an answer one Timeout whatever the
-// FailMode. Usage in such a request is not charged. When the store cannot
+// FailMode. On a Cluster, a refusal also waits for the give-back of what
+// the other nodes took (a call per node, each bounded by the Timeout). Usage in such a request is not charged. When the store cannot
 // decide, ShouldRateLimit returns a gRPC Unavailable error (Envoy's
 // failure_mode_deny then decides, as with the reference) unless
 // ServiceConfig.FailMode chose an answer.
