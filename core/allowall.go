@@ -60,7 +60,9 @@ type Check struct {
 // whole with it) with RetryAfter past its ResetAfter, not an error. A
 // node that cannot decide leaves its checks to their limiters' FailModes
 // (Result.Degraded); the whole is allowed only if every check is. The
-// wait is bounded by the smallest Timeout of the limiters. The error is
+// decision waits at most the smallest Timeout of the limiters; on a
+// Cluster a refused call then waits for its give-backs too (a call per
+// node that took, in turn, each within its limiter's Timeout). The error is
 // non-nil only for a caller's mistake, naming the check by its index:
 // none given, a nil Limiter, an empty Key, N < 0, limiters on different
 // stores, or one bucket under two different limits; nothing is then
