@@ -141,7 +141,8 @@ func Admit(running *atomic.Int64, bound int64) bool {
 
 // Node names the Redis server that decides subject: its address for a
 // Cluster (the primary of its slot) or Ring (its shard), else "". The
-// Limiter keeps a circuit breaker per node.
+// store keeps a circuit breaker per node (core's nodeBreakers), shared by
+// every limiter on it.
 //
 // Before the store's first answer a ClusterClient may not have its slot
 // map, and asking for it would block on the network: until then, "".
