@@ -55,6 +55,14 @@
 // decision its values, never its cancellation or deadline: a request whose
 // client went away is still decided and counted.
 //
+// # Several keys, hot keys
+//
+// AllowAll decides several keys at once (a client, its tenant, a route's
+// ceiling), all or nothing: one atomic script call per store node, and on
+// a Cluster a refusal gives back what the other nodes took. With
+// Config.Borrow, a hot allowed key is decided in process from a slice
+// borrowed from its bucket, within the same limit across instances.
+//
 // # Keys in Redis
 //
 // A bucket's key is <prefix>{<subject>}:<policy>, the prefix "ratelimit:"
