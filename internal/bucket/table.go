@@ -215,7 +215,7 @@ func (sh *memShard) put(s *Table, h uint64, k *memKey, subject string, left, now
 	*b = memBucket{units: left, ts: now, shape: k.shape}
 }
 
-// memRead is what applyMany read of one policy's// memRead is what applyMany read of one policy's bucket.
+// memRead is what applyMany read of one policy's bucket.
 type memRead struct {
 	hash   uint64
 	key    memKey
