@@ -69,6 +69,12 @@
 // reports the patterns that match no route as an error, for a check at
 // startup or in a test.
 //
+// Several keys at once (a client, its tenant, a route's ceiling):
+// WithAlso adds a check to the middleware's own, and the request is
+// decided in one core.AllowAll, all or nothing; chained middlewares would
+// cost a store call each, and a refusal by the last would have charged
+// the first.
+//
 // # Limiting inside a handler
 //
 // When the key is known only inside the handler (a username read from a
