@@ -56,10 +56,9 @@ func TestPlainBatchMatchesGeneral(t *testing.T) {
 				}
 				compareForms(t, c, name == "miniredis", short, long, batch(), batch(), 3)
 			}
-			// Across subjects: each request two buckets, "<subject>" and
-			// "<subject>2", of costs 1 and 0 (a look), then 2 and 1; some
-			// asked again, before and after the line stops.
-			for round, subjs := range []string{"acfh", "abc", "cda", "fea", "hga", "acfh", "bdegh", "mnmn", "pdpqp", "rsrsr"} {
+			// Across subjects: each request two buckets, "<subject>1" and
+			// "<subject>2", of costs 1 and 0 (a look), then 2 and 1.
+			for round, subjs := range []string{"acfh", "abc", "cda", "fea", "hga", "acfh", "bdegh"} {
 				batch := func() []*request {
 					b := make([]*request, len(subjs))
 					for i, subj := range subjs {

@@ -175,17 +175,15 @@ if #ARGV == 3 then
 elseif ARGV[2] == 'A' then
   -- Takes across subjects (AllowAll on one node) come short too: the
   -- record's expiry, 'A', then each bucket's policy and cost, for a lone
-  -- take or a batch of takes alike (KEYS: each request's buckets in
-  -- turn); a cost 0 takes nothing and asks for one token. The same
-  -- straight line decides each request, all or nothing, when every
+  -- take or a batch of takes alike (KEYS: each request's buckets in turn,
+  -- none asked twice); a cost 0 takes nothing and asks for one token. The
+  -- same straight line decides each request, all or nothing, when every
   -- bucket is in its policy (or none) and stamped no later than now
   -- (not in debt, without loans); from the first that is not, the rest
-  -- goes on below, as a batch of takes across subjects (operation 8). A
-  -- bucket asked again reads what the line last wrote (cur, by key), and
-  -- is written again.
+  -- goes on below, as a batch of takes across subjects (operation 8).
   -- C holds per bucket of a request its policy's numbers, the current
   -- tick, its cost, its policy and the tokens it holds now.
-  local m, C, cur = (#ARGV - 2) / 2, {}, {}
+  local m, C = (#ARGV - 2) / 2, {}
   for i = 1, m do
     local desc = ARGV[1 + 2 * i]
     local cap, rate, unit, tick = match(desc, '^(%d+):(%d+):(%d+):(%d+)$')
@@ -201,8 +199,7 @@ elseif ARGV[2] == 'A' then
     for i = 1, m do
       local j = 8 * i
       local cap, rate, unit, n = C[j - 7], C[j - 6], C[j - 5], C[j - 2]
-      local tok, v = cap, cur[KEYS[k + i]]
-      if v == nil then v = vals[k + i] end
+      local tok, v = cap, vals[k + i]
       if v then
         local units, ts, d = match(v, '^(%d+):(%d+):(.*)')
         if d ~= C[j - 1] then C = false; break end
@@ -230,9 +227,8 @@ elseif ARGV[2] == 'A' then
         if left < cap then reset = ceil((cap - left) / rate) * tick - phase end
         vals[b] = format(i == 1 and '1,%d,0,%d' or '%d,0,%d', floor(left / unit), reset)
         if need > 0 then
-          local val = format('%d:%d:%s', left, at, C[j - 1])
-          redis.call('SETEX', KEYS[b], ceil(reset / 1000000) + 1, val)
-          cur[KEYS[b]], wrote = val, true
+          redis.call('SETEX', KEYS[b], ceil(reset / 1000000) + 1, format('%d:%d:%s', left, at, C[j - 1]))
+          wrote = true
         end
       end
     end
@@ -243,21 +239,13 @@ elseif ARGV[2] == 'A' then
     if wrote then redis.call('SETEX', KEYS[nk], ARGV[1], reply) end
     return reply
   end
-  -- The rest reads what the line wrote, and finds its buckets asked again.
-  local D, R, last = floor((nk - 1 - k) / m), 0, {}
-  local a = {ARGV[1], D, m, 0}
+  local D = floor((nk - 1 - k) / m)
+  local a = {ARGV[1], D, m, '0'}
   for i = 1, m do a[4 + i] = ARGV[1 + 2 * i] end
-  for b = k + 1, nk - 1 do
-    local key = KEYS[b]
-    if cur[key] then vals[b] = cur[key] end
-    if last[key] then a[5 + m + 2 * R], a[6 + m + 2 * R], R = b, last[key], R + 1 end
-    last[key] = b
-  end
-  local o = 4 + m + 2 * R
-  a[4], a[o + 1], a[o + 2], a[o + 3] = R, '8', '0', m
-  for i = 1, m do a[o + 3 + i] = i end
-  a[o + 4 + m] = D
-  for i = 1, m do a[o + 4 + m + i] = ARGV[2 + 2 * i] end
+  a[5 + m], a[6 + m], a[7 + m] = '8', '0', m
+  for i = 1, m do a[7 + m + i] = i end
+  a[8 + 2 * m] = D
+  for i = 1, m do a[8 + 2 * m + i] = ARGV[2 + 2 * i] end
   ARGV = a
 end
 -- Small numbers (counts, operations, costs, indexes) repeat: each distinct
