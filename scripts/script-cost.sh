@@ -2,7 +2,7 @@
 # Counts the Redis instructions per decision of the token-bucket script:
 # redis-server under valgrind's callgrind, a fixed load (internal/transport's
 # TestScriptLoad: 9 600 decisions in 300 calls; SCRIPT_COST_BATCH=1 for
-# 9 600 calls of one; SCRIPT_COST_ACROSS=1 for AllowAll's of one check), less the server's idle
+# 9 600 calls of one; SCRIPT_COST_ACROSS=1 for AllowAll's of one check, =3 of three), less the server's idle
 # instructions. Instruction counts move less than 1 % with the machine's load,
 # so two versions of internal/transport/scripts.go compare in one number each.
 # REDIS names another redis-server (one built with symbols, to profile);

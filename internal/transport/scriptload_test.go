@@ -19,7 +19,8 @@ import (
 // callgrind, a figure that does not move with the machine's load).
 // RATELIMIT_SCRIPT_LOAD_ACROSS=1 sends each decision as AllowAll's of
 // one check (a request across subjects, as an Envoy service's of one
-// descriptor). Skipped without the variable.
+// descriptor); =3 of three (as one of three descriptors: the key, its
+// tenant of 200 and its route of 10). Skipped without the variable.
 func TestScriptLoad(t *testing.T) {
 	addr := os.Getenv("RATELIMIT_SCRIPT_LOAD_ADDR")
 	if addr == "" {
@@ -40,6 +41,10 @@ func TestScriptLoad(t *testing.T) {
 		t.Fatalf("RATELIMIT_SCRIPT_LOAD_BATCH=%q: want a divisor of 9600", os.Getenv("RATELIMIT_SCRIPT_LOAD_BATCH"))
 	}
 	across := os.Getenv("RATELIMIT_SCRIPT_LOAD_ACROSS") != ""
+	three := os.Getenv("RATELIMIT_SCRIPT_LOAD_ACROSS") == "3"
+	if three {
+		policies = append(policies, policies[0], policies[0])
+	}
 	k := 0
 	for range 9600 / size {
 		batch := make([]*request, size)
@@ -48,6 +53,11 @@ func TestScriptLoad(t *testing.T) {
 			batch[j] = &request{ctx: ctx, Ask: bucket.Ask{Subj: subj, Op: bucket.OpTake, N: 1, Policies: policies}}
 			if across {
 				batch[j].N, batch[j].Across = 0, []bucket.Part{{Subj: subj, N: 1}}
+			}
+			if three {
+				i := k % 2000
+				batch[j].Each = make([]bucket.Outcome, 3)
+				batch[j].Across = append(batch[j].Across, bucket.Part{Subj: "t" + strconv.Itoa(i/10), N: 1}, bucket.Part{Subj: "r" + strconv.Itoa(i%10), N: 1})
 			}
 			k++
 		}
