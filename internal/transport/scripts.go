@@ -83,28 +83,24 @@ var TokenBuckets = redis.NewScript(mgetLua + tokenBucketsLua)
 // (MGET wants one slot).
 var TokenBucketsAcross = redis.NewScript(acrossLua + tokenBucketsLua)
 
-// mgetLua reads TokenBuckets' keys at once: they share a slot. unpack
-// is a global of Lua 5.1 (Redis, Valkey, KeyDB), table.unpack of 5.2 on
-// (Dragonfly's 5.4).
-const mgetLua = `local unpack = table.unpack or unpack
-local function mget(keys) return redis.call('MGET', unpack(keys)) end
+// mgetLua reads TokenBuckets' keys at once, into vals: they share a slot.
+// unpack is a global of Lua 5.1 (Redis, Valkey, KeyDB), table.unpack of
+// 5.2 on (Dragonfly's 5.4).
+const mgetLua = `local vals = redis.call('MGET', (table.unpack or unpack)(KEYS))
 `
 
-// acrossLua is TokenBucketsAcross' prologue.
+// acrossLua is TokenBucketsAcross' prologue: it reads each key alone.
 const acrossLua = `#!lua flags=allow-cross-slot-keys
-local function mget(keys)
-  local vals, seen = {}, {}
-  for i = 1, #keys do
-    local v = seen[keys[i]]
-    if v == nil then v = redis.call('GET', keys[i]); seen[keys[i]] = v end
-    vals[i] = v
-  end
-  return vals
-end
 local nb, record = tonumber(ARGV[#ARGV]), KEYS[1]
 local KEYS = {}
 for i = 1, nb do KEYS[i] = ARGV[#ARGV - nb - 1 + i] end
 KEYS[nb + 1] = record
+local vals, seen = {}, {}
+for i = 1, #KEYS do
+  local v = seen[KEYS[i]]
+  if v == nil then v = redis.call('GET', KEYS[i]); seen[KEYS[i]] = v end
+  vals[i] = v
+end
 `
 
 // tokenBucketsLua is TokenBuckets' source; AcquireWithRate
@@ -113,7 +109,6 @@ const tokenBucketsLua = `
 local ceil, floor, match, format, sub, find = math.ceil, math.floor, string.match, string.format, string.sub, string.find
 local KEYS = KEYS
 local nk = #KEYS
-local vals = mget(KEYS)
 if vals[nk] then return vals[nk] end
 -- Numbers come as strings: arithmetic converts one (x + 0) at half
 -- tonumber's cost, which converts twice, where it cannot fail (a reply of
@@ -135,7 +130,8 @@ if #ARGV == 3 then
     cap, rate, unit, tick = cap + 0, rate + 0, unit + 0, tick + 0
     if rate > 0 and unit > 0 and tick > 0 then
       local at = floor(now / tick)
-      local phase, need, sfx = now - at * tick, ARGV[3] * unit, format(':%d:%s', at, desc)
+      -- A batch formats each value's suffix once.
+      local phase, need, sfx = now - at * tick, ARGV[3] * unit, nk > 2 and format(':%d:%s', at, desc)
       local e, lastEx = false, false
       while k < nk - 1 do
         local v, tok = vals[k + 1], cap
@@ -160,12 +156,12 @@ if #ARGV == 3 then
           vals[k] = format('1,%d,0,%d', floor(left / unit), reset)
           local ex = ceil(reset / 1000000) + 1
           if ex ~= lastEx then e, lastEx = format('%d', ex), ex end
-          redis.call('SETEX', KEYS[k], e, format('%d%s', left, sfx))
+          redis.call('SETEX', KEYS[k], e, sfx and format('%d%s', left, sfx) or format('%d:%d:%s', left, at, desc))
           wrote = true
         end
       end
       if k == nk - 1 then
-        local reply = table.concat(vals, ',', 1, k)
+        local reply = k == 1 and vals[1] or table.concat(vals, ',', 1, k)
         if wrote then redis.call('SETEX', KEYS[nk], ARGV[1], reply) end
         return reply
       end
