@@ -226,6 +226,27 @@ var conformance = []struct {
 		{allow: false, rem: 0, retry: time.Second, reset: time.Minute},
 		{wait: time.Second, allow: true, rem: 0, reset: time.Minute},
 	}},
+	// A take under the lower limit from a bucket spent beyond its capacity
+	// keeps the bucket in the limit that spent it, less the take: that
+	// limit still counts all it spent (DESIGN §3: admitted cost stays
+	// within the more generous limit's bound), here 100 tokens, 1⅔
+	// refilled at 100/min by the take, less 1: ⅓ short of the next one.
+	{"a lower limit's take keeps a spend it cannot hold", core.PerMinute(100), []step{
+		{n: 100, allow: true, rem: 0, reset: time.Minute},
+		{wait: time.Second, lim: core.PerMinute(60), allow: true, rem: 0, reset: time.Minute},
+		{peek: true, allow: false, rem: 0, retry: 200 * time.Millisecond, reset: 59600 * time.Millisecond},
+		{wait: 200 * time.Millisecond, allow: true, rem: 0, reset: time.Minute},
+	}},
+	// And the lower limit keeps what it refilled from its clamp, less its
+	// take: 10s after 100/min spent 100, 60/min has 10 tokens, all its
+	// own, and 100/min counts the 10 it took.
+	{"a lower limit keeps its own refill under a spend it cannot hold", core.PerMinute(100), []step{
+		{n: 100, allow: true, rem: 0, reset: time.Minute},
+		{wait: 10 * time.Second, lim: core.PerMinute(60), allow: true, rem: 9, reset: 51 * time.Second},
+		{lim: core.PerMinute(60), n: 9, allow: true, rem: 0, reset: time.Minute},
+		{lim: core.PerMinute(60), allow: false, rem: 0, retry: time.Second, reset: 56 * time.Second},
+		{peek: true, allow: true, rem: 6, reset: 56 * time.Second},
+	}},
 	// 100000 a day counts in µs, 123457 a day in ms.
 	{"a day's quota raised, then lowered", core.PerDay(100000), []step{
 		{n: 50000, allow: true, rem: 50000, reset: 12 * time.Hour},
