@@ -215,7 +215,10 @@ var conformance = []struct {
 		{lim: core.PerMinute(60), allow: false, rem: 0, retry: time.Second, reset: time.Minute},
 		{wait: 500 * time.Millisecond, lim: core.PerMinute(60), allow: false, rem: 0, retry: 500 * time.Millisecond, reset: 59500 * time.Millisecond},
 		{wait: 500 * time.Millisecond, lim: core.PerMinute(60), allow: true, rem: 0, reset: time.Minute},
-		{lim: core.PerMinute(60), allow: false, rem: 0, retry: time.Second, reset: time.Minute},
+		// That take left the bucket in 100/min (100 spent, more than 60
+		// holds): it reads full under 60/min once 100/min has refilled it,
+		// in 59.6s, before 60/min's own refill from the clamp would.
+		{lim: core.PerMinute(60), allow: false, rem: 0, retry: time.Second, reset: 59600 * time.Millisecond},
 	}},
 	{"a raised limit: what was spent carries over", core.PerMinute(60), []step{
 		{n: 40, allow: true, rem: 20, reset: 40 * time.Second},
@@ -246,6 +249,17 @@ var conformance = []struct {
 		{lim: core.PerMinute(60), n: 9, allow: true, rem: 0, reset: time.Minute},
 		{lim: core.PerMinute(60), allow: false, rem: 0, retry: time.Second, reset: 56 * time.Second},
 		{peek: true, allow: true, rem: 6, reset: 56 * time.Second},
+	}},
+	// The same across time units: 123457 a day (ms) spent, then 100000 a
+	// day (µs) 10s later: 11.57 tokens of its own, 1 taken, 10.57 left
+	// (the stamp set back by whole ms, rounded down: under 1ms of refill
+	// lost); 123457 a day counts the 11 taken: 14.29 refilled, 3.29 left.
+	{"a lowered day's quota keeps its own refill", core.PerDay(123457), []step{
+		{n: 123457, allow: true, rem: 0, reset: 24 * time.Hour},
+		{wait: 10 * time.Second, lim: core.PerDay(100000), allow: true, rem: 10, reset: 24*time.Hour - 9136*time.Millisecond},
+		{lim: core.PerDay(100000), n: 10, allow: true, rem: 0, reset: 24*time.Hour - 496*time.Millisecond},
+		{lim: core.PerDay(100000), allow: false, rem: 0, retry: 368 * time.Millisecond, reset: 24*time.Hour - 2301*time.Millisecond},
+		{peek: true, allow: true, rem: 3, reset: 24*time.Hour - 2301*time.Millisecond},
 	}},
 	// 100000 a day counts in µs, 123457 a day in ms.
 	{"a day's quota raised, then lowered", core.PerDay(100000), []step{

@@ -41,7 +41,7 @@ func (s *Table) applyAcross(a *Ask) Outcome {
 		k := memKeyOf(p)
 		r := memRead{hash: keyHash(hs[i], &k), key: k, tokens: p.Capacity, own: -1}
 		if b := s.shards[hs[i]&s.mask].lookup(r.hash, k.name, parts[i].Subj); b != nil {
-			r.tokens, r.own, r.st, r.ahead = b.read(p, k.shape, now)
+			r.tokens, r.own, r.st, r.clamped, r.ahead = b.read(p, k.shape, now)
 			r.shape = b.shape
 		}
 		reads = append(reads, r)
@@ -70,7 +70,11 @@ func (s *Table) applyAcross(a *Ask) Outcome {
 		}
 		d.Allowed = a.Op == OpRefund || allowed
 		if write {
-			sh.put(s, r.hash, &r.key, parts[i].Subj, left, now)
+			ts, shape := now, r.key.shape
+			if a.Op == OpTake {
+				left, ts, shape = taken(p, shape, r.shape, r.tokens, r.own, r.clamped, n, now)
+			}
+			sh.put(s, r.hash, &r.key, parts[i].Subj, left, ts, shape)
 		} else if a.Op == OpTake && r.ahead {
 			sh.lookup(r.hash, r.key.name, parts[i].Subj).restamp(now)
 		}

@@ -84,33 +84,34 @@ func (p *Policy) decideKept(sp *policyShape, own, st, tokens int64, n int, now i
 // shape sp: a debt as it is, ⌈debt × p.Unit / sp.unit⌉ (so a limit that
 // changes keeps what is owed), else p's capacity less what was spent,
 // ⌈spent × p.Unit / sp.unit⌉ (rounded only here, where the scale
-// changes), clamped to [0, capacity].
-func carry(p *Policy, sp *policyShape, tok int64) int64 {
+// changes), clamped to [0, capacity]. lost reports a spend beyond p's
+// capacity: clamped, p's units cannot tell how far beyond.
+func carry(p *Policy, sp *policyShape, tok int64) (units int64, lost bool) {
 	if tok < 0 {
 		hi, lo := bits.Mul64(uint64(-tok), uint64(p.Unit))
 		if hi >= uint64(sp.unit) {
-			return -MaxExact // beyond any debt a policy can hold
+			return -MaxExact, false // beyond any debt a policy can hold
 		}
 		q, r := bits.Div64(hi, lo, uint64(sp.unit))
 		if r != 0 {
 			q++
 		}
-		return -int64(min(q, MaxExact))
+		return -int64(min(q, MaxExact)), false
 	}
 	spent := sp.capacity - tok
 	if spent <= 0 {
-		return p.Capacity
+		return p.Capacity, false
 	}
 	hi, lo := bits.Mul64(uint64(spent), uint64(p.Unit))
 	if hi >= uint64(sp.unit) {
-		return 0 // the quotient does not even fit in 64 bits
+		return 0, true // the quotient does not even fit in 64 bits
 	}
 	q, r := bits.Div64(hi, lo, uint64(sp.unit))
 	if q >= uint64(p.Capacity) {
-		return 0
+		return 0, q > uint64(p.Capacity) || r != 0
 	}
 	if r != 0 {
 		q++ // at most the capacity now
 	}
-	return p.Capacity - int64(q)
+	return p.Capacity - int64(q), false
 }

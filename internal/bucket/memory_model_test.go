@@ -249,7 +249,27 @@ func (m refStore) apply(op int, now int64, subject string, n int, ps []Policy, e
 		switch {
 		case op == OpTake && allowed:
 			o = refOutcome(p, i, true, tokens[i]-need, need, now, false)
-			m[k] = refBucket{tokens[i] - need, now, nameless(*p)}
+			if b, ok := m.clamped(k, p, now); ok {
+				// Spent beyond p's capacity: kept in its own policy, less
+				// the take, stamped back by the ticks p's refill takes to
+				// reach what p has left (q's units less q's refill over
+				// them), no further than those units allow.
+				q := &b.by
+				held, at := refillRef(q, b.units, b.ts, now)-int64(n)*q.Unit, floorDivRef(now, q.Tick)
+				if left := tokens[i] - need; left > 0 && held > 0 {
+					back := at - ceilDivRef((floorDivRef(now, p.Tick)-left/p.Refill)*p.Tick, q.Tick)
+					if back = min(back, held/q.Refill); back > 0 {
+						held, at = held-back*q.Refill, at-back
+					}
+				}
+				ts := now
+				if at != floorDivRef(now, q.Tick) {
+					ts = at * q.Tick
+				}
+				m[k] = refBucket{held, ts, b.by}
+			} else {
+				m[k] = refBucket{tokens[i] - need, now, nameless(*p)}
+			}
 		case op == OpTake:
 			o = m.kept(k, p, i, false, tokens[i], need, now)
 			if ahead[i] {
@@ -276,6 +296,19 @@ func (m refStore) apply(op int, now int64, subject string, n int, ps []Policy, e
 		}
 	}
 	return best
+}
+
+// clamped returns k's bucket, and whether it is in another policy than
+// p and spent more tokens than p's capacity by now (not in debt):
+// carried, it reads 0, and how far beyond is lost.
+func (m refStore) clamped(k refKey, p *Policy, now int64) (refBucket, bool) {
+	b, ok := m[k]
+	if !ok || b.by == nameless(*p) {
+		return b, false
+	}
+	own := refillRef(&b.by, b.units, b.ts, now)
+	spent := new(big.Int).Mul(big.NewInt(b.by.Capacity-own), big.NewInt(p.Unit))
+	return b, own >= 0 && spent.Cmp(new(big.Int).Mul(big.NewInt(p.Capacity), big.NewInt(b.by.Unit))) > 0
 }
 
 // full reports whether key k's bucket is full at now (or absent).

@@ -200,23 +200,57 @@ type memBucket struct {
 // it was at its stamp, carried, then refilled at p's own rate since (st):
 // the clamped state p refills from, whether or not p's decisions wrote
 // anything. own is then the units under b's own policy (below 0 when it
-// owes), else notKept. ahead reports a bucket stamped in a later tick
-// than now (an injected clock moved back): it is read as of its stamp.
-func (b *memBucket) read(p *Policy, hp unique.Handle[policyShape], now int64) (tokens, own, st int64, ahead bool) {
+// owes), else notKept; clamped reports that the first reading was
+// clamped at 0 (b's own policy spent more than p's capacity: see carry):
+// a take then writes b in its own policy (see taken). ahead reports a bucket
+// stamped in a later tick than now (an injected clock moved back): it is
+// read as of its stamp.
+func (b *memBucket) read(p *Policy, hp unique.Handle[policyShape], now int64) (tokens, own, st int64, clamped, ahead bool) {
 	if b.shape == hp {
 		if p.Tick == 1 {
 			ahead = b.ts > now
 		} else {
 			ahead = b.ts/p.Tick > now/p.Tick
 		}
-		return p.refill(b.units, b.ts, now), notKept, 0, ahead
+		return p.refill(b.units, b.ts, now), notKept, 0, false, ahead
 	}
 	sp := b.shape.Value()
 	old := sp.policy()
 	own = old.refill(b.units, b.ts, now)
-	tokens = carry(p, &sp, own)
-	st = p.refill(carry(p, &sp, b.units), b.ts, max(now, b.ts))
-	return max(tokens, st), own, st, b.ts/sp.tick > now/sp.tick
+	tokens, clamped = carry(p, &sp, own)
+	at, _ := carry(p, &sp, b.units)
+	st = p.refill(at, b.ts, max(now, b.ts))
+	return max(tokens, st), own, st, clamped, b.ts/sp.tick > now/sp.tick
+}
+
+// taken returns what a take of n tokens under p, whose shape is hp,
+// leaves in a bucket read at now as tokens under p and own under its own
+// policy sp (see read): the units, their stamp and their shape. That is
+// p's, but sp's when p's reading was clamped: in p's units, the spend
+// beyond p's capacity would be lost, and a policy that spent it would
+// take it again (DESIGN §3: admitted cost stays within the more generous
+// limit's bound). What p has left (its clamp refilled at its own rate,
+// less the take) it then reads from the stamp: the stamp goes back by
+// the ticks p's refill takes to reach it, and own by sp's refill over
+// them, so sp reads the same now; no further than own allows.
+func taken(p *Policy, hp, sp unique.Handle[policyShape], tokens, own int64, clamped bool, n int, now int64) (int64, int64, unique.Handle[policyShape]) {
+	left := tokens - int64(n)*p.Unit
+	if !clamped {
+		return left, now, hp
+	}
+	q := sp.Value()
+	held, at := own-int64(n)*q.unit, now/q.tick
+	if left > 0 && held > 0 {
+		back := at - CeilDiv((now/p.Tick-left/p.Refill)*p.Tick, q.tick)
+		back = min(back, held/q.refill)
+		if back > 0 {
+			held, at = held-back*q.refill, at-back
+		}
+	}
+	if at == now/q.tick {
+		return held, now, sp
+	}
+	return held, at * q.tick, sp
 }
 
 // notKept is read's own for a bucket in the policy that reads it: no

@@ -168,16 +168,18 @@ func (s *Table) Take1(subject string, n int, p *Policy) Decision {
 	// One lookup: buckets are updated in place.
 	h, hp := keyHash(hs, k), k.shape
 	var b *memBucket
-	tokens, own, st, ahead := p.Capacity, notKept, int64(0), false
+	tokens, own, st, clamped, ahead := p.Capacity, notKept, int64(0), false, false
 	if i, ok := sh.find(h, k.name, subject); ok {
 		b = &sh.slots[i].memBucket
 		now = s.recheck(b.ts, now)
-		tokens, own, st, ahead = b.read(p, hp, now)
+		tokens, own, st, clamped, ahead = b.read(p, hp, now)
 	}
 	need := int64(n) * p.Unit
 	if tokens >= need {
 		if b == nil {
 			*sh.insert(h, k.name, subject, s.perShard) = memBucket{units: tokens - need, ts: now, shape: hp}
+		} else if clamped {
+			b.units, b.ts, b.shape = taken(p, hp, b.shape, tokens, own, true, n, now)
 		} else {
 			b.units, b.ts = tokens-need, now
 			if b.shape != hp {
@@ -204,26 +206,27 @@ func (s *Table) Take1(subject string, n int, p *Policy) Decision {
 }
 
 // put writes a bucket that was taken from or refunded to: key (name,
-// subject), hashed h, inserted when absent, holds left units of k's shape
-// at now. It looks the bucket up afresh: an insert for an earlier policy
-// may have moved it.
-func (sh *memShard) put(s *Table, h uint64, k *memKey, subject string, left, now int64) {
+// subject), hashed h, inserted when absent, holds left units of shape at
+// ts. It looks the bucket up afresh: an insert for an earlier policy may
+// have moved it.
+func (sh *memShard) put(s *Table, h uint64, k *memKey, subject string, left, ts int64, shape unique.Handle[policyShape]) {
 	b := sh.lookup(h, k.name, subject)
 	if b == nil {
 		b = sh.insert(h, k.name, subject, s.perShard)
 	}
-	*b = memBucket{units: left, ts: now, shape: k.shape}
+	*b = memBucket{units: left, ts: ts, shape: shape}
 }
 
 // memRead is what applyMany read of one policy's bucket.
 type memRead struct {
-	hash   uint64
-	key    memKey
-	tokens int64 // under the policy decided
-	own    int64 // under the bucket's own policy when another, else notKept
-	st     int64 // when own ≥ 0: read from the bucket's stamp (see memBucket.read)
-	shape  unique.Handle[policyShape]
-	ahead  bool
+	hash    uint64
+	key     memKey
+	tokens  int64 // under the policy decided
+	own     int64 // under the bucket's own policy when another, else notKept
+	st      int64 // when own ≥ 0: read from the bucket's stamp (see memBucket.read)
+	shape   unique.Handle[policyShape]
+	clamped bool // see memBucket.read
+	ahead   bool
 }
 
 // applyMany runs one operation of the script (a.Op: OpTake, OpPeek,
@@ -265,7 +268,11 @@ func (sh *memShard) applyMany(s *Table, hs uint64, a *Ask, now int64) Outcome {
 		// Looked up again: an insert for an earlier policy may have moved
 		// this bucket.
 		if write {
-			sh.put(s, r.hash, &r.key, a.Subj, left, now)
+			ts, shape := now, r.key.shape
+			if op == OpTake {
+				left, ts, shape = taken(p, shape, r.shape, r.tokens, r.own, r.clamped, n, now)
+			}
+			sh.put(s, r.hash, &r.key, a.Subj, left, ts, shape)
 		} else if op == OpTake && r.ahead {
 			sh.lookup(r.hash, r.key.name, a.Subj).restamp(now)
 		}
@@ -320,7 +327,7 @@ func (sh *memShard) applyWait(s *Table, hs uint64, a *Ask, now int64) Outcome {
 			left, wait, extra = p.waiting(kind, x, n, r.tokens, extra, now)
 			d, _ = p.decide(left, 0, true, now) // the bucket as left
 			d.RetryAfter = wait
-			sh.put(s, r.hash, &r.key, a.Subj, left, now)
+			sh.put(s, r.hash, &r.key, a.Subj, left, now, r.key.shape)
 		case r.own == notKept:
 			d, _ = p.decide(r.tokens, n, false, now)
 		default:
@@ -370,7 +377,7 @@ func (sh *memShard) readAll(s *Table, hs uint64, a *Ask, reads []memRead, now in
 				reads, allowed, i = reads[:0], true, -1
 				continue
 			}
-			r.tokens, r.own, r.st, r.ahead = b.read(p, k.shape, now)
+			r.tokens, r.own, r.st, r.clamped, r.ahead = b.read(p, k.shape, now)
 			r.shape = b.shape
 		}
 		reads = append(reads, r)

@@ -48,15 +48,21 @@ import "github.com/redis/go-redis/v9"
 // the bucket refilled to now in its own policy, then carried; and the
 // bucket carried as of its stamp, then refilled at the reader's rate
 // since — the clamped state the reader refills from, though its denials
-// write nothing (DESIGN §3). A bucket in the reader's own policy is read
-// with no rounding at all. The waits of a decision that writes nothing
+// write nothing (DESIGN §3). A take writes the bucket in the reader's
+// policy, but when the first reading was clamped at 0 (the writer spent
+// more than the reader's capacity, which the reader's units would lose):
+// then it stays in the writer's, refilled to now, less the take, its
+// stamp set back so that the second reading still gives the reader what
+// it has left. A bucket in the reader's own policy is read with no
+// rounding at all. The waits of a decision that writes nothing
 // (a denial, a peek) are those of whichever reading gets there first.
 //
 // Only an allowed take, a refund and operations 4 to 7 (but a refused
 // reservation, or a cancel once its reservation is due) write, each bucket once, where its
 // last request is decided (a bucket asked again passes what it holds from
-// one request to the next), stamped with the current tick, expiring one
-// to two seconds after it would be full again (whole seconds, each
+// one request to the next), stamped with the current tick (or set back,
+// as above), expiring one to two seconds after it would be full again
+// (under either policy, as above; whole seconds, each
 // formatted once per call). A bucket stamped ahead of the clock (a
 // failover or an NTP step moved it back) is read as of its stamp, and any
 // take re-stamps it at the current tick, so that no refusal outlasts the
@@ -289,7 +295,7 @@ end
 -- costs about as much as deciding a bucket: a request's part of the reply
 -- is one per policy, a bucket's value one per write.
 local exs = {}
-local function put(key, ex, units, p, ln)
+local function put(key, ex, units, p, ln, at)
   local sfx = false
   if ln and ln[1] then
     -- Loans out: the bucket lives until the last ends.
@@ -306,10 +312,12 @@ local function put(key, ex, units, p, ln)
   local e = exs[-ex] -- a negative key: gopher-lua (miniredis) would grow an array to a long expiry
   if e == nil then e = format('%d', ex); exs[-ex] = e end
   if not p[8] then p[8] = format(':%d:', p[5]) .. p[6] end
+  local st = p[8]
+  if at and at ~= p[5] then st = format(':%d:', at) .. p[6] end -- a stamp set back
   if sfx then
-    redis.call('SETEX', key, e, format('%d', units) .. p[8] .. sfx)
+    redis.call('SETEX', key, e, format('%d', units) .. st .. sfx)
   else
-    redis.call('SETEX', key, e, format('%d', units) .. p[8])
+    redis.call('SETEX', key, e, format('%d', units) .. st)
   end
   wrote = true
 end
@@ -410,7 +418,8 @@ local function waiting(op, x, p, n, need, tok, extra)
 end
 -- carry returns the units under policy p of a bucket holding x units
 -- under policy q: a debt as it is (rounded toward more of it), else p's
--- capacity less what was spent (rounded toward fewer tokens), at least 0.
+-- capacity less what was spent (rounded toward fewer tokens), at least 0;
+-- and then true when that spend was more than p's capacity (lost).
 local function carry(x, q, p)
   if x < 0 then
     local d = -x * p[3]
@@ -419,7 +428,7 @@ local function carry(x, q, p)
   end
   local spent = (q[1] - x) * p[3]
   if spent < 9007199254740992 then spent = ceil(spent / q[3]) else spent = ceil((q[1] - x) / q[3] * p[3]) end
-  if spent >= p[1] then return 0 end
+  if spent >= p[1] then return 0, spent > p[1] end
   return p[1] - spent
 end
 local a, d = 5 + P + 2 * R, 0
@@ -634,11 +643,31 @@ while d < D do
       local again = later and later[b]
       if wr ~= 0 or (op == 1 and aheads[i]) then
         local ex, ln = ceil(reset / 1000000) + 1, lns[i]
-        local held = left + lu
-        if again then U[b], T[b], Q[b], W[b], LN[b] = held, p[5], p, ex, ln else put(KEYS[b], ex, held, p, ln) end
+        local held, w, at = left + lu, p, nil
+        if q ~= p and q and wr == -1 and select(2, carry(owns[i], q, p)) then
+          -- A take from a bucket that q spent beyond p's capacity (p's
+          -- reading clamped at 0): in p's units that spend is lost, so
+          -- the bucket stays in q, less the take, alive while either
+          -- policy reads it short of full. What p has left (its clamp
+          -- refilled at its own rate, less the take) it reads from the
+          -- stamp: the stamp goes back by the ticks p's refill takes to
+          -- reach it, and q's units by q's refill over them, so q reads
+          -- the same now; no further than q's units allow.
+          held, w = owns[i] - need / unit * q[3], q
+          local qx = ceil((ceil((q[1] - held) / q[2]) * q[4] - q[7]) / 1000000) + 1
+          if qx > ex then ex = qx end
+          if left > 0 and held > 0 then
+            local back = q[5] - ceil((p[5] - floor(left / rate)) * tick / q[4])
+            local most = floor(held / q[2])
+            if back > most then back = most end
+            if back > 0 then held, at = held - back * q[2], q[5] - back end
+          end
+          held = held + lents[i] * q[3]
+        end
+        if again then U[b], T[b], Q[b], W[b], LN[b] = held, at or w[5], w, ex, ln else put(KEYS[b], ex, held, w, ln, at) end
       elseif from and not again then
         local e = from[b]
-        if e and W[e] then put(KEYS[b], W[e], U[e], Q[e], LN[e]) end
+        if e and W[e] then put(KEYS[b], W[e], U[e], Q[e], LN[e], T[e]) end
       end
     end
     if op > 3 and op < 12 then vals[k + m] = vals[k + m] .. format(',%d', extra) end
