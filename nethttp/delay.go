@@ -71,6 +71,11 @@ type room struct {
 	mu    sync.Mutex
 	total int // requests in the room: booking or waiting
 	lines map[roomKey]*line
+
+	// leaving orders the clients that left: each one's swap and Cancel
+	// end before the next one's swap, so that the booking cancelled is
+	// still the latest when the store gets it (leave).
+	leaving sync.Mutex
 }
 
 type roomKey struct {
@@ -171,6 +176,14 @@ func (rm *room) exit(k roomKey, w *waiter, gone bool) *core.Reservation {
 	return cancel
 }
 
+// leave takes w, whose client left, out of k's line and cancels the
+// booking exit returns, one leaver at a time.
+func (rm *room) leave(ctx context.Context, k roomKey, w *waiter) {
+	rm.leaving.Lock()
+	defer rm.leaving.Unlock()
+	_ = rm.exit(k, w, true).Cancel(ctx)
+}
+
 // turn returns w's turn, which a swap may have moved.
 func (rm *room) turn(w *waiter) time.Time {
 	rm.mu.Lock()
@@ -218,7 +231,7 @@ func (g *Gate) shape(ctx context.Context, r *http.Request, c charge, denied core
 		case <-w.moved:
 			t.Reset(time.Until(g.room.turn(w)))
 		case <-r.Context().Done():
-			_ = g.room.exit(k, w, true).Cancel(ctx)
+			g.room.leave(ctx, k, w)
 			return denied
 		}
 	}
