@@ -70,11 +70,11 @@ func (s *Table) applyAcross(a *Ask) Outcome {
 		}
 		d.Allowed = a.Op == OpRefund || allowed
 		if write {
-			ts, shape := now, r.key.shape
+			nb := memBucket{units: left, ts: now, shape: r.key.shape}
 			if a.Op == OpTake {
-				left, ts, shape = taken(p, shape, r.shape, r.tokens, r.own, r.clamped, n, now)
+				nb = r.taken(p, n, now)
 			}
-			sh.put(s, r.hash, &r.key, parts[i].Subj, left, ts, shape)
+			sh.put(s, r, parts[i].Subj, nb)
 		} else if a.Op == OpTake && r.ahead {
 			sh.lookup(r.hash, r.key.name, parts[i].Subj).restamp(now)
 		}

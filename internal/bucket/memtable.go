@@ -223,23 +223,23 @@ func (b *memBucket) read(p *Policy, hp unique.Handle[policyShape], now int64) (t
 	return max(tokens, st), own, st, clamped, b.ts/sp.tick > now/sp.tick
 }
 
-// taken returns what a take of n tokens under p, whose shape is hp,
-// leaves in a bucket read at now as tokens under p and own under its own
-// policy sp (see read): the units, their stamp and their shape. That is
-// p's, but sp's when p's reading was clamped: in p's units, the spend
+// taken returns the bucket a take of n tokens under p leaves, r read at
+// now (tokens under p, own under the bucket's own policy sp: see read).
+// Its units, stamp and shape are p's, but sp's when p's reading was
+// clamped: in p's units, the spend
 // beyond p's capacity would be lost, and a policy that spent it would
 // take it again (DESIGN §3: admitted cost stays within the more generous
 // limit's bound). What p has left (its clamp refilled at its own rate,
 // less the take) it then reads from the stamp: the stamp goes back by
 // the ticks p's refill takes to reach it, and own by sp's refill over
 // them, so sp reads the same now; no further than own allows.
-func taken(p *Policy, hp, sp unique.Handle[policyShape], tokens, own int64, clamped bool, n int, now int64) (int64, int64, unique.Handle[policyShape]) {
-	left := tokens - int64(n)*p.Unit
-	if !clamped {
-		return left, now, hp
+func (r *memRead) taken(p *Policy, n int, now int64) memBucket {
+	left := r.tokens - int64(n)*p.Unit
+	if !r.clamped {
+		return memBucket{units: left, ts: now, shape: r.key.shape}
 	}
-	q := sp.Value()
-	held, at := own-int64(n)*q.unit, now/q.tick
+	q := r.shape.Value()
+	held, at := r.own-int64(n)*q.unit, now/q.tick
 	if left > 0 && held > 0 {
 		back := at - CeilDiv((now/p.Tick-left/p.Refill)*p.Tick, q.tick)
 		back = min(back, held/q.refill)
@@ -248,9 +248,9 @@ func taken(p *Policy, hp, sp unique.Handle[policyShape], tokens, own int64, clam
 		}
 	}
 	if at == now/q.tick {
-		return held, now, sp
+		return memBucket{units: held, ts: now, shape: r.shape}
 	}
-	return held, at * q.tick, sp
+	return memBucket{units: held, ts: at * q.tick, shape: r.shape}
 }
 
 // notKept is read's own for a bucket in the policy that reads it: no

@@ -179,7 +179,8 @@ func (s *Table) Take1(subject string, n int, p *Policy) Decision {
 		if b == nil {
 			*sh.insert(h, k.name, subject, s.perShard) = memBucket{units: tokens - need, ts: now, shape: hp}
 		} else if clamped {
-			b.units, b.ts, b.shape = taken(p, hp, b.shape, tokens, own, true, n, now)
+			r := memRead{key: *k, tokens: tokens, own: own, shape: b.shape, clamped: true}
+			*b = r.taken(p, n, now)
 		} else {
 			b.units, b.ts = tokens-need, now
 			if b.shape != hp {
@@ -205,16 +206,15 @@ func (s *Table) Take1(subject string, n int, p *Policy) Decision {
 	return d
 }
 
-// put writes a bucket that was taken from or refunded to: key (name,
-// subject), hashed h, inserted when absent, holds left units of shape at
-// ts. It looks the bucket up afresh: an insert for an earlier policy may
-// have moved it.
-func (sh *memShard) put(s *Table, h uint64, k *memKey, subject string, left, ts int64, shape unique.Handle[policyShape]) {
-	b := sh.lookup(h, k.name, subject)
+// put writes nb, a bucket that was taken from or refunded to, where r
+// read it (its key, subject): inserted when absent. It looks the bucket up
+// afresh: an insert for an earlier policy may have moved it.
+func (sh *memShard) put(s *Table, r *memRead, subject string, nb memBucket) {
+	b := sh.lookup(r.hash, r.key.name, subject)
 	if b == nil {
-		b = sh.insert(h, k.name, subject, s.perShard)
+		b = sh.insert(r.hash, r.key.name, subject, s.perShard)
 	}
-	*b = memBucket{units: left, ts: ts, shape: shape}
+	*b = nb
 }
 
 // memRead is what applyMany read of one policy's bucket.
@@ -268,11 +268,11 @@ func (sh *memShard) applyMany(s *Table, hs uint64, a *Ask, now int64) Outcome {
 		// Looked up again: an insert for an earlier policy may have moved
 		// this bucket.
 		if write {
-			ts, shape := now, r.key.shape
+			nb := memBucket{units: left, ts: now, shape: r.key.shape}
 			if op == OpTake {
-				left, ts, shape = taken(p, shape, r.shape, r.tokens, r.own, r.clamped, n, now)
+				nb = r.taken(p, n, now)
 			}
-			sh.put(s, r.hash, &r.key, a.Subj, left, ts, shape)
+			sh.put(s, r, a.Subj, nb)
 		} else if op == OpTake && r.ahead {
 			sh.lookup(r.hash, r.key.name, a.Subj).restamp(now)
 		}
@@ -327,7 +327,7 @@ func (sh *memShard) applyWait(s *Table, hs uint64, a *Ask, now int64) Outcome {
 			left, wait, extra = p.waiting(kind, x, n, r.tokens, extra, now)
 			d, _ = p.decide(left, 0, true, now) // the bucket as left
 			d.RetryAfter = wait
-			sh.put(s, r.hash, &r.key, a.Subj, left, now, r.key.shape)
+			sh.put(s, r, a.Subj, memBucket{units: left, ts: now, shape: r.key.shape})
 		case r.own == notKept:
 			d, _ = p.decide(r.tokens, n, false, now)
 		default:
