@@ -3,7 +3,6 @@ package core_test
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -149,36 +148,15 @@ func borrowLimitChange(t *testing.T, a, b core.Limit) {
 	if failed != 0 {
 		t.Errorf("%d decisions failed or degraded", failed)
 	}
-	over := func(adm []admission, capacity int, lim core.Limit) (worst int, at string) {
-		sort.Slice(adm, func(i, j int) bool { return adm[i].lo.Before(adm[j].lo) })
-		worst = -1 << 62
-		for i := range adm {
-			var hi time.Time
-			sum := 0
-			for j := i; j < len(adm); j++ {
-				sum += adm[j].n
-				if adm[j].hi.After(hi) {
-					hi = adm[j].hi
-				}
-				// whole ticks of refill in the window, and one for a tick
-				// boundary inside it
-				refill := int(int64(lim.Rate)*int64(hi.Sub(adm[i].lo))/int64(lim.Period)) + 1
-				if o := sum - capacity - refill; o > worst {
-					worst, at = o, fmt.Sprintf("%d admitted in %v", sum, hi.Sub(adm[i].lo))
-				}
-			}
-		}
-		return worst, at
-	}
 	tokens := func(adm []admission) (sum int) {
 		for _, x := range adm {
 			sum += x.n
 		}
 		return sum
 	}
-	wa, atA := over(before, a.Burst, a)
+	wa, atA := overBound(before, a.Burst, a)
 	capB := max(b.Burst, lent)
-	wb, atB := over(after, capB, b)
+	wb, atB := overBound(after, capB, b)
 	fromChange := int(int64(b.Rate)*int64(time.Since(change))/int64(b.Period)) + capB + 1
 	t.Logf("A %v: %d admitted in %v, worst window %d over C_A + R_A·Δ (%s); B %v from the change (%d tokens on loan then): %d admitted (bound max(C_B, L) + R_B·Δ = %d), worst window %d over (%s); from slices %d, from the store %d",
 		a, tokens(before), change.Sub(start).Round(time.Millisecond), wa, atA, b, lent, tokens(after), fromChange, wb, atB, obs.borrowed.Load(), obs.store.Load())

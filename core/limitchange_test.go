@@ -91,8 +91,8 @@ func sharedBound(t *testing.T, store core.Store, hi, lo core.Limit) {
 	if failed != 0 {
 		t.Errorf("%d decisions failed or degraded", failed)
 	}
-	wa, atA := overBound(all, hi)
-	wl, atL := overBound(low, lo)
+	wa, atA := overBound(all, hi.Burst, hi)
+	wl, atL := overBound(low, lo.Burst, lo)
 	t.Logf("%v and %v on one key: %d admitted, %d by %v; worst window %d over C + R·Δ of %v (%s), %d over its own for %v (%s)",
 		hi, lo, len(all), len(low), lo, wa, hi, atA, wl, lo, atL)
 	if wa > 0 {
@@ -106,10 +106,10 @@ func sharedBound(t *testing.T, store core.Store, hi, lo core.Limit) {
 	}
 }
 
-// overBound returns by how much the worst interval of adm exceeds lim's
-// C + R·Δ (whole ticks of refill, and one for a tick boundary inside),
-// and what it admitted.
-func overBound(adm []admission, lim core.Limit) (worst int, at string) {
+// overBound returns by how much the worst interval of adm exceeds
+// capacity + R·Δ under lim (whole ticks of refill, and one for a tick
+// boundary inside), and what it admitted.
+func overBound(adm []admission, capacity int, lim core.Limit) (worst int, at string) {
 	sort.Slice(adm, func(i, j int) bool { return adm[i].lo.Before(adm[j].lo) })
 	worst = -1 << 62
 	for i := range adm {
@@ -121,7 +121,7 @@ func overBound(adm []admission, lim core.Limit) (worst int, at string) {
 				hi = adm[j].hi
 			}
 			refill := int(int64(lim.Rate)*int64(hi.Sub(adm[i].lo))/int64(lim.Period)) + 1
-			if o := sum - lim.Burst - refill; o > worst {
+			if o := sum - capacity - refill; o > worst {
 				worst, at = o, fmt.Sprintf("%d admitted in %v", sum, hi.Sub(adm[i].lo))
 			}
 		}
