@@ -3,6 +3,8 @@ package core_test
 import (
 	"context"
 	"errors"
+	"math"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -310,14 +312,38 @@ func TestAllowAllAllocs(t *testing.T) {
 		}
 		most := tc.most
 		if tc.store == redisStore {
-			most = testing.AllocsPerRun(1000, func() { ls[0].Allow(ctx, "user-1") })
-			t.Logf("redis: a lone AllowN's: %v", most)
-			most += 3
+			most = allocsPerRun(func() { ls[0].Allow(ctx, "user-1") })
+			t.Logf("redis: a lone AllowN's: %.2f", most)
+			// Under -race sync.Pool drops a random share of what is put
+			// back, so both counts carry a fraction (CI has measured a lone
+			// call at 6 and AllowAll at 10); three quarters of an
+			// allocation of slack keeps one more whole one a failure.
+			most += 3.75
 		}
-		n := testing.AllocsPerRun(1000, func() { core.AllowAll(ctx, checks...) })
-		t.Logf("%s: AllowAll's own allocations for 3 checks: %v", tc.name, n)
+		n := allocsPerRun(func() { core.AllowAll(ctx, checks...) })
+		t.Logf("%s: AllowAll's own allocations for 3 checks: %.2f", tc.name, n)
 		if n > most {
 			t.Errorf("%s: %v allocs for AllowAll of 3 checks, want ≤ %v", tc.name, n, most)
 		}
 	}
+}
+
+// allocsPerRun is testing.AllocsPerRun without its rounding down, the
+// least of three runs of 1000 calls: a count near a whole number is not
+// turned into the next one down, and another goroutine's allocations
+// during one run (a test before this one winding down) do not count.
+func allocsPerRun(f func()) float64 {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	f()
+	least := math.Inf(1)
+	for range 3 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range 1000 {
+			f()
+		}
+		runtime.ReadMemStats(&after)
+		least = min(least, float64(after.Mallocs-before.Mallocs)/1000)
+	}
+	return least
 }
