@@ -269,7 +269,10 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 			return g.fail(w, r, policy, err), charge{}
 		}
 	}
-	lim, routed := g.limiterFor(r, route)
+	lim, dl, perRequest, err := g.deciderFor(r, route)
+	if err != nil {
+		return g.fail(w, r, policyOf(lim), err), charge{}
+	}
 	n := 1
 	if g.cost != nil {
 		n = g.cost(r)
@@ -277,18 +280,6 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	ctx := r.Context()
 	if g.dryRun {
 		ctx = core.WithDryRun(ctx) // metrics say "would deny", never "denied"
-	}
-	// dl decides: lim, or lim under WithLimitFunc's limit (never a
-	// route's: its own limit is never replaced).
-	dl, perRequest := lim, g.limitOf != nil && !routed
-	if perRequest {
-		limit, err := g.limitOf(r)
-		if err == nil {
-			dl, err = lim.With(limit)
-		}
-		if err != nil {
-			return g.fail(w, r, policyOf(lim), &limitError{err}), charge{}
-		}
 	}
 	var res core.Result
 	if checks != nil {
@@ -306,6 +297,33 @@ func (g *Gate) decide(w http.ResponseWriter, r *http.Request, route, key string,
 	if g.delay > 0 && !res.Allowed && !res.Degraded && res.RetryAfter <= g.delay {
 		res = g.shape(ctx, r, c, res) // WithDelay: delay.go
 	}
+	return g.answer(w, r, lim, res, c)
+}
+
+// deciderFor returns the limiter for r (see limiterFor) and the one that
+// decides: that limiter, or (perRequest) that limiter under
+// WithLimitFunc's limit, never a route's: its own limit is never
+// replaced. A limit that WithLimitFunc fails to give, or that is
+// invalid, is a limitError.
+func (g *Gate) deciderFor(r *http.Request, route string) (lim, dl *core.Limiter, perRequest bool, err error) {
+	lim, routed := g.limiterFor(r, route)
+	if g.limitOf == nil || routed {
+		return lim, lim, false, nil
+	}
+	limit, err := g.limitOf(r)
+	if err == nil {
+		dl, err = lim.With(limit)
+	}
+	if err != nil {
+		return lim, nil, true, &limitError{err}
+	}
+	return lim, dl, true, nil
+}
+
+// answer reports res to the observer, writes its fields, and writes the
+// refusal; it returns whether the request goes on, and what WithCountIf
+// may give back (c, for a request truly allowed).
+func (g *Gate) answer(w http.ResponseWriter, r *http.Request, lim *core.Limiter, res core.Result, c charge) (bool, charge) {
 	if g.observe != nil {
 		g.observe(r, res, nil, g.dryRun)
 	}
