@@ -14,6 +14,10 @@
 //   - Redis stalled (SIGSTOP): -stalled concurrent requests, the time and
 //     kind of each answer, DeadlineExceeded when none came by -deadline.
 //
+// With -cpuprofile, each service's CPU profile over its first throughput
+// round (both serve Go's /debug/pprof/profile on DEBUG_PORT) is written
+// to that file, suffixed .ours and .reference, for go tool pprof.
+//
 // Run from bench/envoy: go run . (redis-server on PATH). It prints Markdown.
 // A module of its own, so the reference's dependencies never enter the
 // library's or the other benchmarks' graphs.
@@ -69,11 +73,13 @@ var (
 	edge     = flag.Int("edge", 10, "requests on each side of the second boundary")
 	stalled  = flag.Int("stalled", 8, "concurrent requests while Redis is stalled")
 	deadline = flag.Duration("deadline", 15*time.Second, "the callers' deadline while Redis is stalled")
+	cpuprof  = flag.String("cpuprofile", "", "write each service's CPU profile over its first round to this file .ours, .reference")
 )
 
 type service struct {
 	name, bin string
 	env       []string
+	suffix    string // of its -cpuprofile file
 }
 
 func main() {
@@ -114,8 +120,8 @@ func run() error {
 		"USE_STATSD=false", "LOG_LEVEL=error", "REDIS_SOCKET_TYPE=tcp",
 	}
 	services := []service{
-		{"ratelimit-envoy", ours, common},
-		{"envoyproxy/ratelimit", ref, common},
+		{"ratelimit-envoy", ours, common, ".ours"},
+		{"envoyproxy/ratelimit", ref, common, ".reference"},
 	}
 
 	type running struct {
@@ -161,7 +167,17 @@ func run() error {
 			if err != nil {
 				return err
 			}
+			var prof chan error
+			if *cpuprof != "" && round == 0 {
+				prof = make(chan error, 1)
+				go func() { prof <- x.p.profile(*cpuprof+x.suffix, *duration) }()
+			}
 			n, d, errs, lat := throughput(x.p)
+			if prof != nil {
+				if err := <-prof; err != nil {
+					return fmt.Errorf("%s: CPU profile: %w", x.name, err)
+				}
+			}
 			after, err := x.r.info()
 			if err != nil {
 				return err
@@ -341,6 +357,7 @@ func stall(p *proc, r *redisServer) (kinds string, slowest time.Duration) {
 
 type proc struct {
 	cmd     *exec.Cmd
+	debug   int // DEBUG_PORT
 	log     string
 	conns   []*grpc.ClientConn
 	clients []rlspb.RateLimitServiceClient
@@ -369,6 +386,29 @@ func (p *proc) cpu() (float64, error) {
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) / 100, nil
+}
+
+// profile writes the service's CPU profile over the next d (whole
+// seconds, at least 1) to file.
+func (p *proc) profile(file string, d time.Duration) error {
+	secs := max(int((d+time.Second-1)/time.Second), 1)
+	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(p.debug) + "/debug/pprof/profile?seconds=" + strconv.Itoa(secs))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/debug/pprof/profile: %s", resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func freePort() (int, error) {
@@ -403,7 +443,7 @@ func startService(s service, redisAddr string) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &proc{cmd: cmd, log: log.Name()}
+	p := &proc{cmd: cmd, debug: ports[2], log: log.Name()}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/healthcheck")
