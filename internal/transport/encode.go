@@ -115,7 +115,7 @@ func repeats(keys []string, args []any) ([]any, int) {
 // one request per bucket (a lone take among them; a take across one
 // bucket's too: see TestLoneAcrossOneBucket), sends the record's expiry,
 // the policy and n; a batch of takes across subjects alike (a lone one
-// among them), none of whose buckets is asked twice, the record's expiry,
+// among them; a bucket may be asked by several), the record's expiry,
 // "A", then each bucket's policy and cost.
 func (s *Store) encodeShort(ctx context.Context, call uint64, batch []*request) ([]string, []any) {
 	r := batch[0]
@@ -149,11 +149,6 @@ func (s *Store) encodeShort(ctx context.Context, call uint64, batch []*request) 
 		}
 		for i := range o.Policies {
 			keys = append(keys, s.Key(o.Across[i].Subj, o.Policies[i].Name))
-		}
-	}
-	if len(batch) > 1 {
-		if _, again := repeats(keys, nil); again > 0 {
-			return s.encode(ctx, call, batch)
 		}
 	}
 	args[0], args[1] = recordTTL(ctx), "A"

@@ -42,8 +42,10 @@ func TestPlainBatchMatchesGeneral(t *testing.T) {
 				sendOps(t, s, []batchReq{{"d", 5, five}, {"d", 5, five}}, []int{bucket.OpTake, bucket.WithArg(bucket.OpCharge, 10*time.Hour.Microseconds())})
 				s.lend(t, "e", five, 0, nil, 7, []int64{2}, time.Minute)
 				ahead := fmt.Sprintf("3:%d:%s", now.UnixMicro()+int64(10*time.Minute/time.Microsecond), five[0].Desc())
-				if err := c.Set(ctx, s.Key(bucket.HashSubject("g"), "p"), ahead, time.Hour).Err(); err != nil {
-					t.Fatal(err)
+				for _, subj := range []string{"g", "G"} {
+					if err := c.Set(ctx, s.Key(bucket.HashSubject(subj), "p"), ahead, time.Hour).Err(); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			for round, subjs := range []string{"acfh", "abc", "cda", "fea", "hga", "acfh", "bdegh"} {
@@ -69,6 +71,34 @@ func TestPlainBatchMatchesGeneral(t *testing.T) {
 					return b
 				}
 				compareForms(t, c, name == "miniredis", short, long, batch(), batch(), 6)
+			}
+			// Across subjects with buckets asked by several requests, as an
+			// Envoy service's: each request its subject's bucket, a tenant's
+			// of two ("t0", "t1") and the route's ("r", under a limit of its
+			// own), of costs 1 or 2, 0 or 1, and 1 ("HHHH": two takes, then
+			// two refusals that ask the tenants and the route last). "z" is
+			// its own tenant (one bucket twice in a request), and "y" has
+			// the tenant "r" and the route "s" (the route's bucket under two
+			// limits): both go whole to the general form, as do the batches
+			// that meet "b", "d", "e" or "G" (as "g").
+			route := mustPolicies(t, NamedLimit{Name: "p", Limit: Limit{Rate: 1, Period: time.Hour, Burst: 40}})[0]
+			for round, subjs := range []string{"ACFH", "HHHH", "HFCA", "AbC", "AzC", "AyC", "CdA", "CCAA", "HFCA", "FeA", "ACFH", "AGC", "z", "C"} {
+				batch := func() []*request {
+					b := make([]*request, len(subjs))
+					for i, subj := range subjs {
+						x, tenant, r := bucket.HashSubject(string(subj)), bucket.HashSubject(fmt.Sprintf("t%d", i%2)), bucket.HashSubject("r")
+						switch subj {
+						case 'z':
+							tenant = x
+						case 'y':
+							tenant, r = r, bucket.HashSubject("s")
+						}
+						b[i] = &request{ctx: ctx, Ask: bucket.Ask{Subj: x, Op: bucket.OpTake, Policies: []bucket.Policy{five[0], five[0], route},
+							Each: make([]bucket.Outcome, 3), Across: []bucket.Part{{Subj: x, N: 1 + round%2}, {Subj: tenant, N: round % 2}, {Subj: r, N: 1}}}}
+					}
+					return b
+				}
+				compareForms(t, c, name == "miniredis", short, long, batch(), batch(), 8)
 			}
 		})
 	}

@@ -177,47 +177,81 @@ if #ARGV == 3 then
 elseif ARGV[2] == 'A' then
   -- Takes across subjects (AllowAll on one node) come short too: the
   -- record's expiry, 'A', then each bucket's policy and cost, for a lone
-  -- take or a batch of takes alike (KEYS: each request's buckets in turn,
-  -- none asked twice); a cost 0 takes nothing and asks for one token. The
-  -- same straight line decides each request, all or nothing, when every
-  -- bucket is in its policy (or none) and stamped no later than now
-  -- (not in debt, without loans); from the first that is not, the rest
-  -- goes on below, as a batch of takes across subjects (operation 8).
-  -- C holds per bucket of a request its policy's numbers, the current
-  -- tick, its cost, its policy and the tokens it holds now.
+  -- take or a batch of takes alike (KEYS: each request's buckets in
+  -- turn); a cost 0 takes nothing and asks for one token. When every
+  -- bucket is in its policy (or none) and stamped no later than now (not
+  -- in debt, without loans), and, in a batch, none is asked twice in one
+  -- request or under two policies, a straight line decides each request,
+  -- all or nothing; else the whole batch goes on below, as a batch of
+  -- takes across subjects (operation 8). (A lone request's bucket asked
+  -- twice, under one policy as core.AllowAll wants, is read twice: as
+  -- below, the last ask that takes writes.) C holds per bucket of a request its
+  -- policy's numbers (parsed once per call), the current tick, its cost,
+  -- its policy, and where its values' suffix is (formatted once needed).
+  -- Every bucket is read before any request is decided, so that the
+  -- batch goes on below whole, as it came: vals[b] then holds the tokens
+  -- of the bucket first asked at b, or -f for one asked again, first at
+  -- f. A bucket asked by several requests (a route's, a tenant's) is
+  -- read once and written once, where it is last asked (L[f]), if any
+  -- request took from it (W[f]); S[f] holds its tokens meanwhile.
   local m, C = (#ARGV - 2) / 2, {}
   for i = 1, m do
-    local desc = ARGV[1 + 2 * i]
-    local cap, rate, unit, tick = match(desc, '^(%d+):(%d+):(%d+):(%d+)$')
-    if not cap then C = false; break end
-    cap, rate, unit, tick = cap + 0, rate + 0, unit + 0, tick + 0
-    if rate <= 0 or unit <= 0 or tick <= 0 then C = false; break end
-    local j = 8 * i
-    C[j - 7], C[j - 6], C[j - 5], C[j - 4] = cap, rate, unit, tick
-    C[j - 3], C[j - 2], C[j - 1] = floor(now / tick), ARGV[2 + 2 * i] + 0, desc
+    local j, desc, o = 9 * i, ARGV[1 + 2 * i], 0
+    for h = 1, i - 1 do
+      if C[9 * h - 2] == desc then o = 9 * h; break end
+    end
+    if o > 0 then
+      C[j - 8], C[j - 7], C[j - 6], C[j - 5], C[j - 4], C[j - 1] = C[o - 8], C[o - 7], C[o - 6], C[o - 5], C[o - 4], o
+    else
+      local cap, rate, unit, tick = match(desc, '^(%d+):(%d+):(%d+):(%d+)$')
+      if not cap then C = false; break end
+      cap, rate, unit, tick = cap + 0, rate + 0, unit + 0, tick + 0
+      if rate <= 0 or unit <= 0 or tick <= 0 then C = false; break end
+      C[j - 8], C[j - 7], C[j - 6], C[j - 5], C[j - 4], C[j - 1] = cap, rate, unit, tick, floor(now / tick), j
+    end
+    C[j - 3], C[j - 2], C[j] = ARGV[2 + 2 * i] + 0, desc, false
   end
+  local seen, L, S, W, e, lastEx = nk - 1 > m and {}, false, false, false, false, false
+  while C and k < nk - 1 do
+    for i = 1, m do
+      local b, j = k + i, 9 * i
+      local key, f = KEYS[b], nil
+      if seen then f = seen[key] end
+      if f == nil then
+        if seen then seen[key] = b end
+        local cap, tok, v = C[j - 8], C[j - 8], vals[b]
+        if v then
+          local units, ts, d = match(v, '^(%d+):(%d+):(.*)')
+          if d ~= C[j - 2] then C = false; break end
+          local el = C[j - 4] - ts
+          if el < 0 then C = false; break end
+          tok = units + 0
+          if tok < cap and el < ceil((cap - tok) / C[j - 7]) then tok = tok + el * C[j - 7] else tok = cap end
+        end
+        vals[b] = tok
+      else
+        if (L and L[f] or f) > k or C[9 * ((f - 1) % m + 1) - 2] ~= C[j - 2] then C = false; break end
+        if not L then L, S, W = {}, {}, {} end
+        L[f], vals[b] = b, -f
+      end
+    end
+    k = k + m
+  end
+  k = 0
   while C and k < nk - 1 do
     local all = true
     for i = 1, m do
-      local j = 8 * i
-      local cap, rate, unit, n = C[j - 7], C[j - 6], C[j - 5], C[j - 2]
-      local tok, v = cap, vals[k + i]
-      if v then
-        local units, ts, d = match(v, '^(%d+):(%d+):(.*)')
-        if d ~= C[j - 1] then C = false; break end
-        local el = C[j - 3] - ts
-        if el < 0 then C = false; break end
-        tok = units + 0
-        if tok < cap and el < ceil((cap - tok) / rate) then tok = tok + el * rate else tok = cap end
-      end
+      local tok, n, unit = vals[k + i], C[9 * i - 3], C[9 * i - 6]
+      if tok < 0 then tok = S[-tok] end
       if tok < n * unit or n == 0 and tok < unit then all = false end
-      C[j] = tok
     end
-    if not C then break end
     for i = 1, m do
-      local j, b = 8 * i, k + i
-      local cap, rate, unit, tick, at, n, tok = C[j - 7], C[j - 6], C[j - 5], C[j - 4], C[j - 3], C[j - 2], C[j]
+      local j, b = 9 * i, k + i
+      local cap, rate, unit, tick, at, n = C[j - 8], C[j - 7], C[j - 6], C[j - 5], C[j - 4], C[j - 3]
+      local tok, f, last = vals[b], b, b
+      if tok < 0 then f = -tok; tok, last = S[f], L[f] elseif L then last = L[b] or b end
       local phase, need, reset = now - at * tick, n * unit, 0
+      local left = tok
       if not all then
         if need == 0 then need = unit end
         local retry = 0
@@ -225,29 +259,50 @@ elseif ARGV[2] == 'A' then
         if tok < cap then reset = ceil((cap - tok) / rate) * tick - phase end
         vals[b] = format(i == 1 and '0,%d,%d,%d' or '%d,%d,%d', floor(tok / unit), retry, reset)
       else
-        local left = tok - need
+        left = tok - need
         if left < cap then reset = ceil((cap - left) / rate) * tick - phase end
         vals[b] = format(i == 1 and '1,%d,0,%d' or '%d,0,%d', floor(left / unit), reset)
-        if need > 0 then
-          redis.call('SETEX', KEYS[b], ceil(reset / 1000000) + 1, format('%d:%d:%s', left, at, C[j - 1]))
-          wrote = true
-        end
+      end
+      local w = all and need > 0
+      if last ~= b then
+        -- Asked again: what it holds passes on.
+        S[f] = left
+        if w then W[f] = true end
+      elseif w or f ~= b and W[f] then
+        -- Its last ask, after a take: written as that take left it,
+        -- which reset counts from.
+        local o, ex = C[j - 1], ceil(reset / 1000000) + 1
+        local sfx = C[o]
+        if not sfx then sfx = format(':%d:%s', at, C[j - 2]); C[o] = sfx end
+        if ex ~= lastEx then e, lastEx = format('%d', ex), ex end
+        redis.call('SETEX', KEYS[b], e, format('%d%s', left, sfx))
+        wrote = true
       end
     end
     k = k + m
   end
-  if k == nk - 1 then
+  if C then
     local reply = table.concat(vals, ',', 1, k)
     if wrote then redis.call('SETEX', KEYS[nk], ARGV[1], reply) end
     return reply
   end
-  local D = floor((nk - 1 - k) / m)
-  local a = {ARGV[1], D, m, '0'}
+  local D, R = floor((nk - 1) / m), 0
+  local a, last = {ARGV[1], D, m, 0}, {}
   for i = 1, m do a[4 + i] = ARGV[1 + 2 * i] end
-  a[5 + m], a[6 + m], a[7 + m] = '8', '0', m
-  for i = 1, m do a[7 + m + i] = i end
-  a[8 + 2 * m] = D
-  for i = 1, m do a[8 + 2 * m + i] = ARGV[2 + 2 * i] end
+  -- Each bucket asked again: its position, and its previous one's. The
+  -- buckets the straight line read (their tokens in vals) are read again.
+  for b = 1, nk - 1 do
+    if type(vals[b]) == 'number' then vals[b] = redis.call('GET', KEYS[b]) end
+    local e = last[KEYS[b]]
+    if e then a[5 + m + 2 * R], a[6 + m + 2 * R], R = b, e, R + 1 end
+    last[KEYS[b]] = b
+  end
+  a[4] = R
+  local o = 4 + m + 2 * R
+  a[o + 1], a[o + 2], a[o + 3] = '8', '0', m
+  for i = 1, m do a[o + 3 + i] = i end
+  a[o + 4 + m] = D
+  for i = 1, m do a[o + 4 + m + i] = ARGV[2 + 2 * i] end
   ARGV = a
 end
 -- Small numbers (counts, operations, costs, indexes) repeat: each distinct
