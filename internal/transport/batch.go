@@ -201,9 +201,10 @@ func (s *Store) cold(dest string, q *queue) redis.UniversalClient {
 		c = n
 	}
 	// The dialing carriers' connections may count as open already; an
-	// idle one may be about to serve a carrier that took its batch.
+	// idle one may be about to serve a carrier that took its batch, or a
+	// lone call not yet at the pool.
 	st := poolStats(c)
-	if st != nil && (st.IdleConns == 0 || q.dialing > 0 && int(st.TotalConns) <= busy+q.dialing) {
+	if st != nil && (st.IdleConns == 0 || int(st.TotalConns) <= busy+q.dialing) {
 		return c
 	}
 	return nil
@@ -220,9 +221,17 @@ func poolStats(c redis.UniversalClient) (st *redis.PoolStats) {
 	return c.PoolStats()
 }
 
+// errNotCold: a connection is idle when a carrier sent to open one (see
+// cold) is about to: a carrier in flight is back, and will take what
+// waits. Its PING would take that connection, and that carrier dial.
+var errNotCold = errors.New("a connection is idle")
+
 // ping opens a connection ahead (see cold), within dialAhead; an error
-// when it could not, or c panicked.
+// when it could not, or c panicked, or errNotCold.
 func (s *Store) ping(c redis.UniversalClient) (err error) {
+	if st := poolStats(c); st != nil && st.IdleConns > 0 {
+		return errNotCold
+	}
 	ctx := s.clock.Context(context.Background(), time.Now().Add(dialAhead))
 	defer func() {
 		ctx.Stop()
@@ -263,12 +272,24 @@ func (s *Store) lastTo(dest string) *lastCall {
 // A call that outlives its deadline costs its connection, and sends the
 // next calls to dest by carrier, under minSend, until one is fast again:
 // Redis nearly Timeout away never makes lone calls dial again and again.
+//
+// When it reports true, r is counted among dest's lone calls, and it
+// was so before it saw itself alone: a request that came meanwhile, and
+// queued, sees it in cold, and does not race it for its connection.
 func (s *Store) alone(r *request, dest string) bool {
 	if !s.deadlines || r.Deadline.IsZero() || r.ctx.Done() != nil || s.running.Load() != 1 {
 		return false
 	}
 	last := s.lastTo(dest)
-	return !last.failed.Load() && 4*time.Duration(last.took.Load()) < time.Until(r.Deadline)
+	if last.failed.Load() || 4*time.Duration(last.took.Load()) >= time.Until(r.Deadline) {
+		return false
+	}
+	last.lone.Add(1)
+	if s.running.Load() != 1 {
+		last.lone.Add(-1)
+		return false
+	}
+	return true
 }
 
 // sendAlone sends r, which alone let go on its caller's goroutine, under
@@ -280,8 +301,7 @@ func (s *Store) alone(r *request, dest string) bool {
 // Requests queued for dest meanwhile may have counted on this call's
 // connection (see cold): a carrier is sent for them once it is free.
 func (s *Store) sendAlone(r *request, dest string) {
-	last := s.lastTo(dest)
-	last.lone.Add(1)
+	last := s.lastTo(dest) // alone counted r in last.lone
 	ctx := s.clock.Context(r.ctx, r.Deadline)
 	s.send(ctx, dest, []*request{r})
 	ctx.Stop()
@@ -310,8 +330,10 @@ func (s *Store) forget(dest string, q *queue) {
 // unless another carrier is idle, it waits, idle, for startCarrier to wake
 // it. A lone request does not yield first: nothing could join it. With
 // cold (see Store.cold), it first opens a connection on that client (a
-// PING, within dialAhead); if that fails, it leaves what waits to the
-// calls in flight, which say why when they fail too.
+// PING, within dialAhead); if that fails, or a connection is idle by
+// then (a carrier slow to run under load: the carrier that freed it takes
+// what waits), it leaves what waits to the calls in flight, which say why
+// when they fail too.
 func (s *Store) carry(dest string, q *queue, cold redis.UniversalClient) {
 	var tick *time.Timer
 	var buf []*request
