@@ -85,6 +85,18 @@ var debtCases = []struct {
 		{lim: core.PerSecond(20), op: "take", allow: false, rem: 0, retry: 550 * time.Millisecond, reset: 1500 * time.Millisecond},
 		{wait: 550 * time.Millisecond, lim: core.PerSecond(20), op: "take", allow: true, rem: 0, reset: time.Second},
 	}},
+	// DESIGN §3: a lower limit's reservation or charge from a bucket
+	// spent beyond its capacity keeps that spend (the bucket stays in
+	// 100/min): 100 spent, 16⅔ back in 10s, 1 booked and 1 charged under
+	// 60/min (9, then 8 of its own left): 100/min finds 14⅔, not the 47
+	// of 60/min's 8 carried.
+	{"a lower limit's reservation keeps a spend it cannot hold", core.PerMinute(100), 10 * time.Second, true, []debtStep{
+		{op: "take", n: 100, allow: true, rem: 0, reset: time.Minute},
+		{wait: 10 * time.Second, lim: core.PerMinute(60), op: "reserve", allow: true, rem: 9, reset: 51 * time.Second},
+		{lim: core.PerMinute(60), op: "charge", allow: true, rem: 8, reset: 52 * time.Second},
+		{op: "take", n: 14, allow: true, rem: 0, reset: 59600 * time.Millisecond},
+		{op: "take", allow: false, rem: 0, retry: 200 * time.Millisecond, reset: 59600 * time.Millisecond},
+	}},
 	// A debt read under another limit (issue 44: the memory store
 	// announced 3m20s here, the script 3.98s, and both admitted at
 	// 3.98s). Of the two readings the larger holds (DESIGN §3): the limit

@@ -128,3 +128,97 @@ func overBound(adm []admission, capacity int, lim core.Limit) (worst int, at str
 	}
 	return worst, at
 }
+
+// TestLimitChangeWaitingBound: 100/min spends its 100 tokens; 10s later
+// the lower 60/min (same Name) reserves, charges, refunds, reserves and
+// cancels, or pauses (then 2s pass), and 100/min then takes all it can. Whatever
+// the lower limit wrote from its clamped reading must keep the spend
+// beyond its capacity: together they admit at most C + R·Δ of 100/min
+// (DESIGN §3), 117 in 10s (120 in 12s), not 150 as when the lower
+// limit wrote its clamp in its own terms.
+func TestLimitChangeWaitingBound(t *testing.T) {
+	hi, lo := core.PerMinute(100), core.PerMinute(60)
+	all := stores(t)
+	some := map[string]func(t *testing.T) clockStore{"memory": all["memory"], "miniredis": all["miniredis"], "redis": all["redis"]}
+	for _, op := range []string{"reserve", "charge", "refund", "cancel", "pause"} {
+		t.Run(op, func(t *testing.T) {
+			forStores(t, some, func(t *testing.T, s clockStore) {
+				admitted, elapsed := waitingAfterClamp(t, s, hi, lo, op)
+				bound := hi.Burst + int(int64(hi.Rate)*int64(elapsed)/int64(hi.Period)) + 1
+				t.Logf("%s under %v after %v spent all: %d admitted in %v, bound %d", op, lo, hi, admitted, elapsed.Round(time.Millisecond), bound)
+				if admitted > bound {
+					t.Errorf("%d admitted in %v: over %v's C + R·Δ (%d)", admitted, elapsed.Round(time.Millisecond), hi, bound)
+				}
+			})
+		})
+	}
+}
+
+// waitingAfterClamp runs TestLimitChangeWaitingBound's op on s, and
+// returns the tokens admitted and the time they took (on s's clock).
+func waitingAfterClamp(t *testing.T, s clockStore, hi, lo core.Limit, op string) (int, time.Duration) {
+	ctx := context.Background()
+	cfg := core.Config{Store: s.store, Limit: hi, Name: "api", FailMode: core.FailClosed, MaxWait: 10 * time.Second, Timeout: 5 * time.Second}
+	if !s.realTime {
+		cfg.DenyCacheSize = -1 // it counts on this process's clock, which the test does not move
+	}
+	h, err := core.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := h.With(lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if r, err := h.AllowN(ctx, "k", hi.Burst); err != nil || !r.Allowed {
+		t.Fatalf("the first burst: %+v %v", r, err)
+	}
+	s.advance(10 * time.Second)
+	admitted, passed := hi.Burst, 10*time.Second
+	switch op {
+	case "reserve", "cancel":
+		n := map[string]int{"reserve": 1, "cancel": 15}[op]
+		r, err := l.ReserveN(ctx, "k", n)
+		if err != nil || !r.OK() {
+			t.Fatalf("ReserveN(%d) under %v: %v %v", n, lo, r, err)
+		}
+		admitted += n
+		if op == "cancel" {
+			if err := r.Cancel(ctx); err != nil {
+				t.Fatal(err)
+			}
+			admitted -= n
+		}
+	case "charge":
+		if _, err := l.Charge(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		admitted++
+	case "refund":
+		if _, err := l.Refund(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		admitted-- // one of the burst given back
+	case "pause":
+		if _, err := l.Pause(ctx, "k", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		s.advance(2 * time.Second)
+		passed += 2 * time.Second
+	}
+	for range hi.Burst {
+		r, err := h.Allow(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Allowed {
+			break
+		}
+		admitted++
+	}
+	if s.realTime {
+		passed += time.Since(start) // the server's clock moved too
+	}
+	return admitted, passed
+}

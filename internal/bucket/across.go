@@ -39,7 +39,7 @@ func (s *Table) applyAcross(a *Ask) Outcome {
 	for i := range parts {
 		p := &policies[i]
 		k := memKeyOf(p)
-		r := memRead{hash: keyHash(hs[i], &k), key: k, tokens: p.Capacity, own: -1}
+		r := memRead{hash: keyHash(hs[i], &k), key: k, tokens: p.Capacity, own: notKept}
 		if b := s.shards[hs[i]&s.mask].lookup(r.hash, k.name, parts[i].Subj); b != nil {
 			r.tokens, r.own, r.st, r.clamped, r.ahead = b.read(p, k.shape, now)
 			r.shape = b.shape
@@ -70,11 +70,7 @@ func (s *Table) applyAcross(a *Ask) Outcome {
 		}
 		d.Allowed = a.Op == OpRefund || allowed
 		if write {
-			nb := memBucket{units: left, ts: now, shape: r.key.shape}
-			if a.Op == OpTake {
-				nb = r.taken(p, n, now)
-			}
-			sh.put(s, r, parts[i].Subj, nb)
+			sh.put(s, r, parts[i].Subj, r.written(p, a.Op, left, now))
 		} else if a.Op == OpTake && r.ahead {
 			sh.lookup(r.hash, r.key.name, parts[i].Subj).restamp(now)
 		}

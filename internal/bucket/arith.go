@@ -115,3 +115,28 @@ func carry(p *Policy, sp *policyShape, tok int64) (units int64, lost bool) {
 	}
 	return p.Capacity - int64(q), false
 }
+
+// rescale returns d units of p in units of shape sp, rounded down (toward
+// fewer tokens, more debt), within ±MaxExact: what an operation under p
+// took (d < 0) or gave back, counted in a bucket sp wrote (see written).
+func rescale(d int64, p *Policy, sp *policyShape) int64 {
+	m := uint64(d)
+	if d < 0 {
+		m = uint64(-d)
+	}
+	hi, lo := bits.Mul64(m, uint64(sp.unit))
+	if hi >= uint64(p.Unit) {
+		if d < 0 {
+			return -MaxExact
+		}
+		return MaxExact
+	}
+	q, r := bits.Div64(hi, lo, uint64(p.Unit))
+	if d >= 0 {
+		return int64(min(q, MaxExact))
+	}
+	if r != 0 {
+		q++
+	}
+	return -int64(min(q, MaxExact))
+}

@@ -249,27 +249,7 @@ func (m refStore) apply(op int, now int64, subject string, n int, ps []Policy, e
 		switch {
 		case op == OpTake && allowed:
 			o = refOutcome(p, i, true, tokens[i]-need, need, now, false)
-			if b, ok := m.clamped(k, p, now); ok {
-				// Spent beyond p's capacity: kept in its own policy, less
-				// the take, stamped back by the ticks p's refill takes to
-				// reach what p has left (q's units less q's refill over
-				// them), no further than those units allow.
-				q := &b.by
-				held, at := refillRef(q, b.units, b.ts, now)-int64(n)*q.Unit, floorDivRef(now, q.Tick)
-				if left := tokens[i] - need; left > 0 && held > 0 {
-					back := at - ceilDivRef((floorDivRef(now, p.Tick)-left/p.Refill)*p.Tick, q.Tick)
-					if back = min(back, held/q.Refill); back > 0 {
-						held, at = held-back*q.Refill, at-back
-					}
-				}
-				ts := now
-				if at != floorDivRef(now, q.Tick) {
-					ts = at * q.Tick
-				}
-				m[k] = refBucket{held, ts, b.by}
-			} else {
-				m[k] = refBucket{tokens[i] - need, now, nameless(*p)}
-			}
+			m.put(k, p, tokens[i], tokens[i]-need, now)
 		case op == OpTake:
 			o = m.kept(k, p, i, false, tokens[i], need, now)
 			if ahead[i] {
@@ -281,7 +261,7 @@ func (m refStore) apply(op int, now int64, subject string, n int, ps []Policy, e
 		case op == OpRefund:
 			left := min(p.Capacity, tokens[i]+need)
 			o = refOutcome(p, i, true, left, need, now, false)
-			m[k] = refBucket{left, now, nameless(*p)}
+			m.put(k, p, tokens[i], left, now)
 		}
 		if each != nil {
 			each[i] = o
@@ -296,6 +276,37 @@ func (m refStore) apply(op int, now int64, subject string, n int, ps []Policy, e
 		}
 	}
 	return best
+}
+
+// put writes k's bucket that an operation under p, which read tokens,
+// left holding left units: in p, but kept in its own policy q when it
+// spent beyond p's capacity (see clamped): q's units refilled to now,
+// plus what the operation gave back (less what it took) rounded down, at
+// most q's capacity, stamped back by the ticks p's refill takes to reach
+// what p has left (q's units less q's refill over them), no further than
+// those units allow.
+func (m refStore) put(k refKey, p *Policy, tokens, left, now int64) {
+	b, ok := m.clamped(k, p, now)
+	if !ok {
+		m[k] = refBucket{left, now, nameless(*p)}
+		return
+	}
+	q := &b.by
+	d := new(big.Int).Mul(big.NewInt(left-tokens), big.NewInt(q.Unit))
+	d.Div(d, big.NewInt(p.Unit)) // Euclidean: rounded down
+	held := min(refillRef(q, b.units, b.ts, now)+d.Int64(), q.Capacity)
+	at := floorDivRef(now, q.Tick)
+	if left > 0 && held > 0 {
+		back := at - ceilDivRef((floorDivRef(now, p.Tick)-left/p.Refill)*p.Tick, q.Tick)
+		if back = min(back, held/q.Refill); back > 0 {
+			held, at = held-back*q.Refill, at-back
+		}
+	}
+	ts := now
+	if at != floorDivRef(now, q.Tick) {
+		ts = at * q.Tick
+	}
+	m[k] = refBucket{held, ts, b.by}
 }
 
 // clamped returns k's bucket, and whether it is in another policy than

@@ -202,7 +202,7 @@ type memBucket struct {
 // anything. own is then the units under b's own policy (below 0 when it
 // owes), else notKept; clamped reports that the first reading was
 // clamped at 0 (b's own policy spent more than p's capacity: see carry):
-// a take then writes b in its own policy (see taken). ahead reports a bucket
+// a write then keeps b in its own policy (see written). ahead reports a bucket
 // stamped in a later tick than now (an injected clock moved back): it is
 // read as of its stamp.
 func (b *memBucket) read(p *Policy, hp unique.Handle[policyShape], now int64) (tokens, own, st int64, clamped, ahead bool) {
@@ -223,23 +223,29 @@ func (b *memBucket) read(p *Policy, hp unique.Handle[policyShape], now int64) (t
 	return max(tokens, st), own, st, clamped, b.ts/sp.tick > now/sp.tick
 }
 
-// taken returns the bucket a take of n tokens under p leaves, r read at
-// now (tokens under p, own under the bucket's own policy sp: see read).
-// Its units, stamp and shape are p's, but sp's when p's reading was
-// clamped: in p's units, the spend
-// beyond p's capacity would be lost, and a policy that spent it would
-// take it again (DESIGN §3: admitted cost stays within the more generous
-// limit's bound). What p has left (its clamp refilled at its own rate,
-// less the take) it then reads from the stamp: the stamp goes back by
-// the ticks p's refill takes to reach it, and own by sp's refill over
-// them, so sp reads the same now; no further than own allows.
-func (r *memRead) taken(p *Policy, n int, now int64) memBucket {
-	left := r.tokens - int64(n)*p.Unit
-	if !r.clamped {
+// written returns the bucket an operation of kind (OpTake, OpRefund or a
+// waiting one) under p leaves holding left units under p, r read at now
+// (tokens under p, own under the bucket's own policy sp: see read). It is
+// p's, but sp's when p's units would lose what sp spent: when p's reading
+// was clamped, and for any but a take, when the bucket or what is left
+// owes (p's debt, healed at p's rate, would carry as a spend of less than
+// p's capacity). A policy that spent it would take it again (DESIGN §3:
+// admitted cost stays within the more generous limit's bound). sp's
+// units are then own less what the operation took (plus what it gave
+// back), at most sp's capacity, and a debt at least what it owes under
+// p. What p has left it reads from the stamp: the stamp goes back by the
+// ticks p's refill takes to reach it, and own by sp's refill over them,
+// so sp reads the same now; no further than own allows.
+func (r *memRead) written(p *Policy, kind int, left, now int64) memBucket {
+	lossy := r.clamped || kind != OpTake && r.own != notKept && (left < 0 || r.own < 0)
+	if !lossy {
 		return memBucket{units: left, ts: now, shape: r.key.shape}
 	}
 	q := r.shape.Value()
-	held, at := r.own-int64(n)*q.unit, now/q.tick
+	held, at := min(r.own+rescale(left-r.tokens, p, &q), q.capacity), now/q.tick
+	if left < 0 {
+		held = min(held, rescale(left, p, &q))
+	}
 	if left > 0 && held > 0 {
 		back := at - CeilDiv((now/p.Tick-left/p.Refill)*p.Tick, q.tick)
 		back = min(back, held/q.refill)

@@ -180,7 +180,7 @@ func (s *Table) Take1(subject string, n int, p *Policy) Decision {
 			*sh.insert(h, k.name, subject, s.perShard) = memBucket{units: tokens - need, ts: now, shape: hp}
 		} else if clamped {
 			r := memRead{key: *k, tokens: tokens, own: own, shape: b.shape, clamped: true}
-			*b = r.taken(p, n, now)
+			*b = r.written(p, OpTake, tokens-need, now)
 		} else {
 			b.units, b.ts = tokens-need, now
 			if b.shape != hp {
@@ -268,11 +268,7 @@ func (sh *memShard) applyMany(s *Table, hs uint64, a *Ask, now int64) Outcome {
 		// Looked up again: an insert for an earlier policy may have moved
 		// this bucket.
 		if write {
-			nb := memBucket{units: left, ts: now, shape: r.key.shape}
-			if op == OpTake {
-				nb = r.taken(p, n, now)
-			}
-			sh.put(s, r, a.Subj, nb)
+			sh.put(s, r, a.Subj, r.written(p, op, left, now))
 		} else if op == OpTake && r.ahead {
 			sh.lookup(r.hash, r.key.name, a.Subj).restamp(now)
 		}
@@ -327,7 +323,7 @@ func (sh *memShard) applyWait(s *Table, hs uint64, a *Ask, now int64) Outcome {
 			left, wait, extra = p.waiting(kind, x, n, r.tokens, extra, now)
 			d, _ = p.decide(left, 0, true, now) // the bucket as left
 			d.RetryAfter = wait
-			sh.put(s, r, a.Subj, memBucket{units: left, ts: now, shape: r.key.shape})
+			sh.put(s, r, a.Subj, r.written(p, kind, left, now))
 		case r.own == notKept:
 			d, _ = p.decide(r.tokens, n, false, now)
 		default:

@@ -48,12 +48,12 @@ import "github.com/redis/go-redis/v9"
 // the bucket refilled to now in its own policy, then carried; and the
 // bucket carried as of its stamp, then refilled at the reader's rate
 // since — the clamped state the reader refills from, though its denials
-// write nothing (DESIGN §3). A take writes the bucket in the reader's
-// policy, but when the first reading was clamped at 0 (the writer spent
-// more than the reader's capacity, which the reader's units would lose):
-// then it stays in the writer's, refilled to now, less the take, its
-// stamp set back so that the second reading still gives the reader what
-// it has left. A bucket in the reader's own policy is read with no
+// write nothing (DESIGN §3). A write (a loan's aside) puts the bucket in
+// the reader's policy, but when the first reading was clamped at 0 (the
+// writer spent more than the reader's capacity, which the reader's units
+// would lose): then it stays in the writer's, refilled to now, less what
+// the reader took (plus what it gave back), its stamp set back so that
+// the second reading still gives the reader what it has left. A bucket in the reader's own policy is read with no
 // rounding at all. The waits of a decision that writes nothing
 // (a denial, a peek) are those of whichever reading gets there first.
 //
@@ -699,16 +699,29 @@ while d < D do
       if wr ~= 0 or (op == 1 and aheads[i]) then
         local ex, ln = ceil(reset / 1000000) + 1, lns[i]
         local held, w, at = left + lu, p, nil
-        if q ~= p and q and wr == -1 and select(2, carry(owns[i], q, p)) then
-          -- A take from a bucket that q spent beyond p's capacity (p's
-          -- reading clamped at 0): in p's units that spend is lost, so
-          -- the bucket stays in q, less the take, alive while either
-          -- policy reads it short of full. What p has left (its clamp
-          -- refilled at its own rate, less the take) it reads from the
-          -- stamp: the stamp goes back by the ticks p's refill takes to
-          -- reach it, and q's units by q's refill over them, so q reads
-          -- the same now; no further than q's units allow.
-          held, w = owns[i] - need / unit * q[3], q
+        if q ~= p and q and wr ~= 0 and wr ~= 3 and (wr ~= -1 and (left < 0 or owns[i] < 0) or select(2, carry(owns[i], q, p))) then
+          -- A write that p's units would lose q's spend in: p's reading
+          -- clamped at 0 (q spent beyond p's capacity), or for any but a
+          -- take, a debt read or left (healed at p's rate, p's debt
+          -- would carry as a spend of less than p's capacity). The
+          -- bucket stays in q, less what p took (plus what it gave
+          -- back), at most full, owing at least what p owes; alive
+          -- while either policy reads it short of full. What p has left
+          -- it reads from the stamp: the stamp goes back by the ticks
+          -- p's refill takes to reach it, and q's units by q's refill
+          -- over them, so q reads the same now; no further than q's
+          -- units allow.
+          -- p's units in q's, rounded down (toward fewer tokens), inline:
+          -- a local function costs every call its closure.
+          local dq, qu = left - toks[i], q[3]
+          if dq * qu < 9007199254740992 and dq * qu > -9007199254740992 then dq = floor(dq * qu / unit) else dq = floor(dq / unit * qu) end
+          held, w = owns[i] + dq, q
+          local most = q[1] - lents[i] * qu
+          if held > most then held = most end
+          if left < 0 then
+            if -left * qu < 9007199254740992 then dq = floor(left * qu / unit) else dq = floor(left / unit * qu) end
+            if dq < held then held = dq end
+          end
           local qx = ceil((ceil((q[1] - held) / q[2]) * q[4] - q[7]) / 1000000) + 1
           if qx > ex then ex = qx end
           if left > 0 and held > 0 then
