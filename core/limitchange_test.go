@@ -131,7 +131,8 @@ func overBound(adm []admission, capacity int, lim core.Limit) (worst int, at str
 
 // TestLimitChangeWaitingBound: 100/min spends its 100 tokens; 10s later
 // the lower 60/min (same Name) reserves, charges, refunds, reserves and
-// cancels, or pauses (then 2s pass), and 100/min then takes all it can. Whatever
+// cancels, pauses (then 2s pass) or borrows a slice (Config.Borrow), and
+// 100/min then takes all it can (and 60/min what its slice holds). Whatever
 // the lower limit wrote from its clamped reading must keep the spend
 // beyond its capacity: together they admit at most C + R·Δ of 100/min
 // (DESIGN §3), 117 in 10s (120 in 12s), not 150 as when the lower
@@ -140,7 +141,7 @@ func TestLimitChangeWaitingBound(t *testing.T) {
 	hi, lo := core.PerMinute(100), core.PerMinute(60)
 	all := stores(t)
 	some := map[string]func(t *testing.T) clockStore{"memory": all["memory"], "miniredis": all["miniredis"], "redis": all["redis"]}
-	for _, op := range []string{"reserve", "charge", "refund", "cancel", "pause"} {
+	for _, op := range []string{"reserve", "charge", "refund", "cancel", "pause", "borrow"} {
 		t.Run(op, func(t *testing.T) {
 			forStores(t, some, func(t *testing.T, s clockStore) {
 				admitted, elapsed := waitingAfterClamp(t, s, hi, lo, op)
@@ -176,6 +177,7 @@ func waitingAfterClamp(t *testing.T, s clockStore, hi, lo core.Limit, op string)
 	}
 	s.advance(10 * time.Second)
 	admitted, passed := hi.Burst, 10*time.Second
+	var later *core.Limiter // lo's, borrowing
 	switch op {
 	case "reserve", "cancel":
 		n := map[string]int{"reserve": 1, "cancel": 15}[op]
@@ -200,6 +202,19 @@ func waitingAfterClamp(t *testing.T, s clockStore, hi, lo core.Limit, op string)
 			t.Fatal(err)
 		}
 		admitted-- // one of the burst given back
+	case "borrow":
+		// Its second take borrows a slice of 3 (DESIGN §14) and takes 1 of
+		// them: the store counts all 3 taken, though 2 are spent later.
+		cfg.Limit, cfg.Borrow = lo, 3*time.Second
+		if later, err = core.New(cfg); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if r, err := later.Allow(ctx, "k"); err != nil || !r.Allowed {
+				t.Fatalf("a take under %v, borrowing: %+v %v", lo, r, err)
+			}
+		}
+		admitted += 2
 	case "pause":
 		if _, err := l.Pause(ctx, "k", time.Second); err != nil {
 			t.Fatal(err)
@@ -207,18 +222,27 @@ func waitingAfterClamp(t *testing.T, s clockStore, hi, lo core.Limit, op string)
 		s.advance(2 * time.Second)
 		passed += 2 * time.Second
 	}
-	for range hi.Burst {
-		r, err := h.Allow(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !r.Allowed {
-			break
-		}
-		admitted++
+	admitted += drain(t, h)
+	if later != nil {
+		admitted += drain(t, later) // the slice in hand, and what it reads
 	}
 	if s.realTime {
 		passed += time.Since(start) // the server's clock moved too
 	}
 	return admitted, passed
+}
+
+// drain returns the tokens l admits of "k", one at a time, until it
+// refuses (at most 200).
+func drain(t *testing.T, l *core.Limiter) int {
+	for i := range 200 {
+		r, err := l.Allow(context.Background(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Allowed {
+			return i
+		}
+	}
+	return 200
 }

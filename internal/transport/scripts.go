@@ -48,13 +48,13 @@ import "github.com/redis/go-redis/v9"
 // the bucket refilled to now in its own policy, then carried; and the
 // bucket carried as of its stamp, then refilled at the reader's rate
 // since — the clamped state the reader refills from, though its denials
-// write nothing (DESIGN §3). A write (a loan's aside) puts the bucket in
-// the reader's policy, but when the first reading was clamped at 0 (the
-// writer spent more than the reader's capacity, which the reader's units
-// would lose): then it stays in the writer's, refilled to now, less what
-// the reader took (plus what it gave back), its stamp set back so that
-// the second reading still gives the reader what it has left. A bucket in the reader's own policy is read with no
-// rounding at all. The waits of a decision that writes nothing
+// write nothing (DESIGN §3). A write puts the bucket in the reader's
+// policy, but when the first reading was clamped at 0 (the writer spent
+// more than the reader's capacity, which the reader's units would lose):
+// then it stays in the writer's, refilled to now, less what the reader
+// took (plus what it gave back), its stamp set back so that the second
+// reading still gives the reader what it has left. A bucket in the
+// reader's own policy is read with no rounding at all. The waits of a decision that writes nothing
 // (a denial, a peek) are those of whichever reading gets there first.
 //
 // Only an allowed take, a refund and operations 4 to 7 (but a refused
@@ -585,9 +585,11 @@ while d < D do
       -- The loan returned (if still out) gives back its unspent tokens;
       -- then a slice is lent, all or nothing, only when every bucket
       -- holds it whole. allowed: a slice lent, or (none asked) a loan
-      -- returned.
+      -- returned. lend[-i] keeps policy i's tokens as read (see the
+      -- write below).
       local back = false
       for i = 1, m do
+        lend[-i] = toks[i]
         local ln = lns[i]
         for j = 1, ln and #ln or 0 do
           if ln[j][1] == lend[1] then
@@ -699,13 +701,15 @@ while d < D do
       if wr ~= 0 or (op == 1 and aheads[i]) then
         local ex, ln = ceil(reset / 1000000) + 1, lns[i]
         local held, w, at = left + lu, p, nil
-        if q ~= p and q and wr ~= 0 and wr ~= 3 and (wr ~= -1 and (left < 0 or owns[i] < 0) or select(2, carry(owns[i], q, p))) then
+        if q ~= p and q and wr ~= 0 and (wr ~= -1 and (left < 0 or owns[i] < 0) or select(2, carry(owns[i], q, p))) then
           -- A write that p's units would lose q's spend in: p's reading
           -- clamped at 0 (q spent beyond p's capacity), or for any but a
           -- take, a debt read or left (healed at p's rate, p's debt
           -- would carry as a spend of less than p's capacity). The
           -- bucket stays in q, less what p took (plus what it gave
-          -- back), at most full, owing at least what p owes; alive
+          -- back; a loan moves tokens within the bucket, a loan
+          -- returned gives back what is unspent), at most full, owing
+          -- at least what p owes; alive
           -- while either policy reads it short of full. What p has left
           -- it reads from the stamp: the stamp goes back by the ticks
           -- p's refill takes to reach it, and q's units by q's refill
@@ -713,7 +717,7 @@ while d < D do
           -- units allow.
           -- p's units in q's, rounded down (toward fewer tokens), inline:
           -- a local function costs every call its closure.
-          local dq, qu = left - toks[i], q[3]
+          local dq, qu = left - (wr == 3 and lend[-i] or toks[i]), q[3]
           if dq * qu < 9007199254740992 and dq * qu > -9007199254740992 then dq = floor(dq * qu / unit) else dq = floor(dq / unit * qu) end
           held, w = owns[i] + dq, q
           local most = q[1] - lents[i] * qu
