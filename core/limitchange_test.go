@@ -158,7 +158,6 @@ func TestLimitChangeWaitingBound(t *testing.T) {
 // waitingAfterClamp runs TestLimitChangeWaitingBound's op on s, and
 // returns the tokens admitted and the time they took (on s's clock).
 func waitingAfterClamp(t *testing.T, s clockStore, hi, lo core.Limit, op string) (int, time.Duration) {
-	ctx := context.Background()
 	cfg := core.Config{Store: s.store, Limit: hi, Name: "api", FailMode: core.FailClosed, MaxWait: 10 * time.Second, Timeout: 5 * time.Second}
 	if !s.realTime {
 		cfg.DenyCacheSize = -1 // it counts on this process's clock, which the test does not move
@@ -167,58 +166,15 @@ func waitingAfterClamp(t *testing.T, s clockStore, hi, lo core.Limit, op string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := h.With(lo)
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	if r, err := h.AllowN(ctx, "k", hi.Burst); err != nil || !r.Allowed {
+	if r, err := h.AllowN(context.Background(), "k", hi.Burst); err != nil || !r.Allowed {
 		t.Fatalf("the first burst: %+v %v", r, err)
 	}
 	s.advance(10 * time.Second)
-	admitted, passed := hi.Burst, 10*time.Second
-	var later *core.Limiter // lo's, borrowing
-	switch op {
-	case "reserve", "cancel":
-		n := map[string]int{"reserve": 1, "cancel": 15}[op]
-		r, err := l.ReserveN(ctx, "k", n)
-		if err != nil || !r.OK() {
-			t.Fatalf("ReserveN(%d) under %v: %v %v", n, lo, r, err)
-		}
-		admitted += n
-		if op == "cancel" {
-			if err := r.Cancel(ctx); err != nil {
-				t.Fatal(err)
-			}
-			admitted -= n
-		}
-	case "charge":
-		if _, err := l.Charge(ctx, "k", 1); err != nil {
-			t.Fatal(err)
-		}
-		admitted++
-	case "refund":
-		if _, err := l.Refund(ctx, "k", 1); err != nil {
-			t.Fatal(err)
-		}
-		admitted-- // one of the burst given back
-	case "borrow":
-		// Its second take borrows a slice of 3 (DESIGN §14) and takes 1 of
-		// them: the store counts all 3 taken, though 2 are spent later.
-		cfg.Limit, cfg.Borrow = lo, 3*time.Second
-		if later, err = core.New(cfg); err != nil {
-			t.Fatal(err)
-		}
-		for range 2 {
-			if r, err := later.Allow(ctx, "k"); err != nil || !r.Allowed {
-				t.Fatalf("a take under %v, borrowing: %+v %v", lo, r, err)
-			}
-		}
-		admitted += 2
-	case "pause":
-		if _, err := l.Pause(ctx, "k", time.Second); err != nil {
-			t.Fatal(err)
-		}
+	cfg.Limit = lo
+	n, later := lowerWrites(t, h, cfg, op)
+	admitted, passed := hi.Burst+n, 10*time.Second
+	if op == "pause" {
 		s.advance(2 * time.Second)
 		passed += 2 * time.Second
 	}
@@ -230,6 +186,55 @@ func waitingAfterClamp(t *testing.T, s clockStore, hi, lo core.Limit, op string)
 		passed += time.Since(start) // the server's clock moved too
 	}
 	return admitted, passed
+}
+
+// lowerWrites runs op under cfg.Limit, h's view of it (or, to borrow, a
+// limiter of cfg's own, returned): the tokens it admitted (less what it
+// gave back).
+func lowerWrites(t *testing.T, h *core.Limiter, cfg core.Config, op string) (int, *core.Limiter) {
+	ctx := context.Background()
+	l, err := h.With(cfg.Limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	switch op {
+	case "reserve", "cancel":
+		n = map[string]int{"reserve": 1, "cancel": 15}[op]
+		r, err := l.ReserveN(ctx, "k", n)
+		if err != nil || !r.OK() {
+			t.Fatalf("ReserveN(%d) under %v: %v %v", n, cfg.Limit, r, err)
+		}
+		if op == "cancel" {
+			n, err = 0, r.Cancel(ctx)
+		}
+	case "charge":
+		n = 1
+		_, err = l.Charge(ctx, "k", n)
+	case "refund":
+		n = -1 // one of the burst given back
+		_, err = l.Refund(ctx, "k", 1)
+	case "pause":
+		_, err = l.Pause(ctx, "k", time.Second)
+	case "borrow":
+		// Its second take borrows a slice of 3 (DESIGN §14) and takes 1 of
+		// them: the store counts all 3 taken, though 2 are spent later.
+		cfg.Borrow = 3 * time.Second
+		b, err := core.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if r, err := b.Allow(ctx, "k"); err != nil || !r.Allowed {
+				t.Fatalf("a take under %v, borrowing: %+v %v", cfg.Limit, r, err)
+			}
+		}
+		return 2, b
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, nil
 }
 
 // drain returns the tokens l admits of "k", one at a time, until it
