@@ -3,6 +3,8 @@ package transport
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -139,5 +141,57 @@ func compareForms(t *testing.T, c *redis.Client, exact bool, short, long *Store,
 				t.Errorf("request %d, %s: expiry %v short, %v general", i, sk, st, lt)
 			}
 		}
+	}
+}
+
+// TestAcrossShortMatchesGeneralRandom sends random batches of takes
+// across subjects alike (1 to 3 buckets a request under three limits,
+// costs 0 to 2, subjects of a small set: buckets repeat within requests
+// and across them) through the short form and the general form, on a
+// miniredis whose clock moves between batches: replies, values and
+// expiries the same to the byte.
+func TestAcrossShortMatchesGeneralRandom(t *testing.T) {
+	m := miniredis.RunT(t)
+	start := time.Unix(1767225600, 250000000)
+	m.SetTime(start)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	short, long := New(c, "s:"), New(c, "l:")
+	limits := mustPolicies(t, NamedLimit{Name: "p", Limit: slow}, NamedLimit{Name: "q", Limit: Limit{Rate: 1, Period: time.Minute, Burst: 9}},
+		NamedLimit{Name: "r", Limit: PerSecond(1000000)})
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 400 {
+		if round%20 == 19 {
+			m.SetTime(start.Add(time.Duration(round) * 3 * time.Second))
+		}
+		k, d := 1+rng.IntN(3), 1+rng.IntN(6)
+		ps, ns := make([]bucket.Policy, k), make([]int, k)
+		for i := range ps {
+			ps[i], ns[i] = limits[rng.IntN(len(limits))], rng.IntN(3)
+		}
+		subjs := make([]string, d*k)
+		for i := range subjs {
+			subjs[i] = bucket.HashSubject(strconv.Itoa(rng.IntN(8)))
+		}
+		batch := func() []*request {
+			b := make([]*request, d)
+			for j := range b {
+				parts := make([]bucket.Part, k)
+				for i := range parts {
+					parts[i] = bucket.Part{Subj: subjs[j*k+i], N: ns[i]}
+				}
+				b[j] = &request{ctx: ctx, Ask: bucket.Ask{Subj: parts[0].Subj, Op: bucket.OpTake, Policies: ps, Each: make([]bucket.Outcome, k), Across: parts}}
+			}
+			return b
+		}
+		want := 2 + 2*k
+		if k == 1 && ns[0] > 0 {
+			want = 3 // plain takes, unless a bucket repeats: then both general
+			if _, again := repeats(subjs, nil); again > 0 {
+				continue
+			}
+		}
+		compareForms(t, c, true, short, long, batch(), batch(), want)
 	}
 }

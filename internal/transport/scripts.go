@@ -19,8 +19,9 @@ import "github.com/redis/go-redis/v9"
 // replay record (named by the call's id); plain takes (a lone take
 // under one policy, or a batch of takes of one n under one policy, each
 // of its own bucket) send only the record's expiry, the policy and n,
-// and a lone take across subjects the record's expiry, "A", then each
-// bucket's policy and cost. The operations: 1
+// and takes across subjects alike (a lone one, or a batch whose
+// buckets may repeat) the record's expiry, "A", then each bucket's
+// policy and cost. The operations: 1
 // takes n tokens, all or nothing over the request's policies; 2 peeks (whether n would be taken, taking nothing); 3 refunds
 // n tokens to every policy, each capped at its capacity; 4 to 7 wait or
 // owe (DESIGN §11: reserve, charge, cancel, pause; see waiting), and
