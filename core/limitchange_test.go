@@ -206,7 +206,10 @@ func lowerWrites(t *testing.T, h *core.Limiter, cfg core.Config, op string) (int
 			t.Fatalf("ReserveN(%d) under %v: %v %v", n, cfg.Limit, r, err)
 		}
 		if op == "cancel" {
-			n, err = 0, r.Cancel(ctx)
+			n = 0
+			if err := r.Cancel(ctx); err != nil {
+				t.Fatalf("Cancel: %v", err)
+			}
 		}
 	case "charge":
 		n = 1
