@@ -145,7 +145,7 @@ func TestLimitChangeWaitingBound(t *testing.T) {
 		t.Run(op, func(t *testing.T) {
 			forStores(t, some, func(t *testing.T, s clockStore) {
 				admitted, elapsed := waitingAfterClamp(t, s, hi, lo, op)
-				bound := hi.Burst + int(int64(hi.Rate)*int64(elapsed)/int64(hi.Period)) + 1
+				bound := int(limitertest.Bound(hi, elapsed)) + 1 // and a tick boundary inside
 				t.Logf("%s under %v after %v spent all: %d admitted in %v, bound %d", op, lo, hi, admitted, elapsed.Round(time.Millisecond), bound)
 				if admitted > bound {
 					t.Errorf("%d admitted in %v: over %v's C + R·Δ (%d)", admitted, elapsed.Round(time.Millisecond), hi, bound)
